@@ -1,0 +1,197 @@
+# Kernels: constructors, evaluation and the contractions used by gradients.
+# The numerical work is in src/kernels.c.
+
+.kernel_families <- c(rbf = 1L, matern12 = 2L, matern32 = 3L, matern52 = 4L)
+.kernel_labels <- c(rbf = "RBF (squared exponential)", matern12 = "Matern 1/2",
+                    matern32 = "Matern 3/2", matern52 = "Matern 5/2")
+
+.new_kernel <- function(family, lengthscale, variance, ard) {
+  if (!is.null(lengthscale)) lengthscale <- .check_positive(lengthscale, "lengthscale")
+  if (!is.null(variance)) variance <- .check_positive(variance, "variance", 1L)
+  ard <- .check_flag(ard, "ard")
+  if (!is.null(lengthscale) && length(lengthscale) > 1L) ard <- TRUE
+  structure(list(family = family, lengthscale = lengthscale,
+                 variance = variance, ard = ard),
+            class = "sparsevgp_kernel")
+}
+
+#' Stationary kernels
+#'
+#' Covariance functions \eqn{k(x, x') = \sigma_f^2 g(r)} of the scaled
+#' distance \eqn{r^2 = \sum_d (x_d - x'_d)^2 / l_d^2}:
+#' \describe{
+#'   \item{RBF}{\eqn{g(r) = \exp(-r^2/2)};}
+#'   \item{Matern 1/2}{\eqn{g(r) = \exp(-r)};}
+#'   \item{Matern 3/2}{\eqn{g(r) = (1 + \sqrt3 r)\exp(-\sqrt3 r)};}
+#'   \item{Matern 5/2}{\eqn{g(r) = (1 + \sqrt5 r + 5r^2/3)\exp(-\sqrt5 r)}.}
+#' }
+#' One lengthscale is shared by all input columns, or each column has its
+#' own (automatic relevance determination, ARD).
+#'
+#' Parameters left \code{NULL} are chosen from the data when a model is
+#' fitted: the lengthscale from the median distance between inputs (per
+#' column for ARD) and the variance from the variance of the response.
+#' Models optimise kernel parameters on the log scale.
+#'
+#' @param lengthscale positive lengthscale: one number, one per input column
+#'   (ARD), or \code{NULL} to choose it from the data.
+#' @param variance positive signal variance \eqn{\sigma_f^2}, or \code{NULL}.
+#' @param ard if \code{TRUE} and \code{lengthscale} is \code{NULL}, use one
+#'   lengthscale per input column. A \code{lengthscale} of length > 1 implies
+#'   ARD.
+#' @return An object of class \code{"sparsevgp_kernel"}.
+#' @seealso \code{\link{kernel_matrix}}
+#' @examples
+#' k <- kernel_rbf(lengthscale = 0.5, variance = 2)
+#' k
+#' kernel_matrix(k, matrix(c(0, 0.5, 1), ncol = 1))
+#' kernel_matern32(lengthscale = c(1, 10))
+#' @name kernels
+NULL
+
+#' @rdname kernels
+#' @export
+kernel_rbf <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+  .new_kernel("rbf", lengthscale, variance, ard)
+}
+
+#' @rdname kernels
+#' @export
+kernel_matern12 <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+  .new_kernel("matern12", lengthscale, variance, ard)
+}
+
+#' @rdname kernels
+#' @export
+kernel_matern32 <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+  .new_kernel("matern32", lengthscale, variance, ard)
+}
+
+#' @rdname kernels
+#' @export
+kernel_matern52 <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+  .new_kernel("matern52", lengthscale, variance, ard)
+}
+
+#' @export
+print.sparsevgp_kernel <- function(x, digits = max(3L, getOption("digits") - 3L), ...) {
+  cat(.kernel_labels[[x$family]], "kernel\n")
+  v <- if (is.null(x$variance)) "(from data)" else format(x$variance, digits = digits)
+  ls <- if (is.null(x$lengthscale)) {
+    if (x$ard) "(from data, one per input column)" else "(from data)"
+  } else {
+    paste(format(x$lengthscale, digits = digits), collapse = " ")
+  }
+  cat("  variance:   ", v, "\n", sep = "")
+  cat("  lengthscale:", if (isTRUE(x$ard) && !is.null(x$lengthscale)) " (ARD) " else " ",
+      ls, "\n", sep = "")
+  invisible(x)
+}
+
+.check_kernel <- function(kernel, name = "kernel") {
+  if (!inherits(kernel, "sparsevgp_kernel")) {
+    stop(sprintf("'%s' must be a kernel such as kernel_rbf()", name), call. = FALSE)
+  }
+  kernel
+}
+
+# The list the C code reads: list(family code, variance, lengthscale).
+.kern_c <- function(kernel) {
+  if (is.null(kernel$variance) || is.null(kernel$lengthscale)) {
+    stop("the kernel's 'variance' and 'lengthscale' must be set ",
+         "(or fit a model to choose them)", call. = FALSE)
+  }
+  list(.kernel_families[[kernel$family]], as.double(kernel$variance),
+       as.double(kernel$lengthscale))
+}
+
+#' Kernel matrices
+#'
+#' Evaluates a kernel between the rows of two input matrices.
+#'
+#' @param kernel a kernel such as \code{\link{kernel_rbf}()} with its
+#'   parameters set.
+#' @param x a numeric matrix (or vector, for one input column) of inputs.
+#' @param y a second input matrix with the same number of columns; by default
+#'   \code{x}.
+#' @param diag if \code{TRUE}, return only the diagonal of \eqn{K(x, x)}.
+#' @return The \code{nrow(x)} by \code{nrow(y)} matrix \eqn{K(x, y)}, or a
+#'   vector for \code{diag = TRUE}.
+#' @examples
+#' x <- matrix(seq(0, 1, length.out = 5))
+#' K <- kernel_matrix(kernel_matern52(lengthscale = 0.3, variance = 1), x)
+#' round(K, 3)
+#' @export
+kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
+  .check_kernel(kernel)
+  x <- .as_input_matrix(x, "x")
+  kc <- .kern_c(kernel)
+  if (length(kernel$lengthscale) > 1L && length(kernel$lengthscale) != ncol(x)) {
+    stop(sprintf("the kernel has %d lengthscales but 'x' has %d columns",
+                 length(kernel$lengthscale), ncol(x)), call. = FALSE)
+  }
+  if (.check_flag(diag, "diag")) return(.Call(ffi_kern_diag, kc, x))
+  if (missing(y)) return(.Call(ffi_kern_matrix, kc, x, NULL))
+  y <- .as_input_matrix(y, "y")
+  if (ncol(y) != ncol(x)) {
+    stop(sprintf("'y' must have %d columns like 'x', not %d", ncol(x), ncol(y)),
+         call. = FALSE)
+  }
+  .Call(ffi_kern_matrix, kc, x, y)
+}
+
+# Contraction of an adjoint G = dF/dK(x, y) (or dF/dK(x, x) when y is NULL):
+# list(theta = dF/d(log variance, log lengthscales), x = dF/dx or NULL).
+.kern_grad <- function(kernel, x, y, G, want_x = FALSE) {
+  .Call(ffi_kern_grad, .kern_c(kernel), x, y, G, want_x)
+}
+
+.kern_grad_diag <- function(kernel, x, g) {
+  .Call(ffi_kern_grad_diag, .kern_c(kernel), x, g)
+}
+
+# Kernel parameters on the unconstrained (log) scale, and back.
+.kern_theta <- function(kernel) {
+  th <- log(c(kernel$variance, kernel$lengthscale))
+  nl <- length(kernel$lengthscale)
+  names(th) <- c("log_variance",
+                 if (nl == 1L) "log_lengthscale" else sprintf("log_lengthscale[%d]", seq_len(nl)))
+  th
+}
+
+.kern_set_theta <- function(kernel, theta) {
+  kernel$variance <- exp(theta[[1L]])
+  kernel$lengthscale <- exp(unname(theta[-1L]))
+  kernel
+}
+
+# Fill the parameters a user left NULL from the data: the lengthscale so that
+# typical scaled distances are about 1, the variance from var(y).
+.kern_init <- function(kernel, x, y = NULL) {
+  D <- ncol(x)
+  if (!is.null(kernel$lengthscale) && length(kernel$lengthscale) > 1L &&
+      length(kernel$lengthscale) != D) {
+    stop(sprintf("the kernel has %d lengthscales but the inputs have %d columns",
+                 length(kernel$lengthscale), D), call. = FALSE)
+  }
+  if (is.null(kernel$lengthscale)) {
+    # a deterministic subsample keeps this O(N) and free of RNG side effects
+    idx <- unique(round(seq(1, nrow(x), length.out = min(nrow(x), 400L))))
+    xs <- x[idx, , drop = FALSE]
+    med <- function(m) {
+      d <- as.vector(stats::dist(m))
+      d <- d[d > 0]
+      if (length(d) == 0L) 1 else stats::median(d)
+    }
+    kernel$lengthscale <- if (isTRUE(kernel$ard)) {
+      vapply(seq_len(D), function(d) med(xs[, d, drop = FALSE]), 1) * sqrt(D)
+    } else {
+      med(xs)
+    }
+  }
+  if (is.null(kernel$variance)) {
+    v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
+    kernel$variance <- if (is.finite(v) && v > 0) v else 1
+  }
+  kernel
+}

@@ -1,0 +1,15 @@
+#' sparsevgp: sparse variational Gaussian processes
+#'
+#' Gaussian process models whose cost is \eqn{O(N M^2)} in the number of
+#' observations \eqn{N} and inducing points \eqn{M}. The numerical core
+#' (bounds, their gradients, predictions) is written in C on R's BLAS and
+#' LAPACK; models are fitted with \code{optim()} on analytic gradients.
+#'
+#' Models: \code{\link{gpr}} (exact GP regression, the reference) and
+#' \code{\link{sgpr}} (the collapsed bound of Titsias, 2009). Kernels:
+#' \code{\link{kernel_rbf}} and the Matern family. Every model gives its
+#' optimisation objective through \code{\link{objective}}.
+#'
+#' @keywords internal
+#' @useDynLib sparsevgp, .registration = TRUE, .fixes = ""
+"_PACKAGE"

@@ -1,0 +1,141 @@
+# Input validation and data handling shared by the model constructors.
+# Messages name the argument the user passed, so that a mistake is found
+# from the error alone.
+
+# A numeric design matrix from a vector, matrix or data frame of numbers.
+.as_input_matrix <- function(x, name = "x", min_rows = 1L) {
+  if (is.data.frame(x)) {
+    ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), TRUE)
+    if (!all(ok)) {
+      stop(sprintf("'%s' must contain only numeric columns (not: %s)", name,
+                   paste(names(x)[!ok], collapse = ", ")), call. = FALSE)
+    }
+    x <- as.matrix(x)
+  }
+  if (is.null(dim(x)) && (is.numeric(x) || is.logical(x))) {
+    x <- matrix(x, ncol = 1L)
+  }
+  if (!is.matrix(x) || !(is.numeric(x) || is.logical(x))) {
+    stop(sprintf("'%s' must be a numeric vector, matrix or data frame", name),
+         call. = FALSE)
+  }
+  if (ncol(x) < 1L) stop(sprintf("'%s' has no columns", name), call. = FALSE)
+  if (nrow(x) < min_rows) {
+    stop(sprintf("'%s' must have at least %d rows", name, min_rows),
+         call. = FALSE)
+  }
+  if (any(!is.finite(x))) {
+    stop(sprintf("'%s' contains NA, NaN or infinite values", name),
+         call. = FALSE)
+  }
+  storage.mode(x) <- "double"
+  x
+}
+
+.as_response <- function(y, n, name = "y") {
+  if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
+  if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
+  if (!is.numeric(y) || !is.null(dim(y))) {
+    stop(sprintf("'%s' must be a numeric vector", name), call. = FALSE)
+  }
+  if (length(y) != n) {
+    stop(sprintf("'%s' has length %d but the inputs have %d rows", name,
+                 length(y), n), call. = FALSE)
+  }
+  if (any(!is.finite(y))) {
+    stop(sprintf("'%s' contains NA, NaN or infinite values", name),
+         call. = FALSE)
+  }
+  as.double(y)
+}
+
+.check_positive <- function(x, name, len = NULL) {
+  if (!is.numeric(x) || any(!is.finite(x)) || any(x <= 0) ||
+      (!is.null(len) && length(x) != len)) {
+    what <- if (is.null(len) || len > 1L) "positive finite numbers" else
+      "one positive finite number"
+    if (!is.null(len) && len > 1L) what <- sprintf("%d %s", len, what)
+    stop(sprintf("'%s' must be %s", name, what), call. = FALSE)
+  }
+  as.double(x)
+}
+
+.check_flag <- function(x, name) {
+  if (!is.logical(x) || length(x) != 1L || is.na(x)) {
+    stop(sprintf("'%s' must be TRUE or FALSE", name), call. = FALSE)
+  }
+  x
+}
+
+# The model frame of a formula interface: response, inputs and terms.
+# Inputs are model.matrix() columns without the intercept, so factors become
+# indicator columns and transformations such as log(x1) work.
+.formula_data <- function(formula, data, min_rows = 2L) {
+  if (!inherits(formula, "formula") || length(formula) != 3L) {
+    stop("'formula' must be a two-sided formula such as y ~ x1 + x2",
+         call. = FALSE)
+  }
+  if (missing(data) || is.null(data)) data <- environment(formula)
+  mf <- stats::model.frame(formula, data = data, na.action = stats::na.fail)
+  tt <- attr(mf, "terms")
+  attr(tt, "intercept") <- 0L
+  x <- stats::model.matrix(tt, mf)
+  attr(x, "assign") <- NULL
+  attr(x, "contrasts") <- NULL
+  y <- stats::model.response(mf)
+  x <- .as_input_matrix(x, "formula inputs", min_rows)
+  list(x = x, y = y, terms = tt,
+       xlevels = stats::.getXlevels(tt, mf))
+}
+
+# New inputs for prediction, checked against the training inputs.
+.newdata_matrix <- function(object, newdata) {
+  if (missing(newdata) || is.null(newdata)) return(object$x)
+  if (!is.null(object$terms)) {
+    if (!is.data.frame(newdata) && !is.list(newdata)) {
+      stop("'newdata' must be a data frame for a model fitted with a formula",
+           call. = FALSE)
+    }
+    tt <- stats::delete.response(object$terms)
+    mf <- stats::model.frame(tt, newdata, na.action = stats::na.fail,
+                             xlev = object$xlevels)
+    x <- stats::model.matrix(tt, mf)
+    attr(x, "assign") <- NULL
+    attr(x, "contrasts") <- NULL
+    return(.as_input_matrix(x, "newdata"))
+  }
+  x <- .as_input_matrix(newdata, "newdata")
+  D <- ncol(object$x)
+  if (ncol(x) != D) {
+    stop(sprintf("'newdata' must have %d columns, not %d", D, ncol(x)),
+         call. = FALSE)
+  }
+  cn <- colnames(object$x)
+  if (!is.null(cn) && !is.null(colnames(x)) && !identical(colnames(x), cn)) {
+    stop(sprintf("the columns of 'newdata' (%s) do not match the training inputs (%s)",
+                 paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
+         call. = FALSE)
+  }
+  x
+}
+
+# Row blocks of at most `size` rows, for predictions that would otherwise
+# hold large matrices.
+.row_blocks <- function(n, size = 1000L) {
+  if (n == 0L) return(list())
+  starts <- seq.int(1L, n, by = size)
+  lapply(starts, function(s) s:min(n, s + size - 1L))
+}
+
+.fmt <- function(x, digits = 4L) formatC(x, digits = digits, format = "g")
+
+# The call of a formula method as the user would type it: gpr(y ~ x, ...),
+# without the name of the generic's first argument, so that update() works.
+.formula_call <- function(call, fun) {
+  call[[1L]] <- as.name(fun)
+  nm <- names(call)
+  nm[nm == "x"] <- ""
+  names(call) <- nm
+  call$start <- NULL
+  call
+}

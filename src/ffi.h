@@ -1,0 +1,20 @@
+/*
+ * ffi.h: the .Call entry points of sparsevgp (registered in init.c).
+ * Each validates its arguments and delegates to a static worker.
+ */
+#ifndef SPARSEVGP_FFI_H
+#define SPARSEVGP_FFI_H
+
+#include <Rinternals.h>
+
+SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
+                  SEXP jitter, SEXP jitter_cap, SEXP grad);
+SEXP ffi_kern_diag(SEXP kern, SEXP x);
+SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
+SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);
+SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
+SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
+SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
+                       SEXP full);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * init.c: registration of the .Call entry points (and nothing else).
+ */
+#include <stdlib.h>
+#include <R_ext/Rdynload.h>
+#include "ffi.h"
+
+#define CALLDEF(name, n) {#name, (DL_FUNC) &name, n}
+
+static const R_CallMethodDef CallEntries[] = {
+    CALLDEF(ffi_bg_bound, 8),
+    CALLDEF(ffi_kern_diag, 2),
+    CALLDEF(ffi_kern_grad, 5),
+    CALLDEF(ffi_kern_grad_diag, 3),
+    CALLDEF(ffi_kern_matrix, 3),
+    CALLDEF(ffi_la_chol, 3),
+    CALLDEF(ffi_pred_gaussian, 6),
+    {NULL, NULL, 0}
+};
+
+void R_init_sparsevgp(DllInfo *dll)
+{
+    R_registerRoutines(dll, NULL, CallEntries, NULL, NULL);
+    R_useDynamicSymbols(dll, FALSE);
+    R_forceSymbols(dll, TRUE);
+}

@@ -1,0 +1,101 @@
+/*
+ * predict.c: the predictive distribution of the collapsed Gaussian models
+ * from the cached factors (L, LB, v) of bound_gaussian.c.
+ *
+ * seed000 eqs 4.39-4.44, seed004 eq. B.2 (Titsias/GPflow convention, no
+ * diagonal correction):
+ *   T1 = L^-1 Kus, T2 = LB^-1 T1                 M x S
+ *   mean = T2' v
+ *   var  = kss - colSums(T1^2) + colSums(T2^2)
+ *   cov  = Kss - T1'T1 + T2'T2
+ * Cost O(M^2 S); the diagonal path never forms an S x S matrix.
+ */
+#define USE_FC_LEN_T
+#include <string.h>
+#include <R.h>
+#include <Rinternals.h>
+#include <R_ext/BLAS.h>
+#include "spv.h"
+#ifndef FCONE
+#define FCONE
+#endif
+
+static void pred_gaussian(const double *L, const double *LB, const double *v,
+                          int M, int S, double *T1, double *mean, double *var,
+                          double *cov)
+{
+    const double one = 1.0, mone = -1.0, zero = 0.0;
+    const int ione = 1;
+    la_trsm_left(L, M, T1, S, 'N');
+    double *T2 = (double *) R_alloc((size_t) M * S + 1, sizeof(double));
+    if (var) {
+        for (int s = 0; s < S; s++) {
+            const double *t = T1 + (size_t) M * s;
+            double a = 0.0;
+            for (int m = 0; m < M; m++) a += t[m] * t[m];
+            var[s] -= a;
+        }
+    } else if (S > 0) {
+        /* cov <- cov - T1'T1 (lower), later + T2'T2 */
+        F77_CALL(dsyrk)("L", "T", &S, &M, &mone, T1, &M, &one, cov, &S
+                        FCONE FCONE);
+    }
+    memcpy(T2, T1, (size_t) M * S * sizeof(double));
+    la_trsm_left(LB, M, T2, S, 'N');
+    if (S > 0)
+        F77_CALL(dgemv)("T", &M, &S, &one, T2, &M, v, &ione, &zero, mean,
+                        &ione FCONE);
+    if (var) {
+        for (int s = 0; s < S; s++) {
+            const double *t = T2 + (size_t) M * s;
+            double a = 0.0;
+            for (int m = 0; m < M; m++) a += t[m] * t[m];
+            var[s] += a;
+        }
+    } else if (S > 0) {
+        F77_CALL(dsyrk)("L", "T", &S, &M, &one, T2, &M, &one, cov, &S
+                        FCONE FCONE);
+        la_symmetrize_lower(cov, S);
+    }
+}
+
+/* list(mean, var) or list(mean, cov) at S new points.
+ * L, LB: M x M lower factors; v: length M; Kus: M x S;
+ * kss: prior variances (length S) or, for full = TRUE, the prior
+ * covariance (S x S). */
+SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
+                       SEXP full)
+{
+    chk_real_matrix(L, "L", -1);
+    const int M = nrows(L);
+    if (ncols(L) != M) error("'L' must be square");
+    chk_real_matrix(LB, "LB", M);
+    if (nrows(LB) != M) error("'LB' must be %d x %d", M, M);
+    chk_real_vector(v, "v", M);
+    chk_real_matrix(Kus, "Kus", -1);
+    if (nrows(Kus) != M) error("'Kus' must have %d rows", M);
+    const int S = ncols(Kus);
+    const int f = chk_flag(full, "full");
+    if (f) {
+        chk_real_matrix(kss, "kss", S);
+        if (nrows(kss) != S) error("'kss' must be %d x %d", S, S);
+    } else {
+        chk_real_vector(kss, "kss", S);
+    }
+    chk_finite(Kus, "Kus");
+    chk_finite(kss, "kss");
+
+    int nprot = 0;
+    double *T1 = (double *) R_alloc((size_t) M * S + 1, sizeof(double));
+    memcpy(T1, REAL(Kus), (size_t) M * S * sizeof(double));
+    SEXP mean = PROTECT(allocVector(REALSXP, S)); nprot++;
+    SEXP second = PROTECT(duplicate(kss)); nprot++;
+    pred_gaussian(REAL(L), REAL(LB), REAL(v), M, S, T1, REAL(mean),
+                  f ? NULL : REAL(second), f ? REAL(second) : NULL);
+    const char *names[] = {"mean", f ? "cov" : "var", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, mean);
+    SET_VECTOR_ELT(out, 1, second);
+    UNPROTECT(nprot);
+    return out;
+}

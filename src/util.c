@@ -1,0 +1,76 @@
+/*
+ * util.c: checks that .Call entry points run on their arguments before any
+ * worker sees them. C never coerces: the R wrappers pass doubles.
+ * Messages name the argument as the R wrapper calls it.
+ */
+#include <math.h>
+#include <R.h>
+#include <Rinternals.h>
+#include "spv.h"
+
+void chk_real_matrix(SEXP x, const char *name, int ncol)
+{
+    if (!isReal(x) || !isMatrix(x))
+        error("'%s' must be a double matrix", name);
+    if (ncol >= 0 && ncols(x) != ncol)
+        error("'%s' must have %d columns, not %d", name, ncol, ncols(x));
+}
+
+void chk_real_vector(SEXP x, const char *name, R_xlen_t len)
+{
+    if (!isReal(x))
+        error("'%s' must be a double vector", name);
+    if (len >= 0 && XLENGTH(x) != len)
+        error("'%s' must have length %lld, not %lld", name, (long long) len,
+              (long long) XLENGTH(x));
+}
+
+void chk_finite(SEXP x, const char *name)
+{
+    const double *p = REAL(x);
+    const R_xlen_t n = XLENGTH(x);
+    for (R_xlen_t i = 0; i < n; i++)
+        if (!R_FINITE(p[i]))
+            error("NA/NaN/Inf in '%s'", name);
+}
+
+double chk_scalar(SEXP x, const char *name)
+{
+    if (!isReal(x) || XLENGTH(x) != 1 || !R_FINITE(REAL(x)[0]))
+        error("'%s' must be one finite number", name);
+    return REAL(x)[0];
+}
+
+int chk_flag(SEXP x, const char *name)
+{
+    if (!isLogical(x) || XLENGTH(x) != 1 || LOGICAL(x)[0] == NA_LOGICAL)
+        error("'%s' must be TRUE or FALSE", name);
+    return LOGICAL(x)[0];
+}
+
+/* A kernel arrives as list(family = integer code, variance = double,
+ * lengthscale = double vector of length 1 or D), built by the R function
+ * .kern_c(). */
+void chk_kernel(SEXP kern, int D, spv_kernel *out)
+{
+    if (!isNewList(kern) || XLENGTH(kern) != 3)
+        error("'kernel' must be a list(family, variance, lengthscale)");
+    SEXP fam = VECTOR_ELT(kern, 0), var = VECTOR_ELT(kern, 1),
+         ls = VECTOR_ELT(kern, 2);
+    if (!isInteger(fam) || XLENGTH(fam) != 1 || INTEGER(fam)[0] < KERN_RBF ||
+        INTEGER(fam)[0] > KERN_MATERN52)
+        error("unknown kernel family");
+    if (!isReal(var) || XLENGTH(var) != 1 || !R_FINITE(REAL(var)[0]) ||
+        REAL(var)[0] <= 0.0)
+        error("kernel 'variance' must be one positive finite number");
+    if (!isReal(ls) || (XLENGTH(ls) != 1 && XLENGTH(ls) != D))
+        error("kernel 'lengthscale' must have length 1 or %d", D);
+    for (R_xlen_t i = 0; i < XLENGTH(ls); i++)
+        if (!R_FINITE(REAL(ls)[i]) || REAL(ls)[i] <= 0.0)
+            error("kernel 'lengthscale' must be positive and finite");
+    out->family = (spv_family) INTEGER(fam)[0];
+    out->D = D;
+    out->nls = (int) XLENGTH(ls);
+    out->variance = REAL(var)[0];
+    out->lengthscale = REAL(ls);
+}

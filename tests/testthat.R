@@ -1,0 +1,4 @@
+library(testthat)
+library(sparsevgp)
+
+test_check("sparsevgp")

@@ -1,0 +1,102 @@
+test_that("kernel matrices match the textbook formulas", {
+  set.seed(3)
+  a <- matrix(rnorm(10), 5, 2)
+  b <- matrix(rnorm(8), 4, 2)
+  for (k in all_kernels(2)) {
+    expect_equal(kernel_matrix(k, a, b), naive_kernel(k, a, b), tolerance = 1e-12)
+    expect_equal(kernel_matrix(k, a), naive_kernel(k, a, a), tolerance = 1e-12)
+    expect_equal(kernel_matrix(k, a, diag = TRUE), diag(naive_kernel(k, a, a)),
+                 tolerance = 1e-12)
+  }
+  # a known value: RBF at distance one lengthscale
+  expect_equal(kernel_matrix(kernel_rbf(2, 3), matrix(0), matrix(2))[1, 1], 3 * exp(-0.5))
+  expect_equal(kernel_matrix(kernel_matern12(1, 1), matrix(0), matrix(1))[1, 1], exp(-1))
+})
+
+test_that("kernel matrices are symmetric and positive semi-definite", {
+  set.seed(4)
+  a <- matrix(rnorm(40), 20, 2)
+  for (k in all_kernels(2)) {
+    K <- kernel_matrix(k, a)
+    expect_equal(K, t(K))
+    expect_gt(min(eigen(K, symmetric = TRUE, only.values = TRUE)$values), -1e-10)
+  }
+})
+
+# The contraction of an adjoint G equals the gradient of sum(G * K).
+check_contraction <- function(kernel, a, b, G) {
+  th <- sparsevgp:::.kern_theta(kernel)
+  f <- function(theta, aa) {
+    k2 <- sparsevgp:::.kern_set_theta(kernel, theta)
+    K <- if (is.null(b)) kernel_matrix(k2, aa) else kernel_matrix(k2, aa, b)
+    sum(G * K)
+  }
+  g <- sparsevgp:::.kern_grad(kernel, a, b, G, TRUE)
+  fd_th <- fd_grad(function(t) f(t, a), th, 1e-6)
+  fd_a <- matrix(fd_grad(function(v) f(th, matrix(v, nrow(a))), as.vector(a), 1e-6), nrow(a))
+  expect_equal(g$theta, unname(fd_th), tolerance = 1e-7)
+  expect_equal(g$x, fd_a, tolerance = 1e-7)
+}
+
+test_that("kernel contractions match finite differences (cross and symmetric, iso and ARD)", {
+  set.seed(5)
+  a <- matrix(rnorm(12), 6, 2)
+  b <- matrix(rnorm(10), 5, 2)
+  for (k in all_kernels(2)) {
+    check_contraction(k, a, b, matrix(rnorm(30), 6, 5))
+    check_contraction(k, a, NULL, matrix(rnorm(36), 6, 6))
+  }
+})
+
+test_that("contractions are right with coincident points", {
+  set.seed(6)
+  a <- matrix(rnorm(8), 4, 2)
+  b <- rbind(a[1:2, ], matrix(rnorm(4), 2, 2))   # a[1:2] coincide with b[1:2]
+  for (nm in c("rbf", "rbf_ard", "matern32", "matern52_ard")) {
+    k <- all_kernels(2)[[nm]]
+    check_contraction(k, a, b, matrix(rnorm(16), 4, 4))
+  }
+  # Matern 1/2 has a kink at r = 0: its parameter gradient there is still exact
+  k <- kernel_matern12(c(0.7, 1.3), 1.1)
+  G <- matrix(rnorm(16), 4, 4)
+  g <- sparsevgp:::.kern_grad(k, a, b, G, FALSE)$theta
+  th <- sparsevgp:::.kern_theta(k)
+  fd <- fd_grad(function(t) sum(G * kernel_matrix(sparsevgp:::.kern_set_theta(k, t), a, b)), th, 1e-6)
+  expect_equal(g, unname(fd), tolerance = 1e-7)
+})
+
+test_that("the diagonal contraction is the variance gradient", {
+  x <- matrix(as.double(1:6), 3)
+  k <- kernel_rbf(c(1, 2), 2.5)
+  expect_equal(sparsevgp:::.kern_grad_diag(k, x, c(1, 2, 3)), c(2.5 * 6, 0, 0))
+})
+
+test_that("kernel constructors validate their arguments", {
+  expect_error(kernel_rbf(lengthscale = -1), "'lengthscale'")
+  expect_error(kernel_rbf(lengthscale = NA), "'lengthscale'")
+  expect_error(kernel_rbf(variance = c(1, 2)), "'variance'")
+  expect_error(kernel_matern32(variance = 0), "'variance'")
+  expect_error(kernel_rbf(ard = NA), "'ard'")
+  expect_true(kernel_rbf(c(1, 2))$ard)
+  expect_error(kernel_matrix(kernel_rbf(), matrix(1:3)), "must be set")
+  expect_error(kernel_matrix(kernel_rbf(c(1, 2), 1), matrix(1:3)), "2 lengthscales")
+  expect_error(kernel_matrix(kernel_rbf(1, 1), matrix(c(1, NA))), "NA")
+  expect_error(kernel_matrix(kernel_rbf(1, 1), matrix(1:4, 2), matrix(1:3)), "2 columns")
+  expect_error(kernel_matrix(kernel_rbf(1, 1), "a"), "'x' must be")
+  expect_error(kernel_matrix("rbf", matrix(1)), "'kernel'")
+  expect_output(print(kernel_rbf(c(1, 2), 3)), "ARD")
+  expect_output(print(kernel_matern52()), "from data")
+})
+
+test_that("the C entry points reject malformed input instead of crashing", {
+  kc <- list(1L, 1, 1)
+  expect_error(.Call(sparsevgp:::ffi_kern_matrix, kc, 1:3, NULL), "double matrix")
+  expect_error(.Call(sparsevgp:::ffi_kern_matrix, list(9L, 1, 1), matrix(1), NULL), "family")
+  expect_error(.Call(sparsevgp:::ffi_kern_matrix, list(1L, -1, 1), matrix(1), NULL), "variance")
+  expect_error(.Call(sparsevgp:::ffi_kern_grad, kc, matrix(1), NULL, matrix(1, 2, 2), FALSE), "'G'")
+  expect_error(.Call(sparsevgp:::ffi_la_chol, matrix(c(1, 2, 2, 1), 2), 0, 1e-2),
+               "not positive definite")
+  ch <- .Call(sparsevgp:::ffi_la_chol, matrix(1, 2, 2), 0, 1e-2)
+  expect_gt(ch$jitter, 0)
+  expect_equal(tcrossprod(ch$L), matrix(1, 2, 2) + diag(ch$jitter, 2))
+})

@@ -1,0 +1,274 @@
+# Verification targets: seed000 T2-T6, seed004 targets 1-6.
+
+sgpr_at <- function(d, k, Z, noise = 0.05, mean = 0, ...) {
+  sgpr(d$x, d$y, kernel = k, inducing = Z, noise = noise, mean = mean,
+       optimize = FALSE, ...)
+}
+
+test_that("the stable bound equals the dense formula (every kernel and noise kind)", {
+  d <- toy_data(40, 2)
+  Z <- d$x[1:7, ] + 0.05
+  lam <- seq(0.02, 0.3, length.out = 40)
+  for (k in all_kernels(2)) {
+    f <- sgpr_at(d, k, Z, noise = 0.05, mean = 0.1, control = list(jitter = 0))
+    expect_equal(as.numeric(logLik(f)), dense_sgpr_bound(k, d$x, d$y, Z, 0.05, 0.1),
+                 tolerance = 1e-10)
+    f <- sgpr_at(d, k, Z, noise = lam, mean = -0.2, control = list(jitter = 0))
+    expect_equal(as.numeric(logLik(f)), dense_sgpr_bound(k, d$x, d$y, Z, lam, -0.2),
+                 tolerance = 1e-10)
+  }
+  f <- sgpr_at(d, kernel_rbf(0.8, 1), Z, noise = ~ x1 + I(x2^2), control = list(jitter = 0))
+  f$params$noise_coef[] <- c(-2, 0.3, 0.2)
+  f <- sparsevgp:::.finish(f)
+  lam <- exp(-2 + 0.3 * d$x[, 1] + 0.2 * d$x[, 2]^2)
+  expect_equal(f$bound, dense_sgpr_bound(kernel_rbf(0.8, 1), d$x, d$y, Z, lam, 0),
+               tolerance = 1e-10)
+})
+
+test_that("with Z = X the bound and the predictions equal gpr()'s (seed000 T5)", {
+  d <- toy_data(25, 2)
+  xs <- matrix(c(-1, 0.5, 1.5, 0, -0.3, 0.7), 3)
+  for (k in all_kernels(2)[c("rbf", "matern32_ard", "matern12")]) {
+    g <- gpr(d$x, d$y, kernel = k, noise = 0.08, mean = 0.2, optimize = FALSE)
+    s <- sgpr_at(d, k, d$x, noise = 0.08, mean = 0.2, control = list(jitter = 0))
+    expect_equal(as.numeric(logLik(s)), as.numeric(logLik(g)), tolerance = 1e-8)
+    pg <- predict(g, xs, full_cov = TRUE)
+    ps <- predict(s, xs, full_cov = TRUE)
+    expect_equal(ps$mean, pg$mean, tolerance = 1e-8)
+    expect_equal(ps$cov, pg$cov, tolerance = 1e-8)
+    expect_equal(predict(s, xs)$var, diag(pg$cov), tolerance = 1e-8)
+  }
+  # with the default jitter the agreement is to the jitter's order
+  s <- sgpr_at(d, kernel_rbf(0.8, 1.3), d$x, noise = 0.08)
+  g <- gpr(d$x, d$y, kernel = kernel_rbf(0.8, 1.3), noise = 0.08, mean = 0, optimize = FALSE)
+  expect_equal(as.numeric(logLik(s)), as.numeric(logLik(g)), tolerance = 1e-6)
+})
+
+test_that("the bound is below the exact log marginal likelihood (seed000 T4, T21)", {
+  d <- toy_data(30, 1)
+  set.seed(11)
+  for (k in all_kernels(1)[c("rbf", "matern52", "matern12")]) {
+    exact <- dense_gpr_lml(k, d$x, d$y, 0.05)
+    for (M in c(2, 5, 10)) {
+      Z <- matrix(runif(M, -2, 2))
+      expect_lt(as.numeric(logLik(sgpr_at(d, k, Z))), exact)
+    }
+  }
+})
+
+test_that("the bound never decreases along nested inducing sets (seed004 target 4)", {
+  d <- toy_data(40, 2)
+  set.seed(12)
+  Zall <- matrix(runif(30, -2, 2), 15, 2)
+  b <- vapply(1:15, function(m) {
+    as.numeric(logLik(sgpr_at(d, kernel_matern32(0.6, 1), Zall[1:m, , drop = FALSE],
+                              noise = seq(0.01, 0.2, length.out = 40))))
+  }, 1)
+  expect_true(all(diff(b) > -1e-9))
+})
+
+# The uncollapsed ELBO (seed000 eqs 4.10, 4.17, 4.18) for any q(u) = N(m, S).
+uncollapsed_elbo <- function(k, x, y, Z, lambda, m, S) {
+  Kuu <- naive_kernel(k, Z, Z)
+  Kuf <- naive_kernel(k, Z, x)
+  Kff <- naive_kernel(k, x, x)
+  P <- solve(Kuu, Kuf)
+  mu <- drop(crossprod(P, m))
+  Sig <- Kff - crossprod(Kuf, P) + crossprod(P, S %*% P)
+  lambda <- rep_len(lambda, length(y))
+  ell <- sum(dnorm(y, mu, sqrt(lambda), log = TRUE)) - 0.5 * sum(diag(Sig) / lambda)
+  M <- nrow(Z)
+  kl <- 0.5 * (sum(diag(solve(Kuu, S))) + sum(m * solve(Kuu, m)) - M +
+                 determinant(Kuu)$modulus - determinant(S)$modulus)
+  ell - as.numeric(kl)
+}
+
+test_that("the uncollapsed ELBO at the optimal q(u) equals the collapsed bound (seed000 T3)", {
+  d <- toy_data(30, 1)
+  Z <- matrix(c(-1.5, -0.5, 0.3, 1.1, 1.8))
+  k <- kernel_matern52(0.7, 1.1)
+  lam <- seq(0.03, 0.2, length.out = 30)
+  for (noise in list(0.06, lam)) {
+    f <- sgpr_at(d, k, Z, noise = noise, mean = 0, control = list(jitter = 0))
+    qu <- posterior_inducing(f)
+    e <- uncollapsed_elbo(k, d$x, d$y, Z, noise, qu$mean, qu$cov)
+    expect_equal(e, as.numeric(logLik(f)), tolerance = 1e-9)
+    # any other q(u) is worse
+    expect_lt(uncollapsed_elbo(k, d$x, d$y, Z, noise, qu$mean + 0.1, qu$cov), e)
+    expect_lt(uncollapsed_elbo(k, d$x, d$y, Z, noise, qu$mean, qu$cov * 1.2), e)
+  }
+})
+
+test_that("q(u) equals the prediction at Z (GPflow's test) and the closed form", {
+  d <- toy_data(30, 2)
+  k <- kernel_rbf(c(0.7, 1.2), 1.3)
+  Z <- d$x[c(2, 9, 15, 21), ]
+  lam <- seq(0.05, 0.3, length.out = 30)
+  f <- sgpr_at(d, k, Z, noise = lam, mean = 0.4)
+  qu <- posterior_inducing(f)
+  p <- predict(f, Z, full_cov = TRUE)
+  expect_equal(unname(qu$mean), unname(p$mean), tolerance = 1e-6)
+  expect_equal(unname(qu$cov), unname(p$cov), tolerance = 1e-6)
+  # seed004 eq. 3.3
+  Kuu <- naive_kernel(k, Z, Z)
+  Kuf <- naive_kernel(k, Z, d$x)
+  Sig <- Kuu + Kuf %*% (t(Kuf) / lam)
+  expect_equal(qu$mean - 0.4, drop(Kuu %*% solve(Sig, Kuf %*% ((d$y - 0.4) / lam))),
+               tolerance = 1e-6)
+  expect_equal(qu$cov, Kuu %*% solve(Sig, Kuu), tolerance = 1e-6)
+})
+
+test_that("predictions equal the dense formulas (seed000 T2)", {
+  d <- toy_data(30, 1)
+  k <- kernel_matern32(0.6, 0.9)
+  Z <- matrix(c(-1.7, -0.6, 0.2, 1.4))
+  f <- sgpr_at(d, k, Z, noise = 0.04, mean = 0.3, control = list(jitter = 0))
+  xs <- matrix(seq(-3, 3, length.out = 7))
+  Kuu <- naive_kernel(k, Z, Z)
+  Kuf <- naive_kernel(k, Z, d$x)
+  Ksu <- naive_kernel(k, xs, Z)
+  Sig <- Kuu + Kuf %*% t(Kuf) / 0.04
+  mu <- 0.3 + drop(Ksu %*% solve(Sig, Kuf %*% (d$y - 0.3))) / 0.04
+  S <- naive_kernel(k, xs, xs) - Ksu %*% solve(Kuu, t(Ksu)) + Ksu %*% solve(Sig, t(Ksu))
+  p <- predict(f, xs, full_cov = TRUE)
+  expect_equal(unname(p$mean), mu, tolerance = 1e-9)
+  expect_equal(unname(p$cov), S, tolerance = 1e-9)
+  expect_equal(unname(predict(f, xs)$var), diag(S), tolerance = 1e-9)
+  expect_equal(unname(predict(f, xs, type = "response")$var), diag(S) + 0.04, tolerance = 1e-9)
+  expect_equal(unname(fitted(f)), unname(predict(f)$mean))
+})
+
+test_that("heteroscedastic SGPR with equal variances equals homoscedastic (seed004 target 1)", {
+  d <- toy_data(30, 2)
+  Z <- d$x[1:6, ]
+  k <- kernel_matern52(c(0.5, 0.9), 1.2)
+  f1 <- sgpr_at(d, k, Z, noise = 0.07, mean = 0.1)
+  f2 <- sgpr_at(d, k, Z, noise = rep(0.07, 30), mean = 0.1)
+  expect_equal(as.numeric(logLik(f2)), as.numeric(logLik(f1)), tolerance = 1e-12)
+  g1 <- objective(f1)
+  g2 <- objective(f2)
+  shared <- intersect(names(g1$par), names(g2$par))
+  expect_equal(g2$gr(g2$par)[shared], g1$gr(g1$par)[shared], tolerance = 1e-10)
+  p1 <- predict(f1, Z + 0.1, full_cov = TRUE)
+  p2 <- predict(f2, Z + 0.1, full_cov = TRUE)
+  expect_equal(p2, p1, tolerance = 1e-12)
+})
+
+test_that("SGPR gradients match finite differences for every kernel and parameter kind", {
+  d <- toy_data(30, 2)
+  Z <- d$x[1:6, ] + 0.03
+  lam <- seq(0.02, 0.25, length.out = 30)
+  for (k in all_kernels(2)) {
+    expect_grad(sgpr_at(d, k, Z, noise = 0.05, mean = "constant"))
+    expect_grad(sgpr_at(d, k, Z, noise = lam, mean = "constant"))
+    expect_grad(sgpr_at(d, k, Z, noise = ~ x1 + I(x2^2), mean = "constant"))
+  }
+  # each parameter kind is present in the checked objectives
+  o <- objective(sgpr_at(d, kernel_rbf(), Z, noise = ~ x1, mean = "constant"))
+  expect_true(all(c("log_variance", "log_lengthscale", "noise_coef[(Intercept)]",
+                    "noise_coef[x1]", "mean", "Z[1,1]", "Z[6,2]") %in% names(o$par)))
+})
+
+test_that("the upper bound brackets the exact log marginal likelihood (seed004 target 3)", {
+  d <- toy_data(30, 1)
+  k <- kernel_rbf(0.6, 1)
+  lam <- seq(0.03, 0.2, length.out = 30)
+  for (M in c(3, 6, 10)) {
+    f <- sgpr_at(d, k, matrix(seq(-1.8, 1.8, length.out = M)), noise = lam,
+                 control = list(jitter = 0))
+    Kff <- naive_kernel(k, d$x, d$x)
+    exact <- dense_log_normal(d$y, Kff + diag(lam))
+    expect_lte(f$bound, exact)
+    expect_gte(f$upper_bound, exact)
+    # dense seed004 eq. 3.4
+    Z <- f$params$Z
+    Q <- crossprod(naive_kernel(k, Z, d$x), solve(naive_kernel(k, Z, Z), naive_kernel(k, Z, d$x)))
+    t <- sum(diag(Kff - Q))
+    U <- -0.5 * 30 * log(2 * pi) - 0.5 * determinant(Q + diag(lam))$modulus -
+      0.5 * sum(d$y * solve(Q + diag(t, 30) + diag(lam), d$y))
+    expect_equal(f$upper_bound, as.numeric(U), tolerance = 1e-7)
+  }
+})
+
+test_that("fitting SGPR on Snelson approaches the exact GP", {
+  g <- gpr(y ~ x, data = snelson)
+  set.seed(1)
+  s <- sgpr(y ~ x, data = snelson, inducing = 15)
+  expect_equal(s$optim$convergence, 0L)
+  expect_lt(as.numeric(logLik(s)), as.numeric(logLik(g)))
+  expect_gt(as.numeric(logLik(s)), as.numeric(logLik(g)) - 0.5)
+  expect_gte(s$upper_bound, as.numeric(logLik(g)))
+  expect_output(print(summary(s)), "Upper bound")
+  expect_output(print(s), "M = 15")
+})
+
+test_that("heteroscedastic noise models are learned", {
+  set.seed(2)
+  x <- runif(200, -5, 5)
+  y <- sin(x) + rnorm(200, sd = sqrt(exp(-3 + 0.4 * x)))
+  fit <- sgpr(x, y, inducing = 15, noise = ~ x1)
+  expect_equal(unname(coef(fit)[c("noise_coef[(Intercept)]", "noise_coef[x1]")]),
+               c(-3, 0.4), tolerance = 0.3)
+  homo <- sgpr(x, y, inducing = fit$params$Z, fixed = "Z")
+  expect_gt(as.numeric(logLik(fit)), as.numeric(logLik(homo)))
+  pr <- predict(fit, matrix(c(-4, 4)), type = "response")
+  pl <- predict(fit, matrix(c(-4, 4)))
+  expect_equal(unname(pr$var - pl$var), exp(-3 + 0.4 * c(-4, 4)), tolerance = 0.3)
+  # the formula interface finds the noise variables in data
+  df <- data.frame(u = x, y = y)
+  f2 <- sgpr(y ~ u, data = df, inducing = fit$params$Z, noise = ~ u, optimize = FALSE)
+  expect_true("noise_coef[u]" %in% names(coef(f2)))
+  expect_length(predict(f2, data.frame(u = c(0, 1)), type = "response")$var, 2L)
+})
+
+test_that("known per-point noise is held fixed and cannot be extrapolated", {
+  d <- toy_data(30, 1)
+  lam <- seq(0.01, 0.1, length.out = 30)
+  f <- sgpr(d$x, d$y, inducing = 5, noise = lam)
+  expect_false(any(grepl("noise", names(objective(f)$par))))
+  expect_equal(unname(predict(f, type = "response")$var - predict(f)$var), lam)
+  expect_error(predict(f, matrix(0), type = "response"), "unknown")
+})
+
+test_that("fixed inducing inputs and warm-started updates", {
+  d <- toy_data(40, 1)
+  Z <- matrix(seq(-1.5, 1.5, length.out = 6))
+  f <- sgpr(d$x, d$y, inducing = Z, fixed = "Z")
+  expect_equal(unname(f$params$Z), Z)
+  f2 <- update(f, fixed = NULL)
+  expect_gte(as.numeric(logLik(f2)), as.numeric(logLik(f)) - 1e-6)
+  expect_false(isTRUE(all.equal(unname(f2$params$Z), Z)))
+  expect_null(f2$call$start)
+  expect_output(print(summary(f)), "fixed")
+})
+
+test_that("bad input gives clear errors, never a crash", {
+  d <- toy_data(20, 2)
+  expect_error(sgpr(d$x, d$y, inducing = 25), "M = 25 inducing points but there are only N = 20")
+  expect_error(sgpr(d$x, d$y, inducing = 2.5), "whole number")
+  expect_error(sgpr(d$x, d$y, inducing = 0), "whole number")
+  expect_error(sgpr(d$x, d$y, inducing = rbind(d$x[1:3, ], d$x[1, ])), "duplicated rows")
+  expect_error(sgpr(d$x, d$y, inducing = d$x[1:3, 1, drop = FALSE]), "2 columns")
+  expect_error(sgpr(d$x, d$y, inducing = rbind(d$x[1:3, ], NA)), "NA")
+  expect_error(sgpr(d$x, d$y, inducing = "many"), "'inducing' must be")
+  expect_error(sgpr(d$x, d$y, noise = rep(0.1, 7)), "length 7")
+  expect_error(sgpr(d$x, d$y, noise = c(-0.1, rep(0.1, 19))), "'noise' must be")
+  expect_error(sgpr(d$x, d$y, noise = c(NA, rep(0.1, 19))), "'noise' must be")
+  expect_error(sgpr(d$x, d$y, noise = y ~ x1), "one-sided")
+  expect_error(sgpr(d$x, c(NA, d$y[-1])), "'y' contains NA")
+  expect_error(sgpr(d$x, d$y, inducing = 5, fixed = "Q"), "unknown parameters")
+})
+
+test_that("nearly coincident inducing inputs are handled by recorded jitter", {
+  d <- toy_data(30, 1)
+  Z <- matrix(c(-1, 0, 0 + 1e-9, 1))
+  k <- kernel_rbf(1, 1)
+  f <- NULL
+  expect_warning(f <- sgpr_at(d, k, Z, control = list(jitter = 0)), "jitter")
+  expect_gt(f$jitter, 0)
+  expect_true(is.finite(f$bound))
+  expect_output(print(summary(f)), "Jitter")
+  # past the cap: a clear error
+  expect_error(sgpr_at(d, k, Z, control = list(jitter = 0, jitter_cap = 1e-14)),
+               "not positive definite")
+})
