@@ -14,6 +14,7 @@ SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
 SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
+SEXP ffi_la_floor(SEXP L, SEXP Kuf);
 SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
                        SEXP full);
 

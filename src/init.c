@@ -14,6 +14,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_grad_diag, 3),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
+    CALLDEF(ffi_la_floor, 2),
     CALLDEF(ffi_pred_gaussian, 6),
     {NULL, NULL, 0}
 };

@@ -129,3 +129,25 @@ SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap)
     UNPROTECT(nprot);
     return out;
 }
+
+/* The BLAS floor of the collapsed bound, for inst/bench: the operations the
+ * bound cannot avoid at sizes (N, M), namely one triangular solve of the
+ * M x M factor L into a copy of the M x N matrix Kuf and one rank-N update
+ * A A'. Returns tr(A A') so that nothing is optimised away. */
+SEXP ffi_la_floor(SEXP L, SEXP Kuf)
+{
+    chk_real_matrix(L, "L", -1);
+    const int M = nrows(L);
+    chk_real_matrix(Kuf, "Kuf", -1);
+    if (nrows(Kuf) != M) error("'Kuf' must have %d rows", M);
+    const int N = ncols(Kuf);
+    double *A = (double *) R_alloc((size_t) M * N + 1, sizeof(double));
+    double *C = (double *) R_alloc((size_t) M * M + 1, sizeof(double));
+    memcpy(A, REAL(Kuf), (size_t) M * N * sizeof(double));
+    la_trsm_left(REAL(L), M, A, N, 'N');
+    memset(C, 0, (size_t) M * M * sizeof(double));
+    la_syrk(A, M, N, 1.0, 0.0, C);
+    double tr = 0.0;
+    for (int i = 0; i < M; i++) tr += C[i + (size_t) M * i];
+    return ScalarReal(tr);
+}
