@@ -12,5 +12,5 @@
 #'
 #' @keywords internal
 #' @useDynLib sparsevgp, .registration = TRUE, .fixes = ""
-#' @importFrom stats coef fitted logLik nobs predict residuals update
+#' @importFrom stats coef fitted logLik nobs predict residuals setNames update
 "_PACKAGE"
