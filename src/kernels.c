@@ -199,31 +199,38 @@ void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
 
 /* ---- .Call entry points ----------------------------------------------- */
 
-/* K(x, y), or K(x, x) when y is NULL. x: n x D, y: m x D. */
-SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y)
+/* Shared by the entry points that take a kernel and one or two input
+ * matrices (x: n x D; y: m x D or NULL for K(x, x)): validates them and
+ * returns the scaled points; *ys is NULL when y is NULL. */
+static void kern_args(SEXP kern, SEXP x, SEXP y, spv_kernel *k, double **xs,
+                      double **ys)
 {
     chk_real_matrix(x, "x", -1);
     chk_finite(x, "x");
     const int D = ncols(x);
-    const int sym = isNull(y);
-    if (!sym) {
+    if (!isNull(y)) {
         chk_real_matrix(y, "y", D);
         chk_finite(y, "y");
     }
-    spv_kernel k;
-    chk_kernel(kern, D, &k);
-    const size_t n = (size_t) nrows(x), m = sym ? n : (size_t) nrows(y);
-
-    double *xs = (double *) R_alloc((size_t) D * n + 1, sizeof(double));
-    kern_scale_points(&k, REAL(x), n, xs);
-    const double *ys = xs;
-    if (!sym) {
-        double *tmp = (double *) R_alloc((size_t) D * m + 1, sizeof(double));
-        kern_scale_points(&k, REAL(y), m, tmp);
-        ys = tmp;
+    chk_kernel(kern, D, k);
+    *xs = (double *) R_alloc((size_t) D * nrows(x) + 1, sizeof(double));
+    kern_scale_points(k, REAL(x), (size_t) nrows(x), *xs);
+    *ys = NULL;
+    if (!isNull(y)) {
+        *ys = (double *) R_alloc((size_t) D * nrows(y) + 1, sizeof(double));
+        kern_scale_points(k, REAL(y), (size_t) nrows(y), *ys);
     }
+}
+
+/* K(x, y), or K(x, x) when y is NULL. x: n x D, y: m x D. */
+SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y)
+{
+    spv_kernel k;
+    double *xs, *ys;
+    kern_args(kern, x, y, &k, &xs, &ys);
+    const size_t n = (size_t) nrows(x), m = ys ? (size_t) nrows(y) : n;
     SEXP K = PROTECT(allocMatrix(REALSXP, (int) n, (int) m));
-    kern_K(&k, xs, n, ys, m, REAL(K));
+    kern_K(&k, xs, n, ys ? ys : xs, m, REAL(K));
     UNPROTECT(1);
     return K;
 }
@@ -246,30 +253,15 @@ SEXP ffi_kern_diag(SEXP kern, SEXP x)
  * x = d/dx (n x D) when want_x is TRUE). */
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
 {
-    chk_real_matrix(x, "x", -1);
-    chk_finite(x, "x");
-    const int D = ncols(x);
-    const int sym = isNull(y);
-    if (!sym) {
-        chk_real_matrix(y, "y", D);
-        chk_finite(y, "y");
-    }
-    const int n = nrows(x), m = sym ? n : nrows(y);
+    spv_kernel k;
+    double *xs, *ys;
+    kern_args(kern, x, y, &k, &xs, &ys);
+    const int n = nrows(x), m = ys ? nrows(y) : n, D = ncols(x);
     chk_real_matrix(G, "G", m);
     if (nrows(G) != n)
         error("'G' must have %d rows", n);
     chk_finite(G, "G");
     const int wx = chk_flag(want_x, "want_x");
-    spv_kernel k;
-    chk_kernel(kern, D, &k);
-
-    double *xs = (double *) R_alloc((size_t) D * n + 1, sizeof(double));
-    kern_scale_points(&k, REAL(x), (size_t) n, xs);
-    double *ys = NULL;
-    if (!sym) {
-        ys = (double *) R_alloc((size_t) D * m + 1, sizeof(double));
-        kern_scale_points(&k, REAL(y), (size_t) m, ys);
-    }
     int nprot = 0;
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;
     memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
