@@ -3,9 +3,14 @@
 # Usage (from the package root, with sparsevgp installed):
 #   Rscript inst/bench/bench_sgpr.R            # all three sizes
 #   Rscript inst/bench/bench_sgpr.R small      # only (5000, 100, 8)
-# To measure with OpenBLAS on Debian without changing the system default:
-#   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread OPENBLAS_NUM_THREADS=1 \
-#     Rscript inst/bench/bench_sgpr.R
+# To measure with OpenBLAS on Debian (package libopenblas0-pthread) without
+# changing the system default (R's ldpaths put the default BLAS first, so
+# R_LD_LIBRARY_PATH, not LD_LIBRARY_PATH, must name OpenBLAS's directory):
+#   R_LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/lib/R/lib \
+#     OPENBLAS_NUM_THREADS=1 Rscript inst/bench/bench_sgpr.R
+#
+# Times are CPU seconds (user + system) of this single-threaded process, so
+# that other processes on the machine disturb them less than elapsed time.
 #
 # The floor is what any O(N M^2) implementation of the collapsed bound must
 # do at the same sizes: one triangular solve of the M x M Cholesky factor
@@ -31,12 +36,17 @@ if ("small" %in% args) sizes <- sizes[1]
 reps_for <- function(N, M) if (N * M^2 > 5e9) 3L else 7L
 
 med_time <- function(expr_fun, reps) {
-  ts <- vapply(seq_len(reps), function(i) system.time(expr_fun(i))[["elapsed"]], 1)
+  ts <- vapply(seq_len(reps), function(i) {
+    st <- system.time(expr_fun(i))
+    st[["user.self"]] + st[["sys.self"]]
+  }, 1)
   stats::median(ts)
 }
 
 cat("sparsevgp", format(utils::packageVersion("sparsevgp")), "\n")
 cat("BLAS:  ", extSoftVersion()[["BLAS"]], "\n")
+maps <- tryCatch(readLines("/proc/self/maps"), error = function(e) character())
+cat("BLAS libraries mapped:", unique(sub(".* ", "", grep("blas", maps, value = TRUE))), "\n")
 cat("LAPACK:", La_library(), "\n")
 cat(sprintf("%-18s %8s %8s %8s %8s %8s %8s %8s\n", "(N, M, D)", "floor s", "C bnd s",
             "bound s", "b+grad s", "C bnd/f", "bound/f", "b+grad/f"))
