@@ -311,7 +311,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   if (!grad) return(out)
   wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
   g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, b$Guu, wantZ)
-  g_uf <- .Call(ffi_kern_grad, kc, Z, x, b$Guf, wantZ)
+  g_uf <- .Call(ffi_kern_grad_given, kc, Z, x, b$Guf, Kuf, wantZ)
   theta <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
   # the jitter is proportional to the kernel variance (relative jitter)
   theta[1L] <- theta[1L] + sum(diag(b$Guu)) * b$jitter

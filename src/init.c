@@ -12,6 +12,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_diag, 2),
     CALLDEF(ffi_kern_grad, 5),
     CALLDEF(ffi_kern_grad_diag, 3),
+    CALLDEF(ffi_kern_grad_given, 6),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
     CALLDEF(ffi_la_floor, 2),
