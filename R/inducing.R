@@ -42,10 +42,15 @@
 #'     least one point is always returned.
 #'   \item \eqn{M} points are chosen (\code{M = NULL} with a threshold: no
 #'     limit but \eqn{N});
-#'   \item every input is explained: its residual is at most \code{tol}
-#'     times its prior variance, or it is an exact copy of a chosen input.
-#'     Then fewer than \eqn{M} points are returned. A point, or a copy of a
-#'     point, is never chosen twice, so \eqn{K_{uu}} stays non-singular.
+#'   \item every input is explained: its residual is zero (at most
+#'     \code{tol} times its prior variance), or it is an exact copy of a
+#'     chosen input. Then fewer than \eqn{M} points are returned. A point,
+#'     or a copy of a point, is never chosen twice, so \eqn{K_{uu}} is never
+#'     exactly singular. With the default \code{tol = 0}, points whose
+#'     residual is only rounding noise can still be chosen when \eqn{M} asks
+#'     for them (useful when the inducing inputs are optimised afterwards,
+#'     as \code{sgpr()} does); \code{tol = 1e-10}, say, stops once the rest
+#'     is negligible, which suits inducing inputs that stay fixed.
 #' }
 #' Ties (for instance the first pick when all weights are equal) are broken
 #' in the order of a random permutation drawn with \code{sample.int()}, so
@@ -76,9 +81,8 @@
 #'   the KL divergence).
 #' @param ... options of the method:
 #'   \describe{
-#'     \item{\code{tol}}{greedy: relative residual below which an input
-#'       counts as explained (default \code{1e-10}, far below any useful
-#'       accuracy and far above rounding);}
+#'     \item{\code{tol}}{greedy: relative residual at or below which an
+#'       input counts as explained (default 0; see Stopping);}
 #'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
 #'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
 #'       Q_{ff}} (default \code{FALSE});}
@@ -166,7 +170,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 # The options a method takes in `...`, with their defaults.
 .select_defaults <- list(
-  greedy = list(tol = 1e-10, factor = FALSE),
+  greedy = list(tol = 0, factor = FALSE),
   kmeans = list(iter.max = 50L, nstart = 1L, max_points = 20000L, trace = TRUE),
   random = list(trace = TRUE))
 

@@ -29,9 +29,10 @@
  *     exactly; any input whose kernel value with the pivot equals k(p, p)
  *     (an exact copy of the pivot, for this kernel) is marked explained, so
  *     no point and no copy of a point is ever selected twice;
- *   - inputs with d_n <= tol * k_nn count as explained; when every input is
- *     explained the selection stops with fewer points ("exhausted"), instead
- *     of picking a duplicate as robustgp/SHGP can (seed004 section 9);
+ *   - inputs with d_n <= tol * k_nn (tol = 0 by default: d_n = 0 after
+ *     clipping) count as explained; when every input is explained the
+ *     selection stops with fewer points ("exhausted"), instead of picking a
+ *     duplicate as robustgp/SHGP can (seed004 section 9);
  *   - the threshold stop keeps exactly the points up to and including the
  *     one whose addition brought t below the threshold: the selection is the
  *     shortest prefix with t_m < threshold (not robustgp's m - 1 nor SHGP's
