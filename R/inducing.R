@@ -176,6 +176,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 .select_options <- function(method, opts) {
   def <- .select_defaults[[method]]
+  opts <- opts[!vapply(opts, is.null, TRUE)]   # NULL means "the default"
   if (length(opts) && (is.null(names(opts)) || any(!nzchar(names(opts))))) {
     stop("the options in '...' must be named", call. = FALSE)
   }
@@ -438,7 +439,8 @@ n_inducing <- function(selection, threshold) {
 #' Alternates greedy selection of the inducing inputs, with the kernel and
 #' the weights of the current fit, and fitting of the other parameters with
 #' the inducing inputs held fixed, until the bound changes by less than
-#' \code{conv_tol} or \code{max_passes} passes are done. This is the
+#' \code{conv_tol}, or \code{patience} passes in a row fail to improve on
+#' the best bound so far, or \code{max_passes} passes are done. This is the
 #' "greedy variance reinitialisation" of Burt et al. (2020) and the outer
 #' loop of the variational EM of seed004 (section 8.3): selection adapts to
 #' the learned lengthscales (and noise), and the fit adapts to the selection.
@@ -448,8 +450,13 @@ n_inducing <- function(selection, threshold) {
 #' noise variances, so that heteroscedastic models favour low-noise inputs
 #' and a \code{threshold} is on the KL scale of \code{\link{kl_threshold}}
 #' (\code{noise = 1}). With \code{threshold}, \eqn{M} may change from pass to
-#' pass. The bound does not have to increase from pass to pass, so the fit
-#' with the highest bound among the starting fit and all passes is returned.
+#' pass. The bound does not have to increase from pass to pass: in several
+#' dimensions, where many inputs have similar residual variances, the
+#' selection can change a lot with small changes of the hyperparameters and
+#' the bound wanders. So the fit with the highest bound among the starting
+#' fit and all passes is returned, and \code{patience} ends a loop that no
+#' longer improves (robustgp stops at the first pass that does not improve,
+#' \code{patience = 1}; seed004 runs all passes, \code{patience = Inf}).
 #'
 #' Other models can take part by storing two functions in the fit:
 #' \code{select_weights(fit)} (the weights; \code{NULL} for none) and
@@ -467,14 +474,17 @@ n_inducing <- function(selection, threshold) {
 #' @param conv_tol stop when the bound changes by less than this (absolute;
 #'   seed004 uses \code{1e-3}).
 #' @param max_passes the maximum number of selection passes.
+#' @param patience stop after this many passes in a row without a new best
+#'   bound (\code{Inf}: never).
 #' @param verbose print the bound after each pass.
 #' @param ... options passed to \code{select_inducing()}, such as \code{tol}.
 #' @return The fit with the highest bound (normally one of the passes, with
 #'   the inducing inputs fixed; the starting fit when none beats it), with
 #'   an element \code{reinit}: a list with \code{history} (a data frame
 #'   of the pass, \eqn{M}, the bound and the final weighted trace of each
-#'   selection; pass 0 is \code{fit}), \code{converged}, \code{best_pass}.
-#'   A warning is given when the pass cap is reached first.
+#'   selection; pass 0 is \code{fit}), \code{stop} (\code{"converged"},
+#'   \code{"patience"} or \code{"max_passes"}) and \code{best_pass}. A
+#'   warning is given when the pass cap is reached first.
 #' @seealso \code{\link{select_inducing}}, \code{\link{sgpr}}
 #' @examples
 #' set.seed(2)
@@ -485,7 +495,7 @@ n_inducing <- function(selection, threshold) {
 #' @export
 reinit_inducing <- function(fit, M = NULL, threshold = NULL,
                             weights = c("model", "none"), conv_tol = 1e-3,
-                            max_passes = 10L, verbose = FALSE, ...) {
+                            max_passes = 10L, patience = 3L, verbose = FALSE, ...) {
   if (!inherits(fit, "sparsevgp") || is.null(fit$params$Z) || is.null(fit$x)) {
     stop("'fit' must be a fitted sparse model with inducing inputs, such as an sgpr() fit",
          call. = FALSE)
@@ -495,6 +505,9 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   if (!is.numeric(max_passes) || length(max_passes) != 1L || !is.finite(max_passes) ||
       max_passes < 1 || max_passes != round(max_passes)) {
     stop("'max_passes' must be a whole number >= 1", call. = FALSE)
+  }
+  if (!is.numeric(patience) || length(patience) != 1L || is.na(patience) || patience < 1) {
+    stop("'patience' must be a number >= 1 (Inf for none)", call. = FALSE)
   }
   verbose <- .check_flag(verbose, "verbose")
   if (is.null(M) && is.null(threshold)) M <- nrow(fit$params$Z)
@@ -508,7 +521,7 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   best <- fit
   best_pass <- 0L
   cur <- fit
-  converged <- FALSE
+  stop_reason <- "max_passes"
   for (pass in seq_len(max_passes)) {
     kern <- .kernel_at(cur$kernel, cur$params)
     sel <- select_inducing(cur$x, kern, M = M, method = "greedy",
@@ -525,20 +538,25 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
       best_pass <- pass
     }
     if (same || abs(new$bound - cur$bound) < conv_tol) {
-      converged <- TRUE
+      stop_reason <- "converged"
+      break
+    }
+    if (pass - best_pass >= patience) {
+      stop_reason <- "patience"
       break
     }
     cur <- new
   }
-  if (!converged) {
+  if (stop_reason == "max_passes") {
     warning(sprintf("the re-initialisation did not converge in %d passes (last change of the bound %.3g); returning the best pass",
                     as.integer(max_passes), abs(diff(utils::tail(hist$bound, 2L)))),
             call. = FALSE)
   }
-  best$reinit <- list(history = hist, converged = converged, best_pass = best_pass)
+  best$reinit <- list(history = hist, stop = stop_reason, best_pass = best_pass)
   best$summary_extra[["Inducing inputs re-selected (reinit_inducing)"]] <-
-    sprintf("%d passes, %s, best pass %d", nrow(hist) - 1L,
-            if (converged) "converged" else "not converged", best_pass)
+    sprintf("%d passes, stopped: %s, best pass %d", nrow(hist) - 1L,
+            switch(stop_reason, converged = "converged", patience = "no improvement",
+                   max_passes = "pass cap"), best_pass)
   best
 }
 

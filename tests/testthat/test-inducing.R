@@ -300,7 +300,7 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
   set.seed(18)
   fit <- sgpr(d$x, d$y, inducing = 12, fixed = c("Z", "mean"), mean = 0.1)
   re <- reinit_inducing(fit, max_passes = 5)
-  expect_true(re$reinit$converged)
+  expect_equal(re$reinit$stop, "converged")
   h <- re$reinit$history
   expect_s3_class(h, "data.frame")
   expect_equal(names(h), c("pass", "M", "bound", "trace"))
@@ -324,6 +324,17 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
   expect_true(nrow(re2$reinit$history) >= 2L)
   # a pass cap without convergence warns
   expect_warning(reinit_inducing(fit, max_passes = 1, conv_tol = 1e-12), "did not converge")
+  # patience ends a wandering loop: stop once `patience` passes fail to beat the best
+  set.seed(24)
+  fit6 <- sgpr(d$x, d$y, inducing = 6, fixed = "Z")
+  set.seed(24)
+  rp <- reinit_inducing(fit6, patience = 1, max_passes = 20, conv_tol = 1e-12)
+  hp <- rp$reinit$history
+  expect_equal(rp$reinit$stop, "patience")
+  last <- nrow(hp)
+  expect_lte(hp$bound[last], max(hp$bound[-last]))
+  expect_equal(as.numeric(logLik(rp)), max(hp$bound))
+  expect_error(reinit_inducing(fit, patience = 0), "'patience'")
   expect_error(reinit_inducing(list()), "'fit' must be")
   expect_error(reinit_inducing(fit, max_passes = 0), "'max_passes'")
 })
