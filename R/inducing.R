@@ -83,6 +83,10 @@
 #'   \describe{
 #'     \item{\code{tol}}{greedy: relative residual at or below which an
 #'       input counts as explained (default 0; see Stopping);}
+#'     \item{\code{block}}{greedy: how many pivots are planned ahead, so that
+#'       the factor is updated by one matrix-matrix product per block (default
+#'       16; at most 1024). It changes only the speed: \code{block = 1} adds
+#'       one column at a time, and the choices are the same up to rounding;}
 #'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
 #'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
 #'       Q_{ff}} (default \code{FALSE});}
@@ -170,7 +174,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 # The options a method takes in `...`, with their defaults.
 .select_defaults <- list(
-  greedy = list(tol = 0, factor = FALSE),
+  greedy = list(tol = 0, factor = FALSE, block = 16L),
   kmeans = list(iter.max = 50L, nstart = 1L, max_points = 20000L, trace = TRUE),
   random = list(trace = TRUE))
 
@@ -192,7 +196,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
                              !(opts$tol >= 0 && opts$tol < 1))) {
     stop("'tol' must be one number in [0, 1)", call. = FALSE)
   }
-  for (nm in intersect(names(opts), c("iter.max", "nstart", "max_points"))) {
+  for (nm in intersect(names(opts), c("iter.max", "nstart", "max_points", "block"))) {
     v <- opts[[nm]]
     if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
       stop(sprintf("'%s' must be a whole number >= 1", nm), call. = FALSE)
@@ -242,7 +246,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   cap <- if (is.na(M)) min(N, 128L) else M
   repeat {
     r <- .Call(ffi_sel_greedy, kc, x, w, as.double(cap), thr, perm,
-               as.double(opts$tol), opts$factor)
+               as.double(opts$tol), as.double(min(opts$block, 1024L)), opts$factor)
     if (!is.na(M) || r$stop != "M" || cap == N) break
     cap <- min(N, 2L * cap)
   }

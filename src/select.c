@@ -91,20 +91,183 @@ static void sel_mark_copies(int N, const double *col, double kpp,
         }
 }
 
+/* Selection order: a precedes b if its criterion is larger, or equal with a
+ * lower rank (earlier in R's random permutation). */
+static inline int sel_before(double ca, int ra, double cb, int rb)
+{
+    return ca > cb || (ca == cb && ra < rb);
+}
+
+/* Workspace of the greedy selection, from R_alloc. */
+typedef struct {
+    int B, P;           /* pivots planned per block; pool size */
+    double *KQ, *G;     /* N x B: raw kernel columns, partially updated */
+    double *Xq;         /* D x B: scaled points of the planned pivots */
+    double *Cq;         /* B x Mmax: their rows of C */
+    int *q;             /* B: planned pivots */
+    int *pool;          /* P: pool of candidates (indices in 0..N-1) */
+    double *pc;         /* P: their criteria (heap keys) */
+    double *Xp;         /* D x P */
+    double *Cp;         /* P x Mmax */
+    double *Sp, *Kp;    /* P x P: conditional covariance, raw kernel */
+    double *dp;         /* P: pool residuals */
+    char *pex;          /* P: pool exclusions */
+} sel_work;
+
+/* Plan a block: predict the next pivots after the current state (m columns
+ * in C), the first being j, the true next pivot. The greedy algorithm is run
+ * exactly on a pool of the P best candidates, using their conditional
+ * covariance given the current pivots, S_p = K(P, P) - C_P C_P' (P^2 m
+ * flops). Its picks are the true next pivots as long as each true argmax
+ * over all N inputs lies in the pool; the caller checks every step.
+ * Returns b (1..B) with the pivots in w->q. */
+static int sel_plan(const spv_kernel *k, const double *xs, int N,
+                    const double *w, const int *rank, const double *C, int m,
+                    const double *d, const char *excl, double tol, int j,
+                    sel_work *ws)
+{
+    const int D = k->D, B = ws->B;
+    const double kpp = k->variance;
+    if (B == 1) {
+        ws->q[0] = j;
+        return 1;
+    }
+    /* the pool: a binary heap whose root is the worst of the best P; the
+     * best candidate left out, (c_out, r_out), bounds every criterion
+     * outside the pool from now on, since residuals only decrease */
+    int np = 0;
+    int *pool = ws->pool;
+    double *pc = ws->pc;
+    double c_out = -1.0;
+    int r_out = -1;
+    for (int n = 0; n < N; n++) {
+        if (excl[n] || !(d[n] > tol * kpp)) continue;
+        const double c = w[n] * d[n];
+        if (np < ws->P) {
+            int i = np++;       /* sift up */
+            while (i > 0) {
+                const int par = (i - 1) / 2;
+                if (!sel_before(pc[par], rank[pool[par]], c, rank[n])) break;
+                pool[i] = pool[par];
+                pc[i] = pc[par];
+                i = par;
+            }
+            pool[i] = n;
+            pc[i] = c;
+        } else if (sel_before(c, rank[n], pc[0], rank[pool[0]])) {
+            if (r_out < 0 || sel_before(pc[0], rank[pool[0]], c_out, r_out)) {
+                c_out = pc[0];
+                r_out = rank[pool[0]];
+            }
+            int i = 0;          /* replace the root, sift down */
+            for (;;) {
+                int ch = 2 * i + 1;
+                if (ch >= np) break;
+                if (ch + 1 < np &&
+                    sel_before(pc[ch], rank[pool[ch]], pc[ch + 1],
+                               rank[pool[ch + 1]]))
+                    ch++;
+                if (!sel_before(c, rank[n], pc[ch], rank[pool[ch]])) break;
+                pool[i] = pool[ch];
+                pc[i] = pc[ch];
+                i = ch;
+            }
+            pool[i] = n;
+            pc[i] = c;
+        } else if (r_out < 0 || sel_before(c, rank[n], c_out, r_out)) {
+            c_out = c;
+            r_out = rank[n];
+        }
+    }
+    /* S_p = K(P, P) - C_P C_P' */
+    for (int a = 0; a < np; a++) {
+        memcpy(ws->Xp + (size_t) D * a, xs + (size_t) D * pool[a],
+               (size_t) D * sizeof(double));
+        for (int i = 0; i < m; i++)
+            ws->Cp[a + (size_t) np * i] = C[pool[a] + (size_t) N * i];
+    }
+    kern_K(k, ws->Xp, (size_t) np, ws->Xp, (size_t) np, ws->Kp);
+    memcpy(ws->Sp, ws->Kp, (size_t) np * np * sizeof(double));
+    if (m > 0) {
+        const double mone = -1.0, one = 1.0;
+        /* S_p -= C_P C_P' : P x m times m x P */
+        F77_CALL(dgemm)("N", "T", &np, &np, &m, &mone, ws->Cp, &np, ws->Cp,
+                        &np, &one, ws->Sp, &np FCONE FCONE);
+    }
+    int cur = -1;
+    for (int a = 0; a < np; a++) {
+        ws->dp[a] = d[pool[a]];
+        ws->pex[a] = 0;
+        if (pool[a] == j) cur = a;
+    }
+    if (cur < 0) {          /* cannot happen: j is the best candidate */
+        ws->q[0] = j;
+        return 1;
+    }
+    /* pivoted Cholesky on the pool (right-looking, in place) */
+    int b = 0;
+    while (b < B) {
+        ws->q[b++] = pool[cur];
+        const double piv = ws->dp[cur];
+        if (!(piv > 0.0) || b == B) break;
+        const double s = 1.0 / sqrt(piv);
+        double *Sc = ws->Sp + (size_t) np * cur;
+        for (int a = 0; a < np; a++)
+            if (ws->Kp[a + (size_t) np * cur] == kpp) ws->pex[a] = 1;
+        ws->pex[cur] = 1;
+        /* e = S_p[, cur] / sqrt(piv); S_p -= e e'; residuals -= e^2 */
+        for (int a = 0; a < np; a++) ws->pc[a] = Sc[a] * s;
+        for (int c2 = 0; c2 < np; c2++) {
+            const double ec = ws->pc[c2];
+            if (ec == 0.0) continue;
+            double *Sc2 = ws->Sp + (size_t) np * c2;
+            for (int a = 0; a < np; a++) Sc2[a] -= ws->pc[a] * ec;
+        }
+        int next = -1;
+        double best = -1.0;
+        for (int a = 0; a < np; a++) {
+            const double r = ws->dp[a] - ws->pc[a] * ws->pc[a];
+            ws->dp[a] = r > 0.0 ? r : 0.0;
+            if (ws->pex[a] || !(ws->dp[a] > tol * kpp)) continue;
+            const double c = w[pool[a]] * ws->dp[a];
+            if (next < 0 || sel_before(c, rank[pool[a]], best, rank[pool[next]])) {
+                best = c;
+                next = a;
+            }
+        }
+        /* plan only what is certain: the pick must beat every input
+         * outside the pool */
+        if (next < 0 ||
+            (r_out >= 0 && !sel_before(best, rank[pool[next]], c_out, r_out)))
+            break;
+        cur = next;
+    }
+    return b;
+}
+
 /* Greedy weighted selection (seed004 section 7.4 pseudocode, with the rules
- * in the header).
+ * in the header), organised in blocks so that the work on the factor is one
+ * matrix-matrix product per block instead of one matrix-vector product per
+ * pivot (the delayed updates of LAPACK's dpstrf, with the pivots of a block
+ * predicted by sel_plan and verified one by one):
+ *   G = K(X, q) - C[, 1:m0] C[q, 1:m0]'      (dgemm, N x m0 x b)
+ * then for each pivot j = q_i that is the true argmax,
+ *   e = (G[, i] - C[, m0:m] C[j, m0:m]') / sqrt(d_j)   (dgemv, N x (m - m0)).
+ * The pivots are those of the one-column-at-a-time algorithm; a wrong
+ * prediction only ends the block early. With B = 1 this is that algorithm.
  * In: k, xs (D x N scaled points), w (N, > 0), rank (N, a permutation of
  * 0..N-1: the tie-break order), Mmax (1..N), thr (>= 0; 0 = no threshold),
  * tol (in [0, 1)).
- * Work/out: C (N x Mmax), d (N), col (N), excl (N); index (Mmax, 0-based),
- * trace (Mmax). Returns the number of points selected and sets *stop. */
+ * Work/out: C (N x Mmax), d (N), excl (N), ws; index (Mmax, 0-based), trace
+ * (Mmax). Returns the number of points selected and sets *stop. */
 static int sel_greedy(const spv_kernel *k, const double *xs, int N,
                       const double *w, const int *rank, int Mmax, double thr,
-                      double tol, double *C, double *d, double *col,
-                      char *excl, int *index, double *trace, double *trace0,
+                      double tol, double *C, double *d, char *excl,
+                      sel_work *ws, int *index, double *trace, double *trace0,
                       int *stop)
 {
     const int D = k->D;
+    const double kpp = k->variance;     /* stationary: k(p, p) */
     kern_diag(k, (size_t) N, d);
     memset(excl, 0, (size_t) N);
     /* first pivot: argmax w_n k_nn, ties to the lowest rank */
@@ -113,45 +276,64 @@ static int sel_greedy(const spv_kernel *k, const double *xs, int N,
     for (int n = 0; n < N; n++) {
         const double c = w[n] * d[n];
         t += c;
-        if (c > best || (c == best && rank[n] < rank[j])) {
+        if (j < 0 || sel_before(c, rank[n], best, rank[j])) {
             best = c;
             j = n;
         }
     }
     *trace0 = t;
     int m = 0;
-    for (;;) {
-        R_CheckUserInterrupt();
-        const double dp = d[j];
-        const double kpp = k->variance;     /* stationary: k(p, p) */
-        kern_K(k, xs, (size_t) N, xs + (size_t) D * j, 1, col);
-        sel_mark_copies(N, col, kpp, excl, d);
-        /* the pivot's row of C is row j: stride N */
-        sel_add_column(N, m, C, C + j, N, dp, col, d);
-        C[j + (size_t) N * m] = sqrt(dp);   /* exact diagonal entry */
-        d[j] = 0.0;
-        excl[j] = 1;
-        index[m] = j;
-        m++;
-        /* weighted trace and next pivot in one pass */
-        t = 0.0;
-        best = -1.0;
-        j = -1;
-        for (int n = 0; n < N; n++) {
-            const double c = w[n] * d[n];
-            t += c;
-            if (excl[n] || !(d[n] > tol * kpp)) continue;
-            if (c > best || (c == best && rank[n] < rank[j])) {
-                best = c;
-                j = n;
-            }
+    for (;;) {                                  /* blocks */
+        const int b = sel_plan(k, xs, N, w, rank, C, m, d, excl, tol, j, ws);
+        for (int i = 0; i < b; i++) {
+            memcpy(ws->Xq + (size_t) D * i, xs + (size_t) D * ws->q[i],
+                   (size_t) D * sizeof(double));
+            for (int c = 0; c < m; c++)
+                ws->Cq[i + (size_t) b * c] = C[ws->q[i] + (size_t) N * c];
         }
-        trace[m - 1] = t;
-        if (t < thr) { *stop = SEL_STOP_THRESHOLD; break; }
-        if (m == Mmax) { *stop = SEL_STOP_M; break; }
-        if (j < 0) { *stop = SEL_STOP_EXHAUSTED; break; }
+        /* KQ = K(X, q): N x b */
+        kern_K(k, xs, (size_t) N, ws->Xq, (size_t) b, ws->KQ);
+        memcpy(ws->G, ws->KQ, (size_t) N * b * sizeof(double));
+        if (m > 0) {
+            const double mone = -1.0, one = 1.0;
+            /* G -= C[, 1:m] C[q, 1:m]' : N x m times m x b */
+            F77_CALL(dgemm)("N", "T", &N, &b, &m, &mone, C, &N, ws->Cq, &b,
+                            &one, ws->G, &N FCONE FCONE);
+        }
+        const int m0 = m;
+        for (int i = 0; i < b; i++) {
+            if (ws->q[i] != j) break;           /* mispredicted: replan */
+            R_CheckUserInterrupt();
+            const double dp = d[j];
+            double *col = ws->G + (size_t) N * i;
+            sel_mark_copies(N, ws->KQ + (size_t) N * i, kpp, excl, d);
+            /* the block's columns so far, C[, m0:m]; j's row in them has
+             * stride N */
+            sel_add_column(N, m - m0, C + (size_t) N * m0,
+                           C + j + (size_t) N * m0, N, dp, col, d);
+            C[j + (size_t) N * m] = sqrt(dp);   /* exact diagonal entry */
+            d[j] = 0.0;
+            excl[j] = 1;
+            index[m] = j;
+            m++;
+            /* weighted trace and next pivot in one pass */
+            t = 0.0;
+            j = -1;
+            for (int n = 0; n < N; n++) {
+                const double c = w[n] * d[n];
+                t += c;
+                if (excl[n] || !(d[n] > tol * kpp)) continue;
+                if (j < 0 || sel_before(c, rank[n], best, rank[j])) {
+                    best = c;
+                    j = n;
+                }
+            }
+            trace[m - 1] = t;
+            if (t < thr) { *stop = SEL_STOP_THRESHOLD; return m; }
+            if (m == Mmax) { *stop = SEL_STOP_M; return m; }
+            if (j < 0) { *stop = SEL_STOP_EXHAUSTED; return m; }
+        }
     }
-    return m;
 }
 
 /* The same factorisation along a given sequence of points Z (M x D, scaled
@@ -234,11 +416,12 @@ static double sel_check_tol(SEXP tol)
  * kern: list from .kern_c(); x: N x D; weights: N positive; M: the maximum
  * number of points (1..N); threshold: >= 0 (0 = none); perm: a permutation
  * of 1..N (integer) whose order breaks ties (the first in perm wins); tol:
- * relative residual below which an input counts as explained; factor:
- * TRUE to return C.
+ * relative residual below which an input counts as explained; block: the
+ * number of pivots planned ahead (1 = one column at a time; the selection
+ * is the same, only the speed differs); factor: TRUE to return C.
  * Returns list(index (1-based), trace, trace0, d, stop, factor). */
 SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
-                    SEXP perm, SEXP tol, SEXP factor)
+                    SEXP perm, SEXP tol, SEXP block, SEXP factor)
 {
     spv_kernel k;
     int N, D;
@@ -250,6 +433,9 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
     const double thr = chk_scalar(threshold, "threshold");
     if (thr < 0.0) error("'threshold' must be non-negative");
     const double tl = sel_check_tol(tol);
+    const double Bd = chk_scalar(block, "block");
+    if (Bd < 1.0 || Bd > 1024.0 || Bd != floor(Bd))
+        error("'block' must be a whole number between 1 and 1024");
     const int want_factor = chk_flag(factor, "factor");
     if (!isInteger(perm) || XLENGTH(perm) != N)
         error("'perm' must be an integer vector of length %d", N);
@@ -265,17 +451,40 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
     kern_scale_points(&k, REAL(x), (size_t) N, xs);
     double *C = (double *) R_alloc((size_t) N * Mmax, sizeof(double));
-    double *col = (double *) R_alloc((size_t) N, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));
     int *index = (int *) R_alloc((size_t) Mmax, sizeof(int));
     double *trace = (double *) R_alloc((size_t) Mmax, sizeof(double));
+    sel_work ws;
+    ws.B = (int) Bd < N ? (int) Bd : N;
+    /* the pool: large enough to see ahead (16 B), small enough that
+     * planning, O(P^2 m) per block, stays below the block's O(N m B) */
+    {
+        double P0 = 0.5 * sqrt((double) N * ws.B);
+        if (P0 > 16.0 * ws.B) P0 = 16.0 * ws.B;
+        if (P0 < ws.B) P0 = ws.B;
+        ws.P = P0 < N ? (int) P0 : N;
+    }
+    const size_t B = (size_t) ws.B, P = (size_t) ws.P;
+    ws.KQ = (double *) R_alloc((size_t) N * B, sizeof(double));
+    ws.G = (double *) R_alloc((size_t) N * B, sizeof(double));
+    ws.Xq = (double *) R_alloc((size_t) D * B, sizeof(double));
+    ws.Cq = (double *) R_alloc(B * Mmax, sizeof(double));
+    ws.q = (int *) R_alloc(B, sizeof(int));
+    ws.pool = (int *) R_alloc(P, sizeof(int));
+    ws.pc = (double *) R_alloc(P, sizeof(double));
+    ws.Xp = (double *) R_alloc((size_t) D * P, sizeof(double));
+    ws.Cp = (double *) R_alloc(P * Mmax, sizeof(double));
+    ws.Sp = (double *) R_alloc(P * P, sizeof(double));
+    ws.Kp = (double *) R_alloc(P * P, sizeof(double));
+    ws.dp = (double *) R_alloc(P, sizeof(double));
+    ws.pex = R_alloc(P, sizeof(char));
 
     int nprot = 0;
     SEXP d = PROTECT(allocVector(REALSXP, N)); nprot++;
     double trace0 = 0.0;
     int stop = 0;
     const int m = sel_greedy(&k, xs, N, REAL(weights), rank, Mmax, thr, tl,
-                             C, REAL(d), col, excl, index, trace, &trace0,
+                             C, REAL(d), excl, &ws, index, trace, &trace0,
                              &stop);
 
     SEXP idx = PROTECT(allocVector(INTSXP, m)); nprot++;

@@ -63,7 +63,7 @@ for (sz in sizes) {
   perm <- sample.int(N)
 
   t_C <- med_time(function(i) {
-    r <- .Call(sparsevgp:::ffi_sel_greedy, kc, x, w, as.double(M), 0, perm, 0, FALSE)
+    r <- .Call(sparsevgp:::ffi_sel_greedy, kc, x, w, as.double(M), 0, perm, 0, 16, FALSE)
     stopifnot(length(r$index) == M)
   }, reps)
   t_sel <- med_time(function(i) select_inducing(x, k, M = M), reps)
