@@ -1,13 +1,14 @@
-# Random, k-means and greedy selection of inducing inputs on kin8nm: the
-# results that vignettes/inducing-points.Rmd shows (it reads the CSV this
-# script writes, because the fits take several minutes).
+# Random, k-means and greedy selection of inducing inputs on kin8nm and
+# power: the results that vignettes/inducing-points.Rmd shows (it reads the
+# CSV files this script writes, because the fits take many minutes).
 #
 # Usage (from the package root, with sparsevgp installed):
-#   Rscript inst/bench/vignette_inducing.R [out.csv]
-# Default output: inst/extdata/regression/inducing_comparison.csv
+#   Rscript inst/bench/vignette_inducing.R kin8nm [out.csv]
+#   Rscript inst/bench/vignette_inducing.R power [out.csv]
+# Default output: inst/extdata/regression/inducing_comparison_<data>.csv
 #
-# Data: the 3000-row subset of kin8nm in inst/extdata/regression (see the
-# README there). Protocol:
+# Data: the 3000-row subsets of kin8nm (D = 8) and of the power plant data
+# (D = 4) in inst/extdata/regression (see the README there). Protocol:
 #   - one random split, 2000 training and 1000 test rows (set.seed(1));
 #     inputs and response standardised with the training means and SDs;
 #   - isotropic RBF kernel, homoscedastic noise, constant mean, all starting
@@ -24,13 +25,16 @@
 #     seconds taken.
 suppressMessages(library(sparsevgp))
 args <- commandArgs(trailingOnly = TRUE)
-out <- if (length(args)) args[1L] else
-  file.path("inst", "extdata", "regression", "inducing_comparison.csv")
+data_name <- if (length(args)) match.arg(args[1L], c("kin8nm", "power")) else "kin8nm"
+out <- if (length(args) >= 2L) args[2L] else
+  file.path("inst", "extdata", "regression",
+            sprintf("inducing_comparison_%s.csv", data_name))
 
-f <- system.file("extdata", "regression", "kin8nm_3000.csv.gz", package = "sparsevgp")
+f <- system.file("extdata", "regression", sprintf("%s_3000.csv.gz", data_name),
+                 package = "sparsevgp")
 dat <- utils::read.csv(f)
-x <- as.matrix(dat[, paste0("theta", 1:8)])
-y <- dat$y
+x <- as.matrix(dat[, setdiff(names(dat), c("row", "y", "PE"))])
+y <- if (data_name == "power") dat$PE else dat$y
 set.seed(1)
 tr <- sample.int(nrow(x), 2000L)
 te <- setdiff(seq_len(nrow(x)), tr)
