@@ -261,6 +261,20 @@ test_that("random and k-means selections (target 21) and their traces", {
   expect_lt(g$trace[25], r$trace[25])
 })
 
+test_that("the trace along a given sequence skips inputs that add nothing", {
+  d <- toy_data(30, 2)
+  k <- kernel_matern32(0.8, 1)
+  kc <- sparsevgp:::.kern_c(k)
+  Z <- rbind(d$x[1:3, ], d$x[2, ], c(0.3, -0.2))
+  r <- .Call(sparsevgp:::ffi_sel_trace, kc, d$x, rep(1, 30), Z, 1e-10, TRUE)
+  expect_equal(r$rank, 4L)
+  expect_equal(r$trace[4], r$trace[3])
+  ref <- dense_residual(k, d$x, Z[c(1:3, 5), ], full = FALSE)$d
+  expect_equal(r$d, ref, tolerance = 1e-10)
+  expect_equal(r$trace[5], sum(ref), tolerance = 1e-10)
+  expect_equal(dim(r$factor), c(30L, 4L))
+})
+
 test_that("the weighted trace brackets the expected KL: t/2 <= E[KL] <= t (seed004 eq. 3.7)", {
   d <- toy_data(40, 1)
   lam <- seq(0.01, 0.2, length.out = 40)
