@@ -41,7 +41,8 @@
 #'     that point, the thesis code keeps one more; both are off by one). At
 #'     least one point is always returned.
 #'   \item \eqn{M} points are chosen (\code{M = NULL} with a threshold: no
-#'     limit but \eqn{N});
+#'     limit but \eqn{N}; the factor takes \eqn{N \times M} doubles, so
+#'     give \code{M} as a cap when memory matters);
 #'   \item every input is explained: its residual is zero (at most
 #'     \code{tol} times its prior variance), or it is an exact copy of a
 #'     chosen input. Then fewer than \eqn{M} points are returned. A point,
