@@ -488,8 +488,10 @@ n_inducing <- function(selection, threshold) {
 #'   an element \code{reinit}: a list with \code{history} (a data frame
 #'   of the pass, \eqn{M}, the bound and the final weighted trace of each
 #'   selection; pass 0 is \code{fit}), \code{stop} (\code{"converged"},
-#'   \code{"patience"} or \code{"max_passes"}) and \code{best_pass}. A
-#'   warning is given when the pass cap is reached first.
+#'   \code{"patience"}, \code{"max_passes"}, or \code{"error"} when a
+#'   refit failed, for instance a Cholesky factorisation past the jitter
+#'   cap) and \code{best_pass}. A warning is given when the pass cap is
+#'   reached first or a pass fails.
 #' @seealso \code{\link{select_inducing}}, \code{\link{sgpr}}
 #' @examples
 #' set.seed(2)
@@ -532,7 +534,13 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
     sel <- select_inducing(cur$x, kern, M = M, method = "greedy",
                            weights = weight_fun(cur), threshold = threshold, ...)
     same <- identical(unname(sel$Z), unname(cur$params$Z))
-    new <- if (same) cur else refit(cur, sel$Z)
+    new <- if (same) cur else tryCatch(refit(cur, sel$Z), error = function(e) e)
+    if (inherits(new, "error")) {
+      warning(sprintf("pass %d failed (%s); returning the best pass so far", pass,
+                      conditionMessage(new)), call. = FALSE)
+      stop_reason <- "error"
+      break
+    }
     hist <- rbind(hist, data.frame(pass = pass, M = sel$M, bound = new$bound,
                                    trace = sel$trace[length(sel$trace)]))
     if (verbose) {
@@ -561,7 +569,7 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   best$summary_extra[["Inducing inputs re-selected (reinit_inducing)"]] <-
     sprintf("%d passes, stopped: %s, best pass %d", nrow(hist) - 1L,
             switch(stop_reason, converged = "converged", patience = "no improvement",
-                   max_passes = "pass cap"), best_pass)
+                   max_passes = "pass cap", error = "a pass failed"), best_pass)
   best
 }
 

@@ -373,6 +373,21 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
   expect_lte(hp$bound[last], max(hp$bound[-last]))
   expect_equal(as.numeric(logLik(rp)), max(hp$bound))
   expect_error(reinit_inducing(fit, patience = 0), "'patience'")
+  # a failing refit ends the loop with the best fit so far
+  bad <- fit
+  bad$refit_fun <- function(fit, Z) stop("no Cholesky today")
+  expect_warning(rb <- reinit_inducing(bad), "pass 1 failed \\(no Cholesky today\\)")
+  expect_equal(rb$reinit$stop, "error")
+  expect_equal(rb$bound, fit$bound)
+  # the model's weights can come from the fit (the hook a classifier uses)
+  hook <- fit
+  hook$select_weights <- function(f) seq(1, 3, length.out = nrow(f$x))
+  set.seed(27)
+  rh <- reinit_inducing(hook, max_passes = 1, conv_tol = 1e6)
+  set.seed(27)
+  sh <- select_inducing(fit$x, sparsevgp:::.kernel_at(fit$kernel, fit$params), M = 12,
+                        weights = seq(1, 3, length.out = 60))
+  expect_equal(rh$reinit$history$trace[2], sh$trace[12])
   expect_error(reinit_inducing(list()), "'fit' must be")
   expect_error(reinit_inducing(fit, max_passes = 0), "'max_passes'")
 })
