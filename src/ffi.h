@@ -19,5 +19,9 @@ SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
 SEXP ffi_la_floor(SEXP L, SEXP Kuf);
 SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
                        SEXP full);
+SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
+                    SEXP perm, SEXP tol, SEXP block, SEXP factor);
+SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
+                   SEXP factor);
 
 #endif

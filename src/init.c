@@ -17,6 +17,8 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_la_chol, 3),
     CALLDEF(ffi_la_floor, 2),
     CALLDEF(ffi_pred_gaussian, 6),
+    CALLDEF(ffi_sel_greedy, 9),
+    CALLDEF(ffi_sel_trace, 6),
     {NULL, NULL, 0}
 };
 
