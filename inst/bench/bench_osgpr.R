@@ -34,6 +34,10 @@ cat("sparsevgp", format(utils::packageVersion("sparsevgp")), "\n")
 cat("R:     ", R.version.string, "\n")
 cat("BLAS:  ", extSoftVersion()[["BLAS"]], "\n")
 cat("LAPACK:", La_library(), "\n")
+loadavg <- function() {
+  if (file.exists("/proc/loadavg")) strsplit(readLines("/proc/loadavg"), " ")[[1L]][1:3] else NA
+}
+cat("Load average at start (1, 5, 15 min):", loadavg(), "\n")
 cat("Orthogonal bound with M1 = M2 = M/2 against SGPR with M; seconds (median of",
     reps, "runs) and ratio osgpr / sgpr\n")
 
@@ -100,6 +104,7 @@ for (sz in sizes) {
                                                   ratio = med[2L] / med[1L])
   }
 }
+cat("\nLoad average at end (1, 5, 15 min):", loadavg(), "\n")
 cat("\nFlop model (seed000 R6): both bounds 2 M^2 N + 2/3 M^3, ratio 1.",
     "\nThe thesis's Table 6.1 claims 0.75 for M << N.\n")
 invisible(do.call(rbind, results))
