@@ -75,6 +75,10 @@
 #' @param bound the objective: \code{"family"}, the ELBO of the posterior
 #'   the model predicts with, or \code{"union"}, seed000 eq. 5.33 (the SGPR
 #'   bound on \code{rbind(Z, O)}).
+#' @param noise one learned noise variance (a number, its starting value), a
+#'   vector of \eqn{N} known variances, or a one-sided formula for a learned
+#'   log-linear noise model, exactly as in \code{\link{sgpr}()}. By default
+#'   one variance starting at a tenth of the variance of \code{y}.
 #' @param fixed names of parameters to hold at their starting values, as in
 #'   \code{\link{sgpr}()}, including \code{"Z"} and \code{"O"} or single
 #'   entries such as \code{"O[2,1]"}.
