@@ -353,6 +353,65 @@ test_that("gradients match finite differences for every kernel, variant and para
   expect_equal(unname(rbind(gf$Z, gf$O)), unname(gs$Z), tolerance = 1e-9)
 })
 
+test_that("the C adjoints of Kuu, Kuv, Kvv, Kuf, Kvf, diag Kff, noise and targets match finite differences", {
+  # directly on the matrices, independently of the kernel contractions:
+  # Gww = [[Guu, Guv/2], [Guv'/2, Gvv]] is the adjoint of the symmetric Kww
+  k <- kernel_matern52(0.6, 1.1)
+  W <- rbind(Z1, O1)
+  Kww <- naive_kernel(k, W, W)
+  Kwf <- naive_kernel(k, W, d1$x)
+  kd <- rep(1.1, 30)
+  lam <- seq(0.03, 0.1, length.out = 30)
+  yt <- d1$y - 0.1
+  bo <- function(Kww, Kwf, kd, lam, yt, v, grad = FALSE) {
+    .Call(sparsevgp:::ffi_bo_bound, Kww, Kwf, 4L, kd, lam, yt, v, 0, 1e-2, grad)
+  }
+  h <- 1e-6
+  for (v in 0:2) {
+    a <- bo(Kww, Kwf, kd, lam, yt, v, TRUE)
+    f <- function(...) bo(...)$bound
+    for (i in 1:7) for (j in 1:i) {
+      E <- matrix(0, 7, 7)
+      E[i, j] <- E[j, i] <- h
+      fd <- (f(Kww + E, Kwf, kd, lam, yt, v) - f(Kww - E, Kwf, kd, lam, yt, v)) / (2 * h)
+      an <- if (i == j) a$Gww[i, i] else a$Gww[i, j] + a$Gww[j, i]
+      expect_lte(abs(an - fd) / max(1, abs(fd)), 1e-6)
+    }
+    for (i in 1:7) for (n in c(1, 12, 30)) {
+      E <- matrix(0, 7, 30)
+      E[i, n] <- h
+      fd <- (f(Kww, Kwf + E, kd, lam, yt, v) - f(Kww, Kwf - E, kd, lam, yt, v)) / (2 * h)
+      expect_lte(abs(a$Gwf[i, n] - fd) / max(1, abs(fd)), 1e-6)
+    }
+    for (n in c(2, 17, 29)) {
+      e <- replace(numeric(30), n, h)
+      expect_equal(a$gdiag[n], (f(Kww, Kwf, kd + e, lam, yt, v) - f(Kww, Kwf, kd - e, lam, yt, v)) / (2 * h),
+                   tolerance = 1e-6)
+      expect_equal(a$glambda[n], (f(Kww, Kwf, kd, lam + e, yt, v) - f(Kww, Kwf, kd, lam - e, yt, v)) / (2 * h),
+                   tolerance = 1e-6)
+      expect_equal(a$gytil[n], (f(Kww, Kwf, kd, lam, yt + e, v) - f(Kww, Kwf, kd, lam, yt - e, v)) / (2 * h),
+                   tolerance = 1e-6)
+    }
+    expect_equal(a$bound, a$bounds[[v + 1L]])
+  }
+  # the union adjoints are those of the SGPR routine on the stacked set
+  g <- .Call(sparsevgp:::ffi_bg_bound, Kww, Kwf, kd, lam, yt, 0, 1e-2, TRUE)
+  a <- bo(Kww, Kwf, kd, lam, yt, 0L, TRUE)
+  expect_equal(a$Gww, g$Guu, tolerance = 1e-9)
+  expect_equal(a$Gwf, g$Guf, tolerance = 1e-9)
+  expect_equal(a$glambda, g$glambda, tolerance = 1e-9)
+  expect_equal(a$mu, g$mu, tolerance = 1e-9)
+  # the entry point checks its arguments
+  expect_error(bo(Kww[, 1:6], Kwf, kd, lam, yt, 0L), "square")
+  expect_error(bo(Kww, Kwf[1:6, ], kd, lam, yt, 0L), "7 rows")
+  expect_error(bo(Kww, Kwf, kd[-1], lam, yt, 0L), "'kdiag' must have length 30")
+  expect_error(bo(Kww, Kwf, kd, -lam, yt, 0L), "positive")
+  expect_error(bo(Kww, Kwf, kd, lam, replace(yt, 3, NA), 0L), "NA/NaN/Inf in 'ytil'")
+  expect_error(bo(Kww, Kwf, kd, lam, yt, 3L), "'variant'")
+  expect_error(.Call(sparsevgp:::ffi_bo_bound, Kww, Kwf, 8L, kd, lam, yt, 0L, 0, 1e-2, FALSE), "'M1'")
+  expect_error(.Call(sparsevgp:::ffi_bo_bound, Kww, Kwf, 4, kd, lam, yt, 0L, 0, 1e-2, FALSE), "'M1'")
+})
+
 test_that("M1 = 0 or M2 = 0 reduce to SGPR on the other set (T12)", {
   k <- kernel_rbf(0.7, 1.2)
   sz <- sgpr(d1$x, d1$y, kernel = k, inducing = Z1, noise = 0.05, mean = 0, optimize = FALSE)
