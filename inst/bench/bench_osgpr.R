@@ -5,6 +5,11 @@
 #   Rscript inst/bench/bench_osgpr.R            # (N, M) = (20000, 200) and (50000, 500)
 #   Rscript inst/bench/bench_osgpr.R small      # only (20000, 200)
 #
+# Times are CPU seconds (user + system) of this single-threaded process, so
+# that other processes on the machine disturb them less than elapsed time
+# would (as in bench_sgpr.R); a gc() before each timing keeps collections
+# of the previous call's results out of it.
+#
 # The thesis (seed000 section 6.1, Table 6.1) claims the orthogonal bound is
 # 25-50 % cheaper than SGPR with the same total M. Counting flops
 # consistently (a triangular solve or a syrk of an M x M factor into N
@@ -33,17 +38,23 @@ reps <- 3L
 cat("sparsevgp", format(utils::packageVersion("sparsevgp")), "\n")
 cat("R:     ", R.version.string, "\n")
 cat("BLAS:  ", extSoftVersion()[["BLAS"]], "\n")
+maps <- tryCatch(readLines("/proc/self/maps"), error = function(e) character())
+cat("BLAS libraries mapped:", unique(sub(".* ", "", grep("blas", maps, value = TRUE))), "\n")
 cat("LAPACK:", La_library(), "\n")
 loadavg <- function() {
   if (file.exists("/proc/loadavg")) strsplit(readLines("/proc/loadavg"), " ")[[1L]][1:3] else NA
 }
 cat("Load average at start (1, 5, 15 min):", loadavg(), "\n")
-cat("Orthogonal bound with M1 = M2 = M/2 against SGPR with M; seconds (median of",
+cat("Orthogonal bound with M1 = M2 = M/2 against SGPR with M; CPU seconds (median of",
     reps, "runs) and ratio osgpr / sgpr\n")
 
 ffi_bg <- sparsevgp:::ffi_bg_bound
 ffi_bo <- sparsevgp:::ffi_bo_bound
-el <- function(f) system.time(f())[["elapsed"]]
+el <- function(f) {
+  gc(verbose = FALSE)
+  st <- system.time(f())
+  st[["user.self"]] + st[["sys.self"]]
+}
 
 results <- list()
 for (sz in sizes) {
@@ -90,7 +101,7 @@ for (sz in sizes) {
 
   cat(sprintf("\n(N, M, D) = (%d, %d, %d): SGPR with M = %d, osgpr with M1 = M2 = %d\n",
               N, M, D, M, M1))
-  cat(sprintf("  %-12s %9s %9s %7s\n", "", "sgpr s", "osgpr s", "ratio"))
+  cat(sprintf("  %-12s %9s %9s %7s\n", "", "sgpr cpu", "osgpr cpu", "ratio"))
   for (nm in names(cases)) {
     ts <- matrix(NA_real_, reps, 2L)
     for (i in seq_len(reps)) {            # alternate, so that load hits both
