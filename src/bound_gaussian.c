@@ -55,7 +55,8 @@ typedef struct {
 } bg_out;
 
 /* Returns 0 on success, 1 if Kuu could not be factorised within the jitter
- * cap, 2 if B could not be factorised (non-finite input reached it). */
+ * cap, 2 if B could not be factorised, 3 if Kuf is not finite (checked on
+ * the fly rather than in a separate pass over the M x N input). */
 static int bg_collapsed(const double *Kuu, const double *Kuf,
                         const double *kdiag, const double *lambda,
                         const double *ytil, int M, int N, double jit_base,
@@ -79,14 +80,21 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
     double *ys = (double *) R_alloc((size_t) N, sizeof(double));
     double *anorm2 = (double *) R_alloc((size_t) N, sizeof(double));
     double sumloglam = 0.0, yy = 0.0, trace = 0.0;
+    /* one pass over A: scale its columns, take their norms and accumulate
+     * w = A Lambda^-1/2 ytil (the right-hand side of v) */
+    double *w = out->v;
+    memset(w, 0, (size_t) M * sizeof(double));
     for (int n = 0; n < N; n++) {
         isl[n] = 1.0 / sqrt(lambda[n]);
         ys[n] = ytil[n] * isl[n];                 /* Lambda^-1/2 ytil */
         double *an = A + (size_t) M * n, s = 0.0;
+        const double yn = ys[n];
         for (int m = 0; m < M; m++) {
             an[m] *= isl[n];
             s += an[m] * an[m];
+            w[m] += an[m] * yn;
         }
+        if (!R_FINITE(s)) return 3;              /* NA/NaN/Inf in Kuf */
         anorm2[n] = s;
         sumloglam += log(lambda[n]);
         yy += ys[n] * ys[n];
@@ -105,9 +113,7 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
     if (la_chol(out->LB, M) != 0) return 2;
     const double *LB = out->LB;
 
-    /* v = LB^-1 A ys */
-    F77_CALL(dgemv)("N", &M, &N, &one, A, &M, ys, &ione, &zero, out->v, &ione
-                    FCONE);
+    /* v = LB^-1 A ys (A ys accumulated above) */
     F77_CALL(dtrsv)("L", "N", "N", &M, LB, &M, out->v, &ione
                     FCONE FCONE FCONE);
     double vv = 0.0;
@@ -199,7 +205,6 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
     chk_real_vector(lambda, "lambda", N);
     chk_real_vector(ytil, "ytil", N);
     chk_finite(Kuu, "Kuu");
-    chk_finite(Kuf, "Kuf");
     chk_finite(kdiag, "kdiag");
     chk_finite(lambda, "lambda");
     chk_finite(ytil, "ytil");
@@ -238,6 +243,8 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
               "mean diagonal: are inducing inputs duplicated?", jc);
     if (status == 2)
         error("the Cholesky factorisation of B = I + A A' failed");
+    if (status == 3)
+        error("NA/NaN/Inf in 'Kuf'");
     if (!R_FINITE(o.bound))
         error("the bound is not finite");
 

@@ -330,3 +330,18 @@ test_that("plots work for every noise kind and input dimension", {
   f4 <- sgpr(d3$x, d3$y, inducing = 5, optimize = FALSE)
   expect_equal(nrow(plot(f4)), 30L)
 })
+
+test_that("the bound's entry point rejects non-finite kernel matrices", {
+  Kuu <- diag(2)
+  Kuf <- matrix(0.5, 2, 3)
+  args <- list(rep(1, 3), rep(0.1, 3), c(1, 2, 3), 1e-8, 1e-2, FALSE)
+  Kbad <- Kuf
+  Kbad[2, 2] <- NaN
+  expect_error(do.call(.Call, c(list(sparsevgp:::ffi_bg_bound, Kuu, Kbad), args)), "'Kuf'")
+  Kbad[2, 2] <- Inf
+  expect_error(do.call(.Call, c(list(sparsevgp:::ffi_bg_bound, Kuu, Kbad), args)), "'Kuf'")
+  expect_error(do.call(.Call, c(list(sparsevgp:::ffi_bg_bound, Kuu[, 1, drop = FALSE], Kuf), args)),
+               "square")
+  b <- do.call(.Call, c(list(sparsevgp:::ffi_bg_bound, Kuu, Kuf), args))
+  expect_true(is.finite(b$bound))
+})
