@@ -197,7 +197,14 @@ pg_kl <- function(c) .pg_map(c, "c", ffi_pg_kl)
 # inducing inputs. More inputs: the predicted probabilities by class.
 .plot_classifier <- function(object, what, n, method, xlab, ylab, main, ...) {
   D <- ncol(object$x)
-  if (is.null(main)) main <- object$model
+  if (is.null(main)) {
+    main <- if (inherits(object, "pgpr")) {
+      sprintf("PGPR, M = %d", nrow(object$params$Z))
+    } else {
+      sprintf("SVGP (Bernoulli), M = %d", nrow(object$params$Z))
+    }
+    if (what == "pg_variance") main <- paste(main, if (D == 2L) "- log10 PG variance" else "- PG variance")
+  }
   if (D == 1L) return(.plot_class_1d(object, what, n, method, xlab, ylab, main, ...))
   if (D == 2L) return(.plot_class_2d(object, what, min(n, 100L), method, xlab, ylab, main, ...))
   p <- .fitted_classifier(object, method)

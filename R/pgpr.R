@@ -257,6 +257,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   if (!is.null(threshold)) {
     stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
   }
+  if (!is.null(M)) {
+    stop("'M' applies to the selection methods; the given inducing inputs fix M", call. = FALSE)
+  }
   Z <- .inducing_inputs(inducing, x, kernel)
   list(method = "fixed", M = nrow(Z), threshold = NULL, Z = Z)
 }

@@ -283,6 +283,7 @@ test_that("bad arguments give clear errors", {
   expect_error(pgpr(d$x, d$y, inducing = "kmeans", M = 5, threshold = 1e-3), "greedy")
   expect_error(pgpr(d$x, d$y, inducing = "hgv", M = 5, threshold = -1), "'threshold'")
   expect_error(pgpr(d$x, d$y, inducing = d$x[1:4, 1, drop = FALSE]), "2 columns")
+  expect_error(pgpr(d$x, d$y, inducing = d$x[1:4, ], M = 4), "fix M")
   expect_error(pgpr(d$x, d$y, M = 5, control = list(inner_max = 0)), "inner_max")
   expect_error(pgpr(d$x, d$y, M = 5, control = list(tol = -1)), "tol")
   expect_error(pgpr(d$x, d$y, M = 5, control = list(foo = 1)), "unknown 'control'")

@@ -125,6 +125,11 @@ test_that("SVGP gradients match finite differences (every kernel, both likelihoo
   fz <- set_q(svgp(d$x, y01, kernel = kernel_rbf(1, 1), inducing = d$x[1:4, ], optimize = FALSE),
               list(b = q$b, W = diag(1e-4, 4)))
   expect_grad(fz, tol = 1e-5)
+  # q(f) variances below 1e-16 use the limit of the variance derivative
+  ft <- set_q(svgp(d$x, y01, kernel = kernel_rbf(1, 1), inducing = d$x[1:4, ], optimize = FALSE,
+                   control = list(jitter = 0)), list(b = q$b, W = diag(1e-9, 4)))
+  expect_lt(max(predict(ft, d$x[1:4, ])$var), 1e-15)
+  expect_grad(ft, tol = 1e-5)
 })
 
 test_that("svgp fits: Bernoulli on banana and Gaussian towards the SGPR optimum", {
