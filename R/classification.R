@@ -130,21 +130,21 @@ NULL
 
 #' @rdname polya_gamma
 #' @export
-pg_theta <- function(c) .pg_map(c, "c", ffi_pg_theta)
+pg_theta <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_theta, v))
 
 #' @rdname polya_gamma
 #' @export
-pg_log_cosh <- function(x) .pg_map(x, "x", ffi_pg_log_cosh)
+pg_log_cosh <- function(x) .pg_map(x, "x", function(v) .Call(ffi_pg_log_cosh, v))
 
 #' @rdname polya_gamma
 #' @export
-pg_kl <- function(c) .pg_map(c, "c", ffi_pg_kl)
+pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
 
 # Elementwise C map keeping names and dimensions.
 .pg_map <- function(x, name, fun) {
   if (!is.numeric(x)) stop(sprintf("'%s' must be numeric", name), call. = FALSE)
   storage.mode(x) <- "double"
-  x[] <- .Call(fun, as.vector(x))
+  x[] <- fun(as.vector(x))
   x
 }
 
