@@ -58,7 +58,8 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
 }
 
 .n_inducing <- function(object) {
-  if (is.null(object$params$Z)) NA_integer_ else nrow(object$params$Z)
+  if (is.null(object$params$Z)) NA_integer_ else
+    nrow(object$params$Z) + NROW(object$params$O)
 }
 
 #' @export
@@ -149,7 +150,7 @@ summary.sparsevgp <- function(object, ...) {
     kernel = .kernel_labels[[object$kernel$family]],
     parameters = .param_table(object),
     inducing_fixed = if (is.null(object$params$Z)) NA else
-      all(object$fixed[grepl("^Z\\[", names(object$fixed))]),
+      all(object$fixed[grepl("^[ZO]\\[", names(object$fixed))]),
     bound = object$bound, bound_label = .bound_label(object),
     bound_terms = object$bound_terms, extra = object$summary_extra,
     jitter = object$jitter, optim = object$optim, time = object$time),

@@ -44,10 +44,19 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
   grid <- matrix(seq(xr[1L] - pad, xr[2L] + pad, length.out = n), ncol = 1L)
   nd <- .grid_newdata(object, grid)
   pf <- predict(object, nd, type = "latent")
-  py <- predict(object, nd, type = "response")
+  g <- grid[, 1L]
+  gy <- g
+  if (identical(object$noise_model$kind, "known")) {
+    # the noise is known only at the training inputs: draw the y band there
+    o <- order(object$x[, 1L])
+    gy <- object$x[o, 1L]
+    py <- predict(object, type = "response")
+    py <- list(mean = py$mean[o], var = py$var[o])
+  } else {
+    py <- predict(object, nd, type = "response")
+  }
   sf <- sqrt(pf$var)
   sy <- sqrt(py$var)
-  g <- grid[, 1L]
   if (is.null(xlab)) xlab <- .input_names(object)[1L]
   if (is.null(ylab)) ylab <- "y"
   ylim <- range(object$y, py$mean - 2 * sy, py$mean + 2 * sy)
@@ -55,8 +64,8 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
                  ylim = ylim, pch = 16, cex = 0.6, col = grDevices::grey(0.45), ...)
   graphics::polygon(c(g, rev(g)), c(pf$mean - 2 * sf, rev(pf$mean + 2 * sf)),
                     col = grDevices::adjustcolor("steelblue", 0.3), border = NA)
-  graphics::lines(g, py$mean - 2 * sy, lty = 2, col = "steelblue4")
-  graphics::lines(g, py$mean + 2 * sy, lty = 2, col = "steelblue4")
+  graphics::lines(gy, py$mean - 2 * sy, lty = 2, col = "steelblue4")
+  graphics::lines(gy, py$mean + 2 * sy, lty = 2, col = "steelblue4")
   graphics::lines(g, pf$mean, lwd = 2, col = "steelblue4")
   marks <- .inducing_marks(object)
   for (mk in marks) {
@@ -71,7 +80,9 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
                    col = c(grDevices::grey(0.45), "steelblue4",
                            grDevices::adjustcolor("steelblue", 0.3), "steelblue4",
                            vapply(marks, function(m) m$col, "")))
-  data.frame(x = g, mean = pf$mean, sd_f = sf, sd_y = sy)
+  out <- data.frame(x = g, mean = pf$mean, sd_f = sf)
+  if (length(gy) == length(g)) out$sd_y <- sy
+  out
 }
 
 # Inducing inputs to mark on plots: list(list(at, col, label)).

@@ -35,9 +35,18 @@
 #'
 #' @inheritParams gpr
 #' @param inducing the inducing inputs: a matrix with the columns of the
-#'   inputs, a number \eqn{M} (that many inputs chosen by k-means on the
-#'   training inputs), or the result of \code{select_inducing()}. By default
-#'   \eqn{M = \min(N, 100)}.
+#'   inputs; a number \eqn{M}, for that many training inputs chosen by greedy
+#'   conditional variance (\code{\link{select_inducing}()}; weighted by
+#'   \eqn{1/\lambda_n} when the noise variances differ at the start, that
+#'   is for known per-point variances); a method name, \code{"greedy"},
+#'   \code{"kmeans"} or \code{"random"}, for \eqn{M = \min(N, 100)} inputs
+#'   chosen that way; or the result of \code{select_inducing()}, for full
+#'   control (threshold, weights). By default \eqn{M = \min(N, 100)} by
+#'   greedy selection. Greedy selection uses R's random numbers only to
+#'   break ties: \code{set.seed()} makes it reproducible. A learned noise
+#'   model starts from a constant variance, so its first selection is
+#'   unweighted; \code{\link{reinit_inducing}()} re-selects with the fitted
+#'   variances.
 #' @param noise a number, a vector of \eqn{N} known variances, or a
 #'   one-sided formula; see Details. By default one variance starting at a
 #'   tenth of the variance of \code{y}.
@@ -99,8 +108,11 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
     if (is.null(inducing)) inducing <- start$params$Z
   }
   kernel <- .kern_init(kernel, x, y)
-  Z <- .inducing_inputs(inducing, x, kernel)
   nz <- .noise_setup(noise, x, y, noise_data)
+  # heteroscedastic greedy variance: weights 1/lambda at the starting noise
+  Z <- .inducing_inputs(inducing, x, kernel,
+                        weights = if (nz$model$kind == "constant") NULL else
+                          1 / .sgpr_lambda(list(noise_model = nz$model, x = x), nz$params))
   mn <- .mean_start(mean, y)
   params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
   params <- c(params, nz$params, list(mean = mn$value, Z = Z))
@@ -133,23 +145,25 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   params
 }
 
-# Inducing inputs from a matrix, a count M, or a selection result.
-.inducing_inputs <- function(inducing, x, kernel, name = "inducing") {
+# Inducing inputs from a matrix, a count M (greedy selection with `weights`,
+# src/select.c), a select_inducing() result, or a method name ("greedy",
+# "kmeans", "random") with M = min(N, 100).
+.inducing_inputs <- function(inducing, x, kernel, name = "inducing", weights = NULL) {
   N <- nrow(x)
   D <- ncol(x)
   if (is.null(inducing)) inducing <- min(N, 100L)
   if (inherits(inducing, "sparsevgp_inducing")) inducing <- inducing$Z
-  if (is.numeric(inducing) && is.null(dim(inducing)) && length(inducing) == 1L) {
-    M <- inducing
-    if (!is.finite(M) || M < 1 || M != round(M)) {
-      stop(sprintf("'%s' as a number must be a whole number of inducing points >= 1", name),
-           call. = FALSE)
+  if (is.character(inducing)) {
+    if (length(inducing) != 1L || !(inducing %in% .select_methods)) {
+      stop(sprintf("'%s' must be a numeric matrix of inducing inputs, a number M, a select_inducing() result or one of %s",
+                   name, paste0("\"", .select_methods, "\"", collapse = ", ")), call. = FALSE)
     }
-    if (M > N) {
-      stop(sprintf("'%s' asks for M = %d inducing points but there are only N = %d observations",
-                   name, as.integer(M), N), call. = FALSE)
-    }
-    Z <- .kmeans_inducing(x, as.integer(M))
+    args <- list(x, kernel, M = min(N, 100L), method = inducing)
+    if (inducing == "greedy") args$weights <- weights else args$trace <- FALSE
+    Z <- do.call(select_inducing, args)$Z
+  } else if (is.numeric(inducing) && is.null(dim(inducing)) && length(inducing) == 1L) {
+    M <- .check_M(inducing, N, NA_integer_, name)
+    Z <- select_inducing(x, kernel, M = M, method = "greedy", weights = weights)$Z
   } else {
     if (is.data.frame(inducing)) inducing <- as.matrix(inducing)
     if (is.null(dim(inducing)) && D == 1L) inducing <- matrix(inducing, ncol = 1L)
@@ -311,7 +325,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   if (!grad) return(out)
   wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
   g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, b$Guu, wantZ)
-  g_uf <- .Call(ffi_kern_grad, kc, Z, x, b$Guf, wantZ)
+  g_uf <- .Call(ffi_kern_grad_given, kc, Z, x, b$Guf, Kuf, wantZ)
   theta <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
   # the jitter is proportional to the kernel variance (relative jitter)
   theta[1L] <- theta[1L] + sum(diag(b$Guu)) * b$jitter

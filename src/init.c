@@ -9,9 +9,11 @@
 
 static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_bg_bound, 8),
+    CALLDEF(ffi_bo_bound, 10),
     CALLDEF(ffi_kern_diag, 2),
     CALLDEF(ffi_kern_grad, 5),
     CALLDEF(ffi_kern_grad_diag, 3),
+    CALLDEF(ffi_kern_grad_given, 6),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
     CALLDEF(ffi_la_floor, 2),
@@ -19,6 +21,8 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_pg_log_cosh, 1),
     CALLDEF(ffi_pg_theta, 1),
     CALLDEF(ffi_pred_gaussian, 6),
+    CALLDEF(ffi_sel_greedy, 9),
+    CALLDEF(ffi_sel_trace, 6),
     CALLDEF(ffi_svgp_elbo, 14),
     {NULL, NULL, 0}
 };

@@ -19,11 +19,16 @@
  * with respect to the kernel parameters and the inputs without building one
  * matrix per parameter (the design of GPy's VarDTC).
  */
+#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
+#include <R_ext/BLAS.h>
 #include "spv.h"
+#ifndef FCONE
+#define FCONE
+#endif
 
 #define SQRT3 1.7320508075688772
 #define SQRT5 2.2360679774997898
@@ -124,6 +129,149 @@ void kern_diag(const spv_kernel *k, size_t n, double *kdiag)
         kdiag[i] = k->variance;
 }
 
+/* h(r) from k(r) and r^2, without another exponential: for a kernel matrix
+ * that the caller already holds. */
+static inline double h_from_k(spv_family fam, double kv, double r2)
+{
+    double r;
+    switch (fam) {
+    case KERN_RBF:
+        return -kv;
+    case KERN_MATERN12:
+        r = sqrt(r2);
+        return r > 0.0 ? -kv / r : 0.0;
+    case KERN_MATERN32:
+        r = SQRT3 * sqrt(r2);
+        return -3.0 * kv / (1.0 + r);
+    case KERN_MATERN52:
+        r = SQRT5 * sqrt(r2);
+        return -(5.0 / 3.0) * (1.0 + r) * kv / (1.0 + r + r * r / 3.0);
+    }
+    return NA_REAL;
+}
+
+/* Contraction for a cross-covariance K(A, B) (nA x nB, e.g. Kuf) through
+ * H = G o h (elementwise), whose row sums, column sums and product with the
+ * B coordinates give the lengthscale and input gradients:
+ *   sum_ij H_ij (a_id - b_jd)^2 = sum_i a_id^2 H1_i - 2 sum_i a_id (H B)_id
+ *                                 + sum_j b_jd^2 (H'1)_j
+ *   dF/da_id = (a_id H1_i - (H B)_id) / l_d
+ * so the per-pair work is a few flops (none of them exp when K is given)
+ * and the O(nA nB D) part is one BLAS product, done in column blocks so
+ * that H is never held whole. Coordinates are centred first (the kernel is
+ * translation invariant), which keeps the cancellation in these sums at
+ * the scale of the data's spread. Matern 1/2 pairs closer than 1e-4
+ * lengthscales, where h = -k/r is large, are accumulated directly. */
+#define GRAD_BLOCK 256
+static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
+                            const double *Bs, size_t nB, const double *G,
+                            const double *K, double *dtheta, double *dA)
+{
+    const int D = k->D, ard = k->nls > 1;
+    const spv_family fam = k->family;
+    const double var = k->variance, one = 1.0;
+    const int need_r = (K == NULL) || fam != KERN_RBF;
+    int iA = (int) nA, iB = (int) nB, id = D;
+
+    double *ctr = (double *) R_alloc((size_t) D, sizeof(double));
+    for (int d = 0; d < D; d++) {
+        double s = 0.0;
+        for (size_t j = 0; j < nB; j++) s += Bs[(size_t) D * j + d];
+        ctr[d] = nB ? s / (double) nB : 0.0;
+    }
+    /* centred coordinates in R layout: Ac nA x D, Bc nB x D */
+    double *Ac = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
+    double *Bc = (double *) R_alloc((size_t) D * nB + 1, sizeof(double));
+    for (int d = 0; d < D; d++) {
+        for (size_t i = 0; i < nA; i++)
+            Ac[i + nA * d] = As[(size_t) D * i + d] - ctr[d];
+        for (size_t j = 0; j < nB; j++)
+            Bc[j + nB * d] = Bs[(size_t) D * j + d] - ctr[d];
+    }
+    double *rowsum = (double *) R_alloc(nA + 1, sizeof(double));
+    double *colsum = (double *) R_alloc(nB + 1, sizeof(double));
+    double *P = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
+    double *Hb = (double *) R_alloc(nA * GRAD_BLOCK + 1, sizeof(double));
+    double *dls_direct = (double *) R_alloc((size_t) k->nls, sizeof(double));
+    double *dAt_direct = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
+    memset(rowsum, 0, nA * sizeof(double));
+    memset(P, 0, (size_t) D * nA * sizeof(double));
+    memset(dls_direct, 0, (size_t) k->nls * sizeof(double));
+    memset(dAt_direct, 0, (size_t) D * nA * sizeof(double));
+    double dvar = 0.0;
+
+    for (size_t j0 = 0; j0 < nB; j0 += GRAD_BLOCK) {
+        R_CheckUserInterrupt();
+        const size_t nb = (nB - j0 < GRAD_BLOCK) ? nB - j0 : GRAD_BLOCK;
+        for (size_t jj = 0; jj < nb; jj++) {
+            const size_t j = j0 + jj;
+            const double *b = Bs + (size_t) D * j;
+            const double *Gj = G + nA * j;
+            const double *Kj = K ? K + nA * j : NULL;
+            double *Hj = Hb + nA * jj, cs = 0.0;
+            for (size_t i = 0; i < nA; i++) {
+                const double g = Gj[i];
+                const double *a = As + (size_t) D * i;
+                const double r2 = need_r ? sqdist(a, b, D) : 0.0;
+                double h, kv;
+                if (Kj) {
+                    kv = Kj[i];
+                    h = h_from_k(fam, kv, r2);
+                } else {
+                    kv = k_and_h(fam, var, r2, &h);
+                }
+                dvar += g * kv;
+                if (fam == KERN_MATERN12 && r2 > 0.0 && r2 < 1e-8) {
+                    for (int d = 0; d < D; d++) {
+                        const double s = a[d] - b[d];
+                        dls_direct[ard ? d : 0] -= g * h * s * s;
+                        dAt_direct[(size_t) D * i + d] += g * h * s;
+                    }
+                    Hj[i] = 0.0;
+                    continue;
+                }
+                const double H = g * h;
+                Hj[i] = H;
+                rowsum[i] += H;
+                cs += H;
+            }
+            colsum[j] = cs;
+        }
+        /* P += Hb Bc[j0:j0+nb, ]: nA x D */
+        int inb = (int) nb;
+        F77_CALL(dgemm)("N", "N", &iA, &id, &inb, &one, Hb, &iA, Bc + j0, &iB,
+                        &one, P, &iA FCONE FCONE);
+    }
+    dtheta[0] += dvar;
+    for (int d = 0; d < D; d++) {
+        const double *ad = Ac + nA * (size_t) d, *bd = Bc + nB * (size_t) d,
+                     *pd = P + nA * (size_t) d;
+        double sa2 = 0.0, sap = 0.0, sb2 = 0.0;
+        for (size_t i = 0; i < nA; i++) {
+            sa2 += ad[i] * ad[i] * rowsum[i];
+            sap += ad[i] * pd[i];
+        }
+        for (size_t j = 0; j < nB; j++) sb2 += bd[j] * bd[j] * colsum[j];
+        dtheta[1 + (ard ? d : 0)] -= sa2 - 2.0 * sap + sb2;
+        if (dA) {
+            const double inv = 1.0 / k->lengthscale[ard ? d : 0];
+            double *dAd = dA + nA * (size_t) d;
+            for (size_t i = 0; i < nA; i++)
+                dAd[i] += (ad[i] * rowsum[i] - pd[i] +
+                           dAt_direct[(size_t) D * i + d]) * inv;
+        }
+    }
+    for (int p = 0; p < k->nls; p++)
+        dtheta[1 + p] += dls_direct[p];
+}
+
+void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
+                     const double *Bs, size_t nB, const double *G,
+                     const double *K, double *dtheta, double *dA)
+{
+    kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA);
+}
+
 void kern_grad(const spv_kernel *k, const double *As, size_t nA,
                const double *Bs, size_t nB, const double *G,
                double *dtheta, double *dA)
@@ -132,10 +280,12 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
     const spv_family fam = k->family;
     const double var = k->variance;
     const int sym = (Bs == NULL);
-    if (sym) {
-        Bs = As;
-        nB = nA;
+    if (!sym) {
+        kern_grad_cross(k, As, nA, Bs, nB, G, NULL, dtheta, dA);
+        return;
     }
+    Bs = As;
+    nB = nA;
     /* dA accumulated D x nA (contiguous per point), added in R layout last */
     double *dAt = NULL;
     if (dA) {
@@ -199,31 +349,38 @@ void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
 
 /* ---- .Call entry points ----------------------------------------------- */
 
-/* K(x, y), or K(x, x) when y is NULL. x: n x D, y: m x D. */
-SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y)
+/* Shared by the entry points that take a kernel and one or two input
+ * matrices (x: n x D; y: m x D or NULL for K(x, x)): validates them and
+ * returns the scaled points; *ys is NULL when y is NULL. */
+static void kern_args(SEXP kern, SEXP x, SEXP y, spv_kernel *k, double **xs,
+                      double **ys)
 {
     chk_real_matrix(x, "x", -1);
     chk_finite(x, "x");
     const int D = ncols(x);
-    const int sym = isNull(y);
-    if (!sym) {
+    if (!isNull(y)) {
         chk_real_matrix(y, "y", D);
         chk_finite(y, "y");
     }
-    spv_kernel k;
-    chk_kernel(kern, D, &k);
-    const size_t n = (size_t) nrows(x), m = sym ? n : (size_t) nrows(y);
-
-    double *xs = (double *) R_alloc((size_t) D * n + 1, sizeof(double));
-    kern_scale_points(&k, REAL(x), n, xs);
-    const double *ys = xs;
-    if (!sym) {
-        double *tmp = (double *) R_alloc((size_t) D * m + 1, sizeof(double));
-        kern_scale_points(&k, REAL(y), m, tmp);
-        ys = tmp;
+    chk_kernel(kern, D, k);
+    *xs = (double *) R_alloc((size_t) D * nrows(x) + 1, sizeof(double));
+    kern_scale_points(k, REAL(x), (size_t) nrows(x), *xs);
+    *ys = NULL;
+    if (!isNull(y)) {
+        *ys = (double *) R_alloc((size_t) D * nrows(y) + 1, sizeof(double));
+        kern_scale_points(k, REAL(y), (size_t) nrows(y), *ys);
     }
+}
+
+/* K(x, y), or K(x, x) when y is NULL. x: n x D, y: m x D. */
+SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y)
+{
+    spv_kernel k;
+    double *xs, *ys;
+    kern_args(kern, x, y, &k, &xs, &ys);
+    const size_t n = (size_t) nrows(x), m = ys ? (size_t) nrows(y) : n;
     SEXP K = PROTECT(allocMatrix(REALSXP, (int) n, (int) m));
-    kern_K(&k, xs, n, ys, m, REAL(K));
+    kern_K(&k, xs, n, ys ? ys : xs, m, REAL(K));
     UNPROTECT(1);
     return K;
 }
@@ -246,30 +403,15 @@ SEXP ffi_kern_diag(SEXP kern, SEXP x)
  * x = d/dx (n x D) when want_x is TRUE). */
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
 {
-    chk_real_matrix(x, "x", -1);
-    chk_finite(x, "x");
-    const int D = ncols(x);
-    const int sym = isNull(y);
-    if (!sym) {
-        chk_real_matrix(y, "y", D);
-        chk_finite(y, "y");
-    }
-    const int n = nrows(x), m = sym ? n : nrows(y);
+    spv_kernel k;
+    double *xs, *ys;
+    kern_args(kern, x, y, &k, &xs, &ys);
+    const int n = nrows(x), m = ys ? nrows(y) : n, D = ncols(x);
     chk_real_matrix(G, "G", m);
     if (nrows(G) != n)
         error("'G' must have %d rows", n);
     chk_finite(G, "G");
     const int wx = chk_flag(want_x, "want_x");
-    spv_kernel k;
-    chk_kernel(kern, D, &k);
-
-    double *xs = (double *) R_alloc((size_t) D * n + 1, sizeof(double));
-    kern_scale_points(&k, REAL(x), (size_t) n, xs);
-    double *ys = NULL;
-    if (!sym) {
-        ys = (double *) R_alloc((size_t) D * m + 1, sizeof(double));
-        kern_scale_points(&k, REAL(y), (size_t) m, ys);
-    }
     int nprot = 0;
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;
     memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
@@ -280,6 +422,44 @@ SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
     }
     kern_grad(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(theta),
               wx ? REAL(dx) : NULL);
+    const char *names[] = {"theta", "x", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, theta);
+    SET_VECTOR_ELT(out, 1, dx);
+    UNPROTECT(nprot);
+    return out;
+}
+
+/* As ffi_kern_grad for a cross-covariance, given the kernel matrix
+ * K = K(x, y) (n x m) that the caller already holds, which saves
+ * recomputing its exponentials. */
+SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
+                         SEXP want_x)
+{
+    if (isNull(y))
+        error("'y' must be given: use ffi_kern_grad for K(x, x)");
+    spv_kernel k;
+    double *xs, *ys;
+    kern_args(kern, x, y, &k, &xs, &ys);
+    const int n = nrows(x), m = nrows(y), D = ncols(x);
+    chk_real_matrix(G, "G", m);
+    if (nrows(G) != n)
+        error("'G' must have %d rows", n);
+    chk_finite(G, "G");
+    chk_real_matrix(K, "K", m);
+    if (nrows(K) != n)
+        error("'K' must have %d rows", n);
+    const int wx = chk_flag(want_x, "want_x");
+    int nprot = 0;
+    SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;
+    memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
+    SEXP dx = R_NilValue;
+    if (wx) {
+        dx = PROTECT(allocMatrix(REALSXP, n, D)); nprot++;
+        memset(REAL(dx), 0, (size_t) n * D * sizeof(double));
+    }
+    kern_grad_given(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(K),
+                    REAL(theta), wx ? REAL(dx) : NULL);
     const char *names[] = {"theta", "x", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, theta);

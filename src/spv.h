@@ -54,6 +54,12 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
                const double *Bs, size_t nB, const double *G,
                double *dtheta, double *dA);
 
+/* kern_grad for a cross-covariance K(A, B) that the caller holds (K, nA x
+ * nB): no exponential is recomputed. */
+void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
+                     const double *Bs, size_t nB, const double *G,
+                     const double *K, double *dtheta, double *dA);
+
 /* Contraction of an adjoint g of diag K(A, A): dtheta += d/dtheta g'kdiag. */
 void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
                     double *dtheta);

@@ -100,3 +100,56 @@ test_that("the C entry points reject malformed input instead of crashing", {
   expect_gt(ch$jitter, 0)
   expect_equal(tcrossprod(ch$L), matrix(1, 2, 2) + diag(ch$jitter, 2))
 })
+
+# The cross contraction (a BLAS product over column blocks) against the
+# direct per-pair loop of the symmetric contraction on rbind(a, b) with the
+# adjoint in the off-diagonal block.
+cross_by_symmetric <- function(kernel, a, b, G) {
+  nA <- nrow(a)
+  Gs <- matrix(0, nA + nrow(b), nA + nrow(b))
+  Gs[seq_len(nA), nA + seq_len(nrow(b))] <- G
+  g <- sparsevgp:::.kern_grad(kernel, rbind(a, b), NULL, Gs, TRUE)
+  list(theta = g$theta, x = g$x[seq_len(nA), , drop = FALSE])
+}
+
+test_that("the blocked cross contraction equals the direct loop, also far from the origin", {
+  set.seed(9)
+  a <- matrix(rnorm(14), 7, 2)
+  b <- matrix(rnorm(600), 300, 2)     # more than one column block
+  G <- matrix(rnorm(2100), 7, 300)
+  for (shift in c(0, 1000)) {
+    for (k in all_kernels(2)) {
+      a1 <- a + shift
+      b1 <- b + shift
+      ref <- cross_by_symmetric(k, a1, b1, G)
+      got <- sparsevgp:::.kern_grad(k, a1, b1, G, TRUE)
+      scale <- max(1, abs(ref$theta), abs(ref$x))
+      expect_lt(max(abs(got$theta - ref$theta), abs(got$x - ref$x)) / scale, 1e-9)
+      K <- kernel_matrix(k, a1, b1)
+      giv <- .Call(sparsevgp:::ffi_kern_grad_given, sparsevgp:::.kern_c(k), a1, b1, G, K, TRUE)
+      expect_lt(max(abs(giv$theta - ref$theta), abs(giv$x - ref$x)) / scale, 1e-9)
+    }
+  }
+})
+
+test_that("Matern 1/2 pairs very close together are contracted exactly", {
+  set.seed(10)
+  a <- matrix(rnorm(6), 3, 2)
+  b <- rbind(a[1, ] + c(3e-7, -2e-7), a[2, ], matrix(rnorm(4), 2, 2))
+  G <- matrix(rnorm(12), 3, 4)
+  for (k in list(kernel_matern12(0.8, 1.2), kernel_matern12(c(0.5, 1.5), 0.7))) {
+    ref <- cross_by_symmetric(k, a, b, G)
+    got <- sparsevgp:::.kern_grad(k, a, b, G, TRUE)
+    expect_equal(got$theta, ref$theta, tolerance = 1e-10)
+    expect_equal(got$x, ref$x, tolerance = 1e-10)
+  }
+})
+
+test_that("the contraction with a given kernel matrix checks its arguments", {
+  kc <- sparsevgp:::.kern_c(kernel_rbf(1, 1))
+  x <- matrix(c(0, 1)); y <- matrix(c(0, 2, 3))
+  expect_error(.Call(sparsevgp:::ffi_kern_grad_given, kc, x, NULL, matrix(0, 2, 2), matrix(0, 2, 2), TRUE),
+               "'y' must be given")
+  expect_error(.Call(sparsevgp:::ffi_kern_grad_given, kc, x, y, matrix(0, 2, 3), matrix(0, 3, 2), TRUE),
+               "'K'")
+})

@@ -272,3 +272,61 @@ test_that("nearly coincident inducing inputs are handled by recorded jitter", {
   expect_error(sgpr_at(d, k, Z, control = list(jitter = 0, jitter_cap = 1e-14)),
                "not positive definite")
 })
+
+test_that("the optimal q(u) is a stationary point of the uncollapsed ELBO (seed000 T6)", {
+  d <- toy_data(25, 1)
+  Z <- matrix(c(-1.2, -0.1, 0.8, 1.6))
+  k <- kernel_rbf(0.6, 1.2)
+  f <- sgpr_at(d, k, Z, noise = 0.05, mean = 0, control = list(jitter = 0))
+  qu <- posterior_inducing(f)
+  gm <- fd_grad(function(m) uncollapsed_elbo(k, d$x, d$y, Z, 0.05, m, qu$cov), qu$mean, 1e-5)
+  expect_lt(max(abs(gm)), 1e-5)
+  set.seed(8)
+  E <- matrix(rnorm(16), 4)
+  E <- E + t(E)
+  gS <- fd_grad(function(e) uncollapsed_elbo(k, d$x, d$y, Z, 0.05, qu$mean, qu$cov + e * E),
+                0, 1e-6)
+  expect_lt(abs(gS), 1e-4)
+})
+
+test_that("on average the KL lies between t/2 and t (seed004 target 5)", {
+  # y ~ N(0, Kff + Lambda): E[log p(y) - F] = KL(N(0, K + Lambda) || N(0, Q + Lambda)) + t/2
+  # with t = tr(Lambda^-1 (Kff - Q)), and the first term is at most t/2.
+  set.seed(21)
+  n <- 25
+  x <- matrix(sort(runif(n, -2, 2)))
+  Z <- matrix(c(-1.5, 0, 1.5))
+  k <- kernel_rbf(0.5, 1)
+  lam <- seq(0.05, 0.2, length.out = n)
+  Kff <- naive_kernel(k, x, x)
+  Rk <- chol(Kff + diag(lam))
+  gaps <- replicate(300, {
+    y <- drop(crossprod(Rk, rnorm(n)))
+    f <- sgpr(x, y, kernel = k, inducing = Z, noise = lam, mean = 0, optimize = FALSE,
+              control = list(jitter = 0))
+    dense_log_normal(y, Kff + diag(lam)) - f$bound
+  })
+  f <- sgpr(x, rep(0, n), kernel = k, inducing = Z, noise = lam, mean = 0, optimize = FALSE,
+            control = list(jitter = 0))
+  t <- -2 * f$bound_terms[["trace"]]
+  se <- sd(gaps) / sqrt(length(gaps))
+  expect_gt(mean(gaps), t / 2 - 3 * se)
+  expect_lt(mean(gaps), t + 3 * se)
+  expect_gt(t, 0.5)   # the inducing set is far from sufficient, so the test has power
+})
+
+test_that("plots work for every noise kind and input dimension", {
+  pdf(NULL)
+  on.exit(dev.off())
+  d <- toy_data(30, 1)
+  f1 <- sgpr(d$x, d$y, inducing = 5, noise = seq(0.01, 0.1, length.out = 30), optimize = FALSE)
+  expect_named(plot(f1), c("x", "mean", "sd_f"))
+  f2 <- sgpr(d$x, d$y, inducing = 5, noise = ~ x1, optimize = FALSE)
+  expect_true("sd_y" %in% names(plot(f2)))
+  d2 <- toy_data(30, 2)
+  f3 <- sgpr(d2$x, d2$y, inducing = 5, optimize = FALSE)
+  expect_true("sd" %in% names(plot(f3, n = 12)))
+  d3 <- toy_data(30, 3)
+  f4 <- sgpr(d3$x, d3$y, inducing = 5, optimize = FALSE)
+  expect_equal(nrow(plot(f4)), 30L)
+})

@@ -1,0 +1,596 @@
+# Inducing point selection: greedy conditional variance (plain and weighted,
+# seed004 sections 7.3-7.5), k-means and uniform random subsets, the choice of
+# M from a KL target (seed004 section 3.5), and the re-initialisation loop
+# that alternates selection and hyperparameter fitting (seed004 section 8.3;
+# robustgp's reinit_Z, anchors A3). The factorisation is in src/select.c.
+
+.select_methods <- c("greedy", "kmeans", "random")
+
+#' Select inducing inputs
+#'
+#' Chooses \eqn{M} inducing inputs for a sparse Gaussian process from the
+#' training inputs: by greedy conditional variance (the default), by k-means,
+#' or uniformly at random.
+#'
+#' \strong{Greedy conditional variance} (Burt, Rasmussen and van der Wilk
+#' 2020) adds, one at a time, the training input whose conditional prior
+#' variance given the points chosen so far, \eqn{d_n = [K_{ff} - Q_{ff}]_{nn}},
+#' is largest. With \code{weights} \eqn{w_n} it maximises \eqn{w_n d_n}
+#' instead (heteroscedastic greedy variance, Passerello 2022): \eqn{w =
+#' 1/\lambda} for regression with noise variances \eqn{\lambda_n}, \eqn{w =
+#' \theta} for Polya-Gamma classification, so that low-noise, informative
+#' points come first. This is a pivoted partial Cholesky factorisation of
+#' \eqn{K_{ff}} whose kernel columns are computed when needed, so the cost is
+#' \eqn{O(N M^2)} time and \eqn{O(N M)} memory; the \eqn{N \times N} matrix is
+#' never formed. The selections for different \eqn{M} are nested: the first
+#' 20 points of a selection of 30 are the selection of 20.
+#'
+#' The weighted trace \eqn{t_m = \sum_n w_n [K_{ff} - Q_{ff}]_{nn}} after each
+#' addition is returned in \code{trace}; it never increases. With \eqn{w =
+#' 1/\lambda} it is twice the gap that the trace term opens in the collapsed
+#' bound, and it brackets the expected KL divergence from the sparse to the
+#' exact posterior, \eqn{t/2 \le E[KL] \le t} (seed004 eq. 3.7; see
+#' \code{\link{kl_threshold}}).
+#'
+#' \strong{Stopping.} Greedy selection stops at the first of:
+#' \itemize{
+#'   \item the weighted trace falls below \code{threshold}: the selection is
+#'     the shortest one whose weighted trace is \eqn{< } \code{threshold},
+#'     that is, it includes exactly the points up to and including the one
+#'     whose addition brought the trace below the threshold (robustgp drops
+#'     that point, the thesis code keeps one more; both are off by one). At
+#'     least one point is always returned.
+#'   \item \eqn{M} points are chosen (\code{M = NULL} with a threshold: no
+#'     limit but \eqn{N}; the factor takes \eqn{N \times M} doubles, so
+#'     give \code{M} as a cap when memory matters);
+#'   \item every input is explained: its residual is zero (at most
+#'     \code{tol} times its prior variance), or it is an exact copy of a
+#'     chosen input. Then fewer than \eqn{M} points are returned. A point,
+#'     or a copy of a point, is never chosen twice, so \eqn{K_{uu}} is never
+#'     exactly singular. With the default \code{tol = 0}, points whose
+#'     residual is only rounding noise can still be chosen when \eqn{M} asks
+#'     for them (useful when the inducing inputs are optimised afterwards,
+#'     as \code{sgpr()} does); \code{tol = 1e-10}, say, stops once the rest
+#'     is negligible, which suits inducing inputs that stay fixed.
+#' }
+#' Ties (for instance the first pick when all weights are equal) are broken
+#' in the order of a random permutation drawn with \code{sample.int()}, so
+#' \code{set.seed()} reproduces a selection.
+#'
+#' \strong{k-means} runs \code{\link[stats]{kmeans}} on the distinct inputs
+#' (on a random subset of \code{max_points} of them when there are more) and
+#' returns the centres, which are not training inputs (\code{index} is
+#' \code{NULL}). \strong{random} draws \eqn{M} distinct inputs uniformly
+#' without replacement. Both ignore \code{weights} when choosing, but their
+#' \code{trace} is the weighted trace of the nested prefixes of the
+#' returned points, in their order, for comparison with the greedy curve;
+#' only its last value belongs to the method at this \eqn{M}.
+#'
+#' @param x the training inputs: a numeric matrix, vector (one input) or data
+#'   frame of numeric columns, as the models accept them.
+#' @param kernel a kernel such as \code{\link{kernel_rbf}()}. Parameters left
+#'   \code{NULL} are chosen from \code{x} as the models do (variance 1).
+#'   Only greedy selection uses it.
+#' @param M the number of inducing inputs (the maximum for greedy selection
+#'   with a threshold). By default \eqn{\min(N, 100)}, or no limit when a
+#'   \code{threshold} is given.
+#' @param method \code{"greedy"}, \code{"kmeans"} or \code{"random"}.
+#' @param weights positive weights \eqn{w_n}, one per row of \code{x};
+#'   \code{NULL} means 1.
+#' @param threshold greedy only: stop when the weighted trace falls below
+#'   this value (see \code{\link{kl_threshold}} to set it from a target on
+#'   the KL divergence).
+#' @param ... options of the method:
+#'   \describe{
+#'     \item{\code{tol}}{greedy: relative residual at or below which an
+#'       input counts as explained (default 0; see Stopping);}
+#'     \item{\code{block}}{greedy: how many pivots are planned ahead, so that
+#'       the factor is updated by one matrix-matrix product per block (default
+#'       16; at most 1024). It changes only the speed: \code{block = 1} adds
+#'       one column at a time, and the choices are the same up to rounding;}
+#'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
+#'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
+#'       Q_{ff}} (default \code{FALSE});}
+#'     \item{\code{iter.max}, \code{nstart}}{k-means: passed to
+#'       \code{\link[stats]{kmeans}} (defaults 50 and 1);}
+#'     \item{\code{max_points}}{k-means: run on at most this many distinct
+#'       inputs (default 20000, as in seed004);}
+#'     \item{\code{trace}}{k-means and random: compute the weighted trace
+#'       (default \code{TRUE}; it costs \eqn{O(N M^2)}).}
+#'   }
+#' @return An object of class \code{"sparsevgp_inducing"}: a list with
+#'   \item{Z}{the \eqn{M \times D} matrix of inducing inputs;}
+#'   \item{index}{their rows in \code{x} (integer; \code{NULL} for k-means);}
+#'   \item{trace}{the weighted trace after each addition (length \eqn{M});}
+#'   \item{trace0}{the weighted trace with no inducing points,
+#'     \eqn{\sum_n w_n k(x_n, x_n)};}
+#'   \item{residual}{the conditional variances \eqn{[K_{ff} - Q_{ff}]_{nn}}
+#'     given all of \code{Z};}
+#'   \item{method, M, N, weighted, threshold, stop, kernel}{the settings and
+#'     why greedy selection stopped: \code{"M"}, \code{"threshold"} or
+#'     \code{"exhausted"};}
+#'   \item{factor}{the partial Cholesky factor, when asked for.}
+#'   It has \code{print} and \code{plot} methods; \code{plot} draws the
+#'   sparsity curve, the weighted trace against \eqn{M}.
+#' @references Burt, D. R., Rasmussen, C. E. and van der Wilk, M. (2020).
+#'   Convergence of sparse variational inference in Gaussian processes
+#'   regression. JMLR 21.
+#'
+#'   Passerello, G. (2022). Heteroscedastic inducing point selection for
+#'   sparse Gaussian process classification. MEng thesis, Imperial College
+#'   London.
+#' @seealso \code{\link{kl_threshold}}, \code{\link{reinit_inducing}},
+#'   \code{\link{sgpr}}
+#' @examples
+#' set.seed(1)
+#' k <- kernel_rbf(lengthscale = 0.5, variance = 1)
+#' sel <- select_inducing(snelson$x, k, M = 15)
+#' sel
+#' plot(sel)
+#'
+#' # automatic M: stop when the trace is below 1e-3
+#' auto <- select_inducing(snelson$x, k, threshold = 1e-3)
+#' auto$M
+#'
+#' # heteroscedastic weights favour low-noise inputs
+#' lambda <- 0.01 + 0.5 * (snelson$x > 3)
+#' hgv <- select_inducing(snelson$x, k, M = 15, weights = 1 / lambda)
+#' table(hgv$Z > 3)
+#'
+#' fit <- sgpr(snelson$x, snelson$y, kernel = k, inducing = sel)
+#' @export
+select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
+                            method = c("greedy", "kmeans", "random"),
+                            weights = NULL, threshold = NULL, ...) {
+  x <- .as_input_matrix(x, "x")
+  N <- nrow(x)
+  method <- match.arg(method)
+  opts <- .select_options(method, list(...))
+  w <- .check_weights(weights, N)
+  if (!is.null(threshold)) {
+    if (method != "greedy") {
+      stop("'threshold' is only used by method = \"greedy\"", call. = FALSE)
+    }
+    if (!is.numeric(threshold) || length(threshold) != 1L || !is.finite(threshold) ||
+        threshold < 0) {
+      stop("'threshold' must be one non-negative number", call. = FALSE)
+    }
+    threshold <- as.double(threshold)
+  }
+  M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
+  kernel <- .kern_init(.check_kernel(kernel), x)
+  kc <- .kern_c(kernel)
+  out <- switch(method,
+    greedy = .select_greedy(x, kc, M, w, threshold, opts),
+    kmeans = .select_kmeans(x, kc, M, w, opts),
+    random = .select_random(x, kc, M, w, opts))
+  Z <- out$Z
+  dimnames(Z) <- list(NULL, colnames(x))
+  structure(list(Z = Z, index = out$index, trace = out$trace, trace0 = out$trace0,
+                 residual = out$residual, method = method, M = nrow(Z), N = N,
+                 weighted = !is.null(weights), threshold = threshold,
+                 stop = out$stop, kernel = kernel, factor = out$factor),
+            class = "sparsevgp_inducing")
+}
+
+# The options a method takes in `...`, with their defaults.
+.select_defaults <- list(
+  greedy = list(tol = 0, factor = FALSE, block = 16L),
+  kmeans = list(iter.max = 50L, nstart = 1L, max_points = 20000L, trace = TRUE),
+  random = list(trace = TRUE))
+
+.select_options <- function(method, opts) {
+  def <- .select_defaults[[method]]
+  opts <- opts[!vapply(opts, is.null, TRUE)]   # NULL means "the default"
+  if (length(opts) && (is.null(names(opts)) || any(!nzchar(names(opts))))) {
+    stop("the options in '...' must be named", call. = FALSE)
+  }
+  bad <- setdiff(names(opts), names(def))
+  if (length(bad)) {
+    stop(sprintf("unknown options for method = \"%s\": %s (known: %s)", method,
+                 paste(bad, collapse = ", "), paste(names(def), collapse = ", ")),
+         call. = FALSE)
+  }
+  opts <- utils::modifyList(def, opts)
+  for (nm in intersect(names(opts), c("factor", "trace"))) .check_flag(opts[[nm]], nm)
+  if (!is.null(opts$tol) && (!is.numeric(opts$tol) || length(opts$tol) != 1L ||
+                             !(opts$tol >= 0 && opts$tol < 1))) {
+    stop("'tol' must be one number in [0, 1)", call. = FALSE)
+  }
+  for (nm in intersect(names(opts), c("iter.max", "nstart", "max_points", "block"))) {
+    v <- opts[[nm]]
+    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
+      stop(sprintf("'%s' must be a whole number >= 1", nm), call. = FALSE)
+    }
+  }
+  opts
+}
+
+.check_weights <- function(weights, N, name = "weights") {
+  if (is.null(weights)) return(rep(1, N))
+  if (!is.numeric(weights)) {
+    stop(sprintf("'%s' must be a numeric vector", name), call. = FALSE)
+  }
+  weights <- as.double(weights)
+  if (length(weights) != N) {
+    stop(sprintf("'%s' has length %d but there are N = %d inputs", name,
+                 length(weights), N), call. = FALSE)
+  }
+  if (any(!is.finite(weights)) || any(weights <= 0)) {
+    stop(sprintf("'%s' must be positive and finite", name), call. = FALSE)
+  }
+  weights
+}
+
+# M as an integer in 1..N; NULL gives `default` (NA: no limit).
+.check_M <- function(M, N, default, name = "M") {
+  if (is.null(M)) return(default)
+  if (!is.numeric(M) || length(M) != 1L || !is.finite(M) || M < 1 || M != round(M)) {
+    stop(sprintf("'%s' must be a whole number of inducing points >= 1", name),
+         call. = FALSE)
+  }
+  if (M > N) {
+    stop(sprintf("'%s' asks for M = %d inducing points but there are only N = %d inputs",
+                 name, as.integer(M), N), call. = FALSE)
+  }
+  as.integer(M)
+}
+
+# Greedy selection in C. With a threshold and no M, the factor's capacity
+# doubles until the threshold (or N) is reached: the selections are nested,
+# so a larger run repeats the smaller one exactly (same permutation), and
+# the repeated work is at most a third of the total.
+.select_greedy <- function(x, kc, M, w, threshold, opts) {
+  N <- nrow(x)
+  perm <- sample.int(N)
+  thr <- if (is.null(threshold)) 0 else threshold
+  cap <- if (is.na(M)) min(N, 128L) else M
+  repeat {
+    r <- .Call(ffi_sel_greedy, kc, x, w, as.double(cap), thr, perm,
+               as.double(opts$tol), as.double(min(opts$block, 1024L)), opts$factor)
+    if (!is.na(M) || r$stop != "M" || cap == N) break
+    cap <- min(N, 2L * cap)
+  }
+  list(Z = x[r$index, , drop = FALSE], index = r$index, trace = r$trace,
+       trace0 = r$trace0, residual = r$d, stop = r$stop, factor = r$factor)
+}
+
+.select_trace <- function(x, kc, Z, w, opts) {
+  if (!isTRUE(opts$trace)) return(list(trace = NULL, trace0 = NULL, d = NULL))
+  .Call(ffi_sel_trace, kc, x, w, Z, 1e-10, FALSE)
+}
+
+.select_kmeans <- function(x, kc, M, w, opts) {
+  ux <- unique(x)
+  if (nrow(ux) < M) {
+    stop(sprintf("there are only %d distinct inputs, fewer than M = %d", nrow(ux), M),
+         call. = FALSE)
+  }
+  if (nrow(ux) > opts$max_points) ux <- ux[sort(sample.int(nrow(ux), opts$max_points)), , drop = FALSE]
+  Z <- if (nrow(ux) == M) ux else {
+    suppressWarnings(stats::kmeans(ux, centers = M, iter.max = opts$iter.max,
+                                   nstart = opts$nstart)$centers)
+  }
+  Z <- unname(as.matrix(Z))
+  tr <- .select_trace(x, kc, Z, w, opts)
+  list(Z = Z, index = NULL, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
+       stop = NULL, factor = NULL)
+}
+
+.select_random <- function(x, kc, M, w, opts) {
+  cand <- which(!duplicated(x))
+  if (length(cand) < M) {
+    stop(sprintf("there are only %d distinct inputs, fewer than M = %d",
+                 length(cand), M), call. = FALSE)
+  }
+  index <- cand[sample.int(length(cand), M)]
+  Z <- x[index, , drop = FALSE]
+  tr <- .select_trace(x, kc, Z, w, opts)
+  list(Z = Z, index = index, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
+       stop = NULL, factor = NULL)
+}
+
+.select_labels <- c(greedy = "greedy conditional variance", kmeans = "k-means centres",
+                    random = "uniform random subset")
+
+#' @export
+print.sparsevgp_inducing <- function(x, digits = max(3L, getOption("digits") - 3L), ...) {
+  lab <- .select_labels[[x$method]]
+  if (x$method == "greedy" && x$weighted) lab <- "weighted greedy conditional variance"
+  cat(sprintf("Inducing inputs: %s, M = %d of N = %d inputs\n", lab, x$M, x$N))
+  k <- x$kernel
+  cat(sprintf("  kernel: %s, variance %s, lengthscale %s\n", .kernel_labels[[k$family]],
+              format(k$variance, digits = digits),
+              paste(format(k$lengthscale, digits = digits), collapse = " ")))
+  if (length(x$trace)) {
+    cat(sprintf("  %s: %s with no inducing points, %s with all M\n",
+                if (x$weighted) "weighted trace sum w_n [Kff - Qff]_nn" else
+                  "trace of Kff - Qff",
+                format(x$trace0, digits = digits),
+                format(x$trace[length(x$trace)], digits = digits)))
+  }
+  if (!is.null(x$stop)) {
+    cat("  stopped: ", switch(x$stop,
+      M = "M points chosen",
+      threshold = sprintf("the trace fell below the threshold %s",
+                          format(x$threshold, digits = digits)),
+      exhausted = "every input is explained (no residual variance left)"), "\n", sep = "")
+  }
+  invisible(x)
+}
+
+#' @rdname select_inducing
+#' @param log passed to \code{plot()}: the trace is drawn on a log scale by
+#'   default.
+#' @param xlab,ylab,main axis labels and title.
+#' @export
+plot.sparsevgp_inducing <- function(x, log = "y", xlab = "number of inducing points M",
+                                    ylab = NULL, main = NULL, ...) {
+  if (!length(x$trace)) stop("this selection has no trace (trace = FALSE)", call. = FALSE)
+  d <- data.frame(M = 0:length(x$trace), trace = c(x$trace0, x$trace))
+  if (is.null(ylab)) {
+    ylab <- if (x$weighted) "weighted trace sum w[Kff - Qff]" else "trace of Kff - Qff"
+  }
+  if (is.null(main)) main <- paste("Sparsity curve:", .select_labels[[x$method]])
+  y <- d$trace
+  if (grepl("y", log)) y[y <= 0] <- NA
+  graphics::plot(d$M, y, type = "o", pch = 16, cex = 0.5, log = log, xlab = xlab,
+                 ylab = ylab, main = main, ...)
+  if (!is.null(x$threshold) && x$threshold > 0) {
+    graphics::abline(h = x$threshold, lty = 2, col = "firebrick")
+  }
+  invisible(d)
+}
+
+#' Choose the number of inducing points from a KL target
+#'
+#' \code{kl_threshold()} turns a target on the KL divergence from the sparse
+#' variational posterior to the exact one into a threshold on the weighted
+#' trace for \code{\link{select_inducing}(threshold = )}; \code{n_inducing()}
+#' reads off a greedy sparsity curve how many points reach a threshold.
+#'
+#' For regression with noise variances \eqn{\lambda_n}, write \eqn{t =
+#' \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}. The collapsed bound contains
+#' \eqn{-t/2}, and if the data follow the model, the expected KL divergence
+#' satisfies \eqn{t/2 \le E[KL] \le t} (seed004 eq. 3.7; Burt et al. 2020).
+#' So a selection whose trace is below \code{kl} keeps the expected KL below
+#' \code{kl}. The trace that \code{select_inducing()} computes is
+#' \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}:
+#' \itemize{
+#'   \item without weights (homoscedastic noise \eqn{\sigma^2}), \eqn{t} is
+#'     that trace over \eqn{\sigma^2}: give \code{noise = sigma^2};
+#'   \item with \code{weights = 1 / lambda} (heteroscedastic regression) the
+#'     trace is \eqn{t} itself: keep \code{noise = 1}; likewise with
+#'     \code{weights = theta} for Polya-Gamma classification, where the trace
+#'     is that of the equivalent Gaussian problem.
+#' }
+#'
+#' \strong{Guidance.}
+#' \itemize{
+#'   \item The KL divergence is a sum over observations, so for the same
+#'     accuracy per observation it grows with \eqn{N}, and a fixed threshold
+#'     asks for ever more points as \eqn{N} grows (the thesis remarks that
+#'     the threshold "needs to increase" with \eqn{N}). Give a target per
+#'     observation with \code{N}: \code{kl} of \code{1e-3} to \code{1e-2}
+#'     nats per observation is a sensible range.
+#'   \item A total of about one nat is negligible for comparing models
+#'     (differences of the log marginal likelihood below 1 mean little);
+#'     it is a strict target that suits small and moderate \eqn{N}.
+#'   \item The trace is measured against the noise: the smaller the noise,
+#'     the more inducing points the same target needs. Before fitting, use a
+#'     guess (\code{sgpr()} starts at a tenth of the variance of \eqn{y});
+#'     \code{\link{reinit_inducing}()} re-selects with the fitted noise.
+#'   \item The thesis's example threshold, \code{1e-3} on the weighted trace,
+#'     is strict and suits small data sets.
+#'   \item After fitting, \code{summary()} of an \code{sgpr} fit reports the
+#'     a posteriori bound \eqn{KL \le U - L} for the actual data.
+#' }
+#'
+#' @param kl the target on the KL divergence, in nats: the total, or per
+#'   observation when \code{N} is given.
+#' @param noise the noise variance that the trace is measured against: the
+#'   homoscedastic \eqn{\sigma^2} for an unweighted selection, 1 when the
+#'   weights already are \eqn{1/\lambda} (or \eqn{\theta}).
+#' @param N the number of observations, when \code{kl} is per observation.
+#' @return \code{kl_threshold()}: the threshold \code{kl * N * noise} (with
+#'   \code{N = 1} when not given). \code{n_inducing()}: the smallest \eqn{M}
+#'   whose trace is below \code{threshold}, or \code{NA} when the selection
+#'   never reaches it.
+#' @seealso \code{\link{select_inducing}}
+#' @examples
+#' set.seed(1)
+#' k <- kernel_rbf(lengthscale = 0.6, variance = 0.8)
+#' sigma2 <- 0.07
+#' thr <- kl_threshold(kl = 1, noise = sigma2)     # 1 nat in total
+#' sel <- select_inducing(snelson$x, k, threshold = thr)
+#' sel$M
+#' # the same M read off a longer greedy selection (the selections are nested)
+#' long <- select_inducing(snelson$x, k, M = 60)
+#' n_inducing(long, thr)
+#' # a per-observation target
+#' kl_threshold(kl = 1e-3, noise = sigma2, N = nrow(snelson))
+#' @export
+kl_threshold <- function(kl, noise = 1, N = NULL) {
+  kl <- .check_positive(kl, "kl", 1L)
+  noise <- .check_positive(noise, "noise", 1L)
+  n <- if (is.null(N)) 1 else .check_positive(N, "N", 1L)
+  kl * n * noise
+}
+
+#' @rdname kl_threshold
+#' @param selection a \code{\link{select_inducing}()} result (greedy, so that
+#'   its prefixes are the selections for smaller \eqn{M}).
+#' @param threshold a threshold on the weighted trace, such as
+#'   \code{kl_threshold()} gives.
+#' @export
+n_inducing <- function(selection, threshold) {
+  if (!inherits(selection, "sparsevgp_inducing") || !length(selection$trace)) {
+    stop("'selection' must be a select_inducing() result with a trace", call. = FALSE)
+  }
+  if (selection$method != "greedy") {
+    warning("only greedy selections are nested; the count refers to prefixes of this selection",
+            call. = FALSE)
+  }
+  if (!is.numeric(threshold) || length(threshold) != 1L || !is.finite(threshold) ||
+      threshold < 0) {
+    stop("'threshold' must be one non-negative number", call. = FALSE)
+  }
+  m <- which(selection$trace < threshold)
+  if (length(m)) m[1L] else NA_integer_
+}
+
+#' Re-select inducing inputs while fitting
+#'
+#' Alternates greedy selection of the inducing inputs, with the kernel and
+#' the weights of the current fit, and fitting of the other parameters with
+#' the inducing inputs held fixed, until the bound changes by less than
+#' \code{conv_tol}, or \code{patience} passes in a row fail to improve on
+#' the best bound so far, or \code{max_passes} passes are done. This is the
+#' "greedy variance reinitialisation" of Burt et al. (2020) and the outer
+#' loop of the variational EM of seed004 (section 8.3): selection adapts to
+#' the learned lengthscales (and noise), and the fit adapts to the selection.
+#'
+#' Each pass selects afresh with \code{\link{select_inducing}()}; for
+#' \code{\link{sgpr}} fits the weights are \eqn{1/\lambda_n} at the current
+#' noise variances, so that heteroscedastic models favour low-noise inputs
+#' and a \code{threshold} is on the KL scale of \code{\link{kl_threshold}}
+#' (\code{noise = 1}). With \code{threshold}, \eqn{M} may change from pass to
+#' pass. The bound does not have to increase from pass to pass: in several
+#' dimensions, where many inputs have similar residual variances, the
+#' selection can change a lot with small changes of the hyperparameters and
+#' the bound wanders. So the fit with the highest bound among the starting
+#' fit and all passes is returned, and \code{patience} ends a loop that no
+#' longer improves (robustgp stops at the first pass that does not improve,
+#' \code{patience = 1}; seed004 runs all passes, \code{patience = Inf}).
+#'
+#' Other models can take part by storing two functions in the fit:
+#' \code{select_weights(fit)} (the weights; \code{NULL} for none) and
+#' \code{refit_fun(fit, Z)} (the fit with inducing inputs \code{Z}, held
+#' fixed, and the other parameters optimised).
+#'
+#' @param fit a fitted sparse model with inducing inputs, such as an
+#'   \code{\link{sgpr}()} fit.
+#' @param M the number of inducing inputs; by default that of \code{fit}, or
+#'   chosen by \code{threshold}.
+#' @param threshold the threshold on the weighted trace for an automatic
+#'   \eqn{M} (see \code{\link{kl_threshold}}).
+#' @param weights \code{"model"} for the model's weights (\eqn{1/\lambda} for
+#'   \code{sgpr}), \code{"none"} for plain greedy variance.
+#' @param conv_tol stop when the bound changes by less than this (absolute;
+#'   seed004 uses \code{1e-3}).
+#' @param max_passes the maximum number of selection passes.
+#' @param patience stop after this many passes in a row without a new best
+#'   bound (\code{Inf}: never).
+#' @param verbose print the bound after each pass.
+#' @param ... options passed to \code{select_inducing()}, such as \code{tol}.
+#' @return The fit with the highest bound (normally one of the passes, with
+#'   the inducing inputs fixed; the starting fit when none beats it), with
+#'   an element \code{reinit}: a list with \code{history} (a data frame
+#'   of the pass, \eqn{M}, the bound and the final weighted trace of each
+#'   selection; pass 0 is \code{fit}), \code{stop} (\code{"converged"},
+#'   \code{"patience"}, \code{"max_passes"}, or \code{"error"} when a
+#'   refit failed, for instance a Cholesky factorisation past the jitter
+#'   cap) and \code{best_pass}. A warning is given when the pass cap is
+#'   reached first or a pass fails.
+#' @seealso \code{\link{select_inducing}}, \code{\link{sgpr}}
+#' @examples
+#' set.seed(2)
+#' fit <- sgpr(y ~ x, data = snelson, inducing = 10, fixed = "Z")
+#' re <- reinit_inducing(fit)
+#' re$reinit$history
+#' c(logLik(fit), logLik(re))
+#' @export
+reinit_inducing <- function(fit, M = NULL, threshold = NULL,
+                            weights = c("model", "none"), conv_tol = 1e-3,
+                            max_passes = 10L, patience = 3L, verbose = FALSE, ...) {
+  if (!inherits(fit, "sparsevgp") || is.null(fit$params$Z) || is.null(fit$x)) {
+    stop("'fit' must be a fitted sparse model with inducing inputs, such as an sgpr() fit",
+         call. = FALSE)
+  }
+  weights <- match.arg(weights)
+  conv_tol <- .check_positive(conv_tol, "conv_tol", 1L)
+  if (!is.numeric(max_passes) || length(max_passes) != 1L || !is.finite(max_passes) ||
+      max_passes < 1 || max_passes != round(max_passes)) {
+    stop("'max_passes' must be a whole number >= 1", call. = FALSE)
+  }
+  if (!is.numeric(patience) || length(patience) != 1L || is.na(patience) || patience < 1) {
+    stop("'patience' must be a number >= 1 (Inf for none)", call. = FALSE)
+  }
+  verbose <- .check_flag(verbose, "verbose")
+  if (is.null(M) && is.null(threshold)) M <- nrow(fit$params$Z)
+  if (!is.null(M)) M <- .check_M(M, nrow(fit$x), NA_integer_)
+  weight_fun <- if (weights == "none") function(f) NULL else
+    if (is.function(fit$select_weights)) fit$select_weights else .model_select_weights
+  refit <- if (is.function(fit$refit_fun)) fit$refit_fun else .refit_fixed_Z
+
+  hist <- data.frame(pass = 0L, M = nrow(fit$params$Z), bound = fit$bound,
+                     trace = NA_real_)
+  best <- fit
+  best_pass <- 0L
+  cur <- fit
+  stop_reason <- "max_passes"
+  for (pass in seq_len(max_passes)) {
+    kern <- .kernel_at(cur$kernel, cur$params)
+    sel <- select_inducing(cur$x, kern, M = M, method = "greedy",
+                           weights = weight_fun(cur), threshold = threshold, ...)
+    same <- identical(unname(sel$Z), unname(cur$params$Z))
+    new <- if (same) cur else tryCatch(refit(cur, sel$Z), error = function(e) e)
+    if (inherits(new, "error")) {
+      warning(sprintf("pass %d failed (%s); returning the best pass so far", pass,
+                      conditionMessage(new)), call. = FALSE)
+      stop_reason <- "error"
+      break
+    }
+    hist <- rbind(hist, data.frame(pass = pass, M = sel$M, bound = new$bound,
+                                   trace = sel$trace[length(sel$trace)]))
+    if (verbose) {
+      message(sprintf("pass %d: M = %d, bound %.6g", pass, sel$M, new$bound))
+    }
+    if (new$bound > best$bound) {
+      best <- new
+      best_pass <- pass
+    }
+    if (same || abs(new$bound - cur$bound) < conv_tol) {
+      stop_reason <- "converged"
+      break
+    }
+    if (pass - best_pass >= patience) {
+      stop_reason <- "patience"
+      break
+    }
+    cur <- new
+  }
+  if (stop_reason == "max_passes") {
+    warning(sprintf("the re-initialisation did not converge in %d passes (last change of the bound %.3g); returning the best pass",
+                    as.integer(max_passes), abs(diff(utils::tail(hist$bound, 2L)))),
+            call. = FALSE)
+  }
+  best$reinit <- list(history = hist, stop = stop_reason, best_pass = best_pass)
+  best$summary_extra[["Inducing inputs re-selected (reinit_inducing)"]] <-
+    sprintf("%d passes, stopped: %s, best pass %d", nrow(hist) - 1L,
+            switch(stop_reason, converged = "converged", patience = "no improvement",
+                   max_passes = "pass cap", error = "a pass failed"), best_pass)
+  best
+}
+
+# The weights a model's selection uses: 1/lambda for Gaussian regression.
+.model_select_weights <- function(fit) {
+  if (inherits(fit, "sgpr")) return(1 / .sgpr_lambda(fit, fit$params))
+  NULL
+}
+
+# Refit a model with the inducing inputs Z held fixed, the other parameters
+# optimised from their current values and their fixed flags kept.
+.refit_fixed_Z <- function(fit, Z) {
+  dimnames(Z) <- list(NULL, colnames(fit$x))
+  old <- fit$fixed
+  fit$params$Z <- Z
+  nm <- .par_names(fit$params, fit$transforms)
+  isZ <- rep(names(fit$params), vapply(fit$params, length, 1L)) == "Z"
+  mask <- setNames(ifelse(isZ, TRUE, unname(old[nm])), nm)
+  mask[is.na(mask)] <- FALSE
+  fit$fixed <- mask
+  fit <- .build_or_fit(fit, TRUE)
+  if (inherits(fit, "sgpr")) fit <- .sgpr_report(fit)
+  fit
+}

@@ -1,0 +1,565 @@
+# Orthogonal sparse GP regression (seed000 chapter 5): regular inducing
+# inputs Z and orthogonal inducing inputs O, with the collapsed bounds of
+# src/bound_orthogonal.c (block Cholesky of seed000 Algorithm 3) and the
+# SOLVE-GPR (eq. 5.57) or ODGPR (eq. 5.56) predictive distribution.
+#
+# What the digest established (seed000 section 5.2) and this file makes
+# visible: the thesis's collapsed bound (eq. 5.33) is the SGPR bound on
+# rbind(Z, O) (R1); the predictive mean is the SGPR mean on rbind(Z, O) (R2);
+# the ELBO of the posterior the model predicts with is lower, with closed
+# forms (R5). bound = "union" optimises eq. 5.33, bound = "family" the ELBO of
+# the predicted posterior.
+
+#' Orthogonal sparse Gaussian process regression (SOLVE-GPR and ODGPR)
+#'
+#' Fits a sparse Gaussian process with \eqn{M_1} regular inducing inputs
+#' \eqn{Z} and \eqn{M_2} orthogonal inducing inputs \eqn{O} by a collapsed
+#' bound (Fernlund 2022, chapter 5): the orthogonal function values
+#' \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u} are independent of \eqn{u} a priori,
+#' with covariance \eqn{C_{vv} = K_{vv} - K_{vu}K_{uu}^{-1}K_{uv}}. Two
+#' variational families are available:
+#' \describe{
+#'   \item{\code{type = "solve"}}{SOLVE-GP (Shi, Titsias and Mnih 2020):
+#'     \eqn{q(u) = N(m_u, S_u)} and \eqn{q(v^\perp) = N(m_v, S_v)}
+#'     independent. The predictive covariance is seed000 eq. 5.57.}
+#'   \item{\code{type = "odvgp"}}{ODVGP (Salimbeni et al. 2018), the special
+#'     case \eqn{S_v = C_{vv}}: the orthogonal inputs change the mean only,
+#'     and the predictive covariance is that of SGPR on \eqn{Z} alone
+#'     (eq. 5.56).}
+#' }
+#' The optimal \eqn{q} is available in closed form (eq. 5.26), so the bound
+#' depends only on the kernel parameters, the noise, the mean and the
+#' inducing inputs, which are optimised by L-BFGS-B on analytic gradients.
+#'
+#' \strong{Which bound.} The thesis's orthogonal collapsed bound (eq. 5.33)
+#' equals the SGPR bound of \code{\link{sgpr}()} on the stacked inducing set
+#' \code{rbind(Z, O)}, and the predictive mean of both types equals the SGPR
+#' mean on \code{rbind(Z, O)} (seed000 R1, R2): eq. 5.33 is the ELBO of a
+#' different posterior (the full-covariance one) from the one the model
+#' predicts with. \code{bound = "family"} (the default) maximises the true
+#' ELBO of the predicted posterior, which is lower (seed000 R5):
+#' \deqn{F_{solve} = F_{5.33} - \tfrac12\log|B_v| + \tfrac12\log|Q|, \quad
+#'       F_{odvgp} = F_{5.33} - \tfrac12\mathrm{tr}(A_vA_v^\top) + \tfrac12\log|Q|,}
+#' with \eqn{B_v = I + A_vA_v^\top}, \eqn{Q} the Schur complement of
+#' \eqn{B_u} in \eqn{B} and \eqn{A_v = L_v^{-1}C_{vf}/\sigma} (eq. 5.37). So
+#' \eqn{F_{odvgp} \le F_{solve} \le F_{5.33}}, with equality in the second
+#' when the two sets are far apart. \code{bound = "union"} maximises eq. 5.33
+#' as the thesis does; the fit is then that of \code{sgpr()} on the union,
+#' predicted through the orthogonal family. \code{summary()} reports both.
+#'
+#' \strong{Cost.} The bound is computed by the block Cholesky of seed000
+#' Algorithm 3 in \eqn{O(N M^2)} with \eqn{M = M_1 + M_2} and no
+#' \eqn{N \times N} matrix. Its flop count equals that of SGPR with \eqn{M}
+#' inducing inputs (seed000 R6): the thesis's claim that it is 25--50\%
+#' cheaper does not hold. \code{inst/bench/bench_osgpr.R} measures it; see
+#' \code{vignette("orthogonal", package = "sparsevgp")} for the figures.
+#'
+#' \strong{Inducing inputs.} \code{inducing} and \code{orthogonal} each take
+#' a matrix, a number of points or a \code{select_inducing()} result, as in
+#' \code{\link{sgpr}()}; \code{0} (or a matrix with no rows) leaves that set
+#' empty, and the model is then SGPR on the other set (except that an ODGPR
+#' without regular points predicts with the prior covariance). When both are
+#' numbers, \eqn{M_1 + M_2} points are chosen together and the first
+#' \eqn{M_1} become \eqn{Z}, so that the two sets never coincide. Orthogonal
+#' inputs at (or very near) regular ones make \eqn{C_{vv}} singular: the
+#' Cholesky jitter then decides the result, and a warning says so.
+#'
+#' @inheritParams sgpr
+#' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
+#'   \eqn{M_1} (\code{0} for none) or a \code{select_inducing()} result. By
+#'   default as many as the orthogonal ones, or \eqn{\min(50, N/2)}.
+#' @param orthogonal the orthogonal inducing inputs \eqn{O}, given like
+#'   \code{inducing}.
+#' @param type the variational family and so the predictive distribution:
+#'   \code{"solve"} (SOLVE-GPR) or \code{"odvgp"} (ODGPR).
+#' @param bound the objective: \code{"family"}, the ELBO of the posterior
+#'   the model predicts with, or \code{"union"}, seed000 eq. 5.33 (the SGPR
+#'   bound on \code{rbind(Z, O)}).
+#' @param noise one learned noise variance (a number, its starting value), a
+#'   vector of \eqn{N} known variances, or a one-sided formula for a learned
+#'   log-linear noise model, exactly as in \code{\link{sgpr}()}. By default
+#'   one variance starting at a tenth of the variance of \code{y}.
+#' @param fixed names of parameters to hold at their starting values, as in
+#'   \code{\link{sgpr}()}, including \code{"Z"} and \code{"O"} or single
+#'   entries such as \code{"O[2,1]"}.
+#' @param start a previous \code{osgpr} fit whose parameters are the starting
+#'   values (this is how \code{update()} warm-starts).
+#' @return An object of class \code{c("osgpr", "sparsevgp")}, with the usual
+#'   methods (\code{\link{predict.sparsevgp}}, \code{summary}, \code{plot},
+#'   \code{logLik}, \code{update}, ...). \code{params$Z} and \code{params$O}
+#'   hold the two sets; \code{bounds} holds the union, SOLVE and ODVGP bounds
+#'   at the fitted parameters.
+#' @references Fernlund, O. (2022). Orthogonal sparse variational
+#'   approximations for Gaussian processes. MSc thesis, Imperial College
+#'   London (seed000). Shi, J., Titsias, M. and Mnih, A. (2020). Sparse
+#'   orthogonal variational inference for Gaussian processes. AISTATS.
+#'   Salimbeni, H., Cheng, C.-A., Boots, B. and Deisenroth, M. (2018).
+#'   Orthogonally decoupled variational Gaussian processes. NeurIPS.
+#' @seealso \code{\link{posterior_orthogonal}}, \code{\link{osgpr_components}},
+#'   \code{\link{kl_predictive}}, \code{\link{sgpr}}
+#' @examples
+#' fit <- osgpr(y ~ x, data = snelson, inducing = 4, orthogonal = 4)
+#' fit
+#' summary(fit)
+#' plot(fit)
+#'
+#' # the thesis's bound (eq. 5.33) is the SGPR bound on rbind(Z, O)
+#' p <- fit$params
+#' sg <- sgpr(y ~ x, data = snelson, inducing = rbind(p$Z, p$O),
+#'            kernel = kernel_rbf(p$lengthscale, p$variance),
+#'            noise = p$noise, mean = p$mean, optimize = FALSE)
+#' c(union = fit$bounds[["union"]], sgpr = as.numeric(logLik(sg)),
+#'   family = as.numeric(logLik(fit)))
+#' @export
+osgpr <- function(x, ...) UseMethod("osgpr")
+
+#' @rdname osgpr
+#' @export
+osgpr.formula <- function(x, data = NULL, ...) {
+  md <- .formula_data(x, data)
+  fit <- osgpr.default(md$x, md$y, ..., .noise_data = if (is.null(data)) NULL else data)
+  fit$terms <- md$terms
+  fit$xlevels <- md$xlevels
+  fit$call <- .formula_call(match.call(), "osgpr")
+  fit
+}
+
+#' @rdname osgpr
+#' @export
+osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
+                          orthogonal = NULL, type = c("solve", "odvgp"),
+                          bound = c("family", "union"), noise = NULL,
+                          mean = "constant", optimize = TRUE, fixed = NULL,
+                          control = list(), start = NULL, ...) {
+  call <- match.call()
+  call[[1L]] <- as.name("osgpr")
+  call$start <- NULL
+  dots <- list(...)
+  noise_data <- dots$.noise_data
+  dots$.noise_data <- NULL
+  if (length(dots)) do.call(.no_dots, dots)
+  type <- match.arg(type)
+  bound <- match.arg(bound)
+  x <- .as_input_matrix(x, "x", min_rows = 2L)
+  y <- .as_response(y, nrow(x))
+  kernel <- .check_kernel(kernel)
+  if (!is.null(start)) {
+    if (!inherits(start, "osgpr")) stop("'start' must be an osgpr fit", call. = FALSE)
+    kernel <- .kernel_at(kernel, start$params)
+    inducing <- .osgpr_warm_set(inducing, start$params$Z)
+    orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
+  }
+  kernel <- .kern_init(kernel, x, y)
+  sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
+  nz <- .noise_setup(noise, x, y, noise_data)
+  mn <- .mean_start(mean, y)
+  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
+  params <- c(params, nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
+  transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
+                  mean = "identity", Z = "identity", O = "identity")
+  if (!is.null(start)) {
+    params <- .warm_params(params, start$params, skip = c("Z", "O", if (mn$fixed) "mean"))
+  }
+  label <- c(solve = "SOLVE-GPR", odvgp = "ODGPR")[[type]]
+  fit <- structure(list(
+    call = call, x = x, y = y, kernel = kernel, noise_model = nz$model,
+    type = type, bound_type = bound,
+    variant = if (bound == "union") 0L else if (type == "solve") 1L else 2L,
+    params = params, transforms = transforms,
+    fixed = .fixed_mask(fixed, params, transforms, if (mn$fixed) "mean"),
+    control = .check_control(control), eval_fun = .osgpr_eval,
+    predict_fun = .osgpr_predict_latent, noise_fun = .sgpr_noise_at,
+    noise_label = .sgpr_noise_label,
+    model = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
+                    if (bound == "union") "union (seed000 eq. 5.33)" else "family")),
+    class = c("osgpr", "sparsevgp"))
+  fit <- .build_or_fit(fit, optimize)
+  .osgpr_report(fit)
+}
+
+# Warm start: keep the previous set unless another one was asked for.
+.osgpr_warm_set <- function(arg, old) {
+  if (is.null(arg)) return(old)
+  if (is.numeric(arg) && is.null(dim(arg)) && length(arg) == 1L &&
+      isTRUE(arg == nrow(old))) return(old)
+  arg
+}
+
+# The two inducing sets from what the user gave.
+.osgpr_sets <- function(inducing, orthogonal, x, kernel) {
+  N <- nrow(x)
+  D <- ncol(x)
+  empty <- matrix(0, 0L, D, dimnames = list(NULL, colnames(x)))
+  is_count <- function(a) is.numeric(a) && is.null(dim(a)) && length(a) == 1L
+  is_none <- function(a) (is_count(a) && isTRUE(a == 0)) ||
+    ((is.matrix(a) || is.data.frame(a)) && nrow(a) == 0L)
+  size <- function(a) {
+    if (is_count(a)) return(a)
+    if (inherits(a, "sparsevgp_inducing")) return(NROW(a$Z))
+    NROW(a)
+  }
+  if (is.null(inducing) && is.null(orthogonal)) {
+    inducing <- orthogonal <- min(50L, N %/% 2L)
+  } else if (is.null(inducing)) {
+    inducing <- if (is_none(orthogonal)) min(50L, N) else size(orthogonal)
+  } else if (is.null(orthogonal)) {
+    orthogonal <- if (is_none(inducing)) min(50L, N) else size(inducing)
+  }
+  noZ <- is_none(inducing)
+  noO <- is_none(orthogonal)
+  if (noZ && noO) {
+    stop("'inducing' and 'orthogonal' cannot both be empty", call. = FALSE)
+  }
+  if (!noZ && !noO && is_count(inducing) && is_count(orthogonal) &&
+      is.finite(inducing) && is.finite(orthogonal) && inducing >= 1 && orthogonal >= 1 &&
+      inducing == round(inducing) && orthogonal == round(orthogonal)) {
+    # choose M1 + M2 points together so that the sets never coincide
+    M1 <- as.integer(inducing)
+    M2 <- as.integer(orthogonal)
+    if (M1 + M2 > N) {
+      stop(sprintf("'inducing' + 'orthogonal' ask for M1 + M2 = %d inducing points but there are only N = %d observations",
+                   M1 + M2, N), call. = FALSE)
+    }
+    W <- .inducing_inputs(M1 + M2, x, kernel)
+    return(list(Z = W[seq_len(M1), , drop = FALSE], O = W[M1 + seq_len(M2), , drop = FALSE]))
+  }
+  Z <- if (noZ) empty else .inducing_inputs(inducing, x, kernel)
+  O <- if (noO) empty else .inducing_inputs(orthogonal, x, kernel, name = "orthogonal")
+  list(Z = Z, O = O)
+}
+
+# ---- bound, gradient, prediction ----------------------------------------
+
+# The bound chosen by fit$variant (0 union, 1 SOLVE family, 2 ODVGP family)
+# at `params` and, with grad = TRUE, its gradient on the unconstrained scale.
+# The adjoints of src/bound_orthogonal.c are for the stacked matrices
+# K(W, W) and K(W, X), W = rbind(Z, O), so one kernel contraction each gives
+# the gradients for both sets.
+.osgpr_eval <- function(fit, params, grad = TRUE) {
+  x <- fit$x
+  kc <- .kern_c(.kernel_at(fit$kernel, params))
+  Z <- params$Z
+  M1 <- nrow(Z)
+  W <- rbind(Z, params$O)
+  M <- nrow(W)
+  Kww <- .Call(ffi_kern_matrix, kc, W, NULL)
+  Kwf <- .Call(ffi_kern_matrix, kc, W, x)
+  kdiag <- .Call(ffi_kern_diag, kc, x)
+  lambda <- .sgpr_lambda(fit, params)
+  ytil <- fit$y - params$mean
+  b <- .Call(ffi_bo_bound, Kww, Kwf, M1, kdiag, lambda, ytil, fit$variant,
+             fit$control$jitter, fit$control$jitter_cap, grad)
+  v <- fit$variant + 1L
+  out <- list(value = b$bound,
+              terms = c(fit = b$fit, logdet = b$logdet[[v]], trace = -0.5 * b$trace,
+                        constant = -0.5 * length(ytil) * log(2 * pi)),
+              jitter = max(b$jitter), jitter_scale = mean(diag(Kww)),
+              posterior = .osgpr_posterior(b, M1, fit$type, Kww))
+  if (!grad) return(out)
+  wantW <- !all(fit$fixed[grepl("^[ZO]\\[", names(fit$fixed))])
+  g_ww <- .Call(ffi_kern_grad, kc, W, NULL, b$Gww, wantW)
+  g_wf <- .Call(ffi_kern_grad, kc, W, x, b$Gwf, wantW)
+  theta <- g_ww$theta + g_wf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
+  # the jitters are proportional to the mean diagonal of Kww, that is to the
+  # kernel variance: dF/d eps_u = tr(Guu), dF/d eps_v = tr(Gvv)
+  dG <- diag(b$Gww)
+  u <- seq_len(M1)
+  v <- M1 + seq_len(M - M1)
+  theta[1L] <- theta[1L] + sum(dG[u]) * b$jitter[1L] + sum(dG[v]) * b$jitter[2L]
+  g <- list(variance = theta[1L], lengthscale = theta[-1L])
+  switch(fit$noise_model$kind,
+         constant = g$noise <- sum(b$glambda) * params$noise,
+         model = g$noise_coef <- drop(crossprod(fit$noise_model$Phi, b$glambda * lambda)),
+         known = NULL)
+  g$mean <- -sum(b$gytil)
+  dW <- if (wantW) g_ww$x + g_wf$x else matrix(0, M, ncol(W))
+  g$Z <- dW[u, , drop = FALSE]
+  g$O <- dW[v, , drop = FALSE]
+  out$grad <- g[names(params)]
+  out
+}
+
+# The caches of the predictive distribution. In whitened coordinates
+# e = L^-1 [u; v] the posterior is N(w, S) with S^-1 = blkdiag(Bu, Bv) for
+# SOLVE-GP and blkdiag(Bu, I) for ODVGP (seed000 R4). The prediction
+# routine of src/predict.c computes mean = T2'v, var = kss - |T1|^2 + |T2|^2
+# with T1 = L^-1 K(W, *) and T2 = LB^-1 T1; with LB = chol(S^-1) =: LBf and
+# v = LBf'w this is the mean T1'w of seed000 R3 (no N x N matrix) and the
+# covariance K** - T1'(I - S)T1 of eq. 5.57 (solve) or 5.56 (odvgp), where
+# T1 = [alpha_u; alpha_v] with alpha_v = Lv^-1 (Kv* - dv' alpha_u) (Algorithm 3
+# lines 19-20 with ERRATUM seed000 E8 fixed: C_v* = K_v* - dv' d*).
+.osgpr_posterior <- function(b, M1, type, Kww) {
+  M <- nrow(b$L)
+  M2 <- M - M1
+  LBf <- matrix(0, M, M)
+  u <- seq_len(M1)
+  v <- M1 + seq_len(M2)
+  LBf[u, u] <- b$LBu
+  LBf[v, v] <- if (type == "solve") b$LBv else diag(M2)
+  # conditional prior variances of the orthogonal values given u, diag(Cvv),
+  # from Lv Lv' = Cvv + eps_v I: small ones flag orthogonal inputs that
+  # (nearly) coincide with the span of the regular ones
+  Lv <- b$L[v, v, drop = FALSE]
+  cvv <- rowSums(Lv^2) - b$jitter[2L]
+  list(L = b$L, LB = LBf, v = drop(crossprod(LBf, b$w)), M1 = M1, w = b$w,
+       c = b$c, LB_union = b$LB, LBu = b$LBu, LBv = b$LBv,
+       bounds = setNames(b$bounds, c("union", "solve", "odvgp")),
+       jitter = setNames(b$jitter, c("Kuu", "Cvv")),
+       cvv = cvv, scale = mean(diag(Kww)))
+}
+
+.osgpr_predict_latent <- function(object, xnew, full_cov) {
+  kc <- .kern_c(.kernel_at(object$kernel, object$params))
+  post <- object$posterior
+  W <- rbind(object$params$Z, object$params$O)
+  if (full_cov) {
+    p <- .Call(ffi_pred_gaussian, post$L, post$LB, post$v,
+               .Call(ffi_kern_matrix, kc, W, xnew),
+               .Call(ffi_kern_matrix, kc, xnew, NULL), TRUE)
+    p$mean <- p$mean + object$params$mean
+    return(p)
+  }
+  mean <- var <- numeric(nrow(xnew))
+  for (b in .row_blocks(nrow(xnew))) {
+    xb <- xnew[b, , drop = FALSE]
+    p <- .Call(ffi_pred_gaussian, post$L, post$LB, post$v,
+               .Call(ffi_kern_matrix, kc, W, xb), .Call(ffi_kern_diag, kc, xb), FALSE)
+    mean[b] <- p$mean + object$params$mean
+    var[b] <- p$var
+  }
+  list(mean = mean, var = var)
+}
+
+# ---- what summary() reports -------------------------------------------------
+
+.osgpr_report <- function(fit) {
+  post <- fit$posterior
+  fit$bounds <- post$bounds
+  fam <- post$bounds[[fit$type]]
+  label <- c(solve = "SOLVE-GP", odvgp = "ODVGP")[[fit$type]]
+  fit$summary_extra <- list(
+    "Inducing inputs" = sprintf("M1 = %d regular (Z), M2 = %d orthogonal (O)",
+                                nrow(fit$params$Z), nrow(fit$params$O)),
+    "Optimised bound" = if (fit$bound_type == "family")
+      sprintf("\"family\", the ELBO of the %s posterior used for prediction", label) else
+      "\"union\", seed000 eq. 5.33 = the SGPR bound on rbind(Z, O)",
+    "family bound" = sprintf("%s (ELBO of the %s posterior, seed000 R5)",
+                             format(fam, digits = 10L), label),
+    "union bound" = sprintf("%s (seed000 eq. 5.33 = SGPR on rbind(Z, O))",
+                            format(post$bounds[["union"]], digits = 10L)),
+    "union - family" = format(post$bounds[["union"]] - fam, digits = 4L),
+    "Jitter on Kuu, Cvv" = paste(format(post$jitter, digits = 3L), collapse = ", "))
+  .osgpr_check_colocated(fit)
+  fit
+}
+
+# Orthogonal inputs whose prior variance given the regular ones is tiny sit
+# (nearly) on the span of the regular ones (seed000 section 5.1, T13): C_vv
+# is then singular and only the jitter keeps the factorisation going.
+.osgpr_check_colocated <- function(fit) {
+  post <- fit$posterior
+  if (length(post$cvv) == 0L || nrow(fit$params$Z) == 0L) return(invisible())
+  rel <- post$cvv / post$scale
+  bad <- which(rel < 1e-6)
+  if (length(bad)) {
+    warning(sprintf("orthogonal input%s %s nearly coincide%s with the regular inducing inputs (prior variance given them down to %.2g of the kernel variance): C_vv is nearly singular, the jitter (%s) decides the result there, and such points add nothing",
+                    if (length(bad) > 1L) "s" else "", paste(bad, collapse = ", "),
+                    if (length(bad) > 1L) "" else "s", max(min(rel), 0),
+                    format(post$jitter[["Cvv"]], digits = 3L)), call. = FALSE)
+  }
+  invisible()
+}
+
+# ---- closed-form q(u, v), decomposition, KL --------------------------------
+
+#' The optimal distribution of the inducing variables of an orthogonal model
+#'
+#' The closed-form optimal variational distribution of an \code{\link{osgpr}}
+#' fit (seed000 eq. 5.26): \eqn{q(u) = N(m_u, S_u)} of the function values
+#' at the regular inputs \eqn{Z}, and \eqn{q(v^\perp) = N(m_v, S_v)} of the
+#' orthogonal part \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u} at \eqn{O},
+#' independent of \eqn{u}:
+#' \deqn{m_u = K_{uf}(Q_u + Q_v + \Lambda)^{-1}(y - m), \quad
+#'       m_v = C_{vf}(Q_u + Q_v + \Lambda)^{-1}(y - m),}
+#' \deqn{S_u = K_{uu}(K_{uu} + K_{uf}\Lambda^{-1}K_{fu})^{-1}K_{uu}, \quad
+#'       S_v = C_{vv}(C_{vv} + C_{vf}\Lambda^{-1}C_{fv})^{-1}C_{vv}}
+#' for SOLVE-GP, and \eqn{S_v = C_{vv}} for ODVGP. The constant mean \eqn{m}
+#' is added to \eqn{m_u}. \code{joint} gives the implied \eqn{q(u, v)} of
+#' the function values at \code{rbind(Z, O)}.
+#'
+#' @param fit an \code{\link{osgpr}} fit.
+#' @return A list with \code{Z}, \code{O}, \code{mean_u}, \code{cov_u},
+#'   \code{mean_v}, \code{cov_v} (of \eqn{v^\perp}) and \code{joint}
+#'   (\code{list(mean, cov)} of \eqn{(u, v)}).
+#' @examples
+#' fit <- osgpr(y ~ x, data = snelson, inducing = 3, orthogonal = 3)
+#' q <- posterior_orthogonal(fit)
+#' q$mean_u
+#' q$cov_v
+#' @export
+posterior_orthogonal <- function(fit) {
+  if (!inherits(fit, "osgpr")) stop("'fit' must be an osgpr fit", call. = FALSE)
+  post <- fit$posterior
+  M1 <- post$M1
+  M <- nrow(post$L)
+  u <- seq_len(M1)
+  v <- M1 + seq_len(M - M1)
+  # whitened posterior N(w, S), S = (LBf LBf')^-1; [u; v] = L e
+  Sw <- chol2inv(t(post$LB))
+  Lu <- post$L[u, u, drop = FALSE]
+  Lv <- post$L[v, v, drop = FALSE]
+  jm <- drop(post$L %*% post$w)
+  jm[u] <- jm[u] + fit$params$mean
+  jm[v] <- jm[v] + fit$params$mean
+  list(Z = fit$params$Z, O = fit$params$O,
+       mean_u = drop(Lu %*% post$w[u]) + fit$params$mean,
+       cov_u = Lu %*% Sw[u, u, drop = FALSE] %*% t(Lu),
+       mean_v = drop(Lv %*% post$w[v]),
+       cov_v = Lv %*% Sw[v, v, drop = FALSE] %*% t(Lv),
+       joint = list(mean = jm, cov = post$L %*% Sw %*% t(post$L)))
+}
+
+#' Decomposition of an orthogonal posterior into g, h and l
+#'
+#' The posterior process of an \code{\link{osgpr}} fit is a sum of three
+#' independent processes (seed000 eqs 5.11 and 5.16; eq. 4.6 for SGPR):
+#' \describe{
+#'   \item{\code{g}}{the part carried by the regular inputs, mean
+#'     \eqn{k_u^\top K_{uu}^{-1} m_u} and variance
+#'     \eqn{k_u^\top K_{uu}^{-1} S_u K_{uu}^{-1} k_u};}
+#'   \item{\code{h}}{the part carried by the orthogonal inputs, mean
+#'     \eqn{c_v^\top C_{vv}^{-1} m_v} and variance
+#'     \eqn{c_v^\top C_{vv}^{-1} S_v C_{vv}^{-1} c_v} (SOLVE-GP) or 0
+#'     (ODVGP), with \eqn{c_v(x) = k(O, x) - K_{vu}K_{uu}^{-1}k_u(x)};}
+#'   \item{\code{l}}{the prior part no inducing input can learn: mean 0 and
+#'     variance \eqn{k(x, x) - k_u^\top K_{uu}^{-1} k_u} minus, for SOLVE-GP,
+#'     \eqn{c_v^\top C_{vv}^{-1} c_v}.}
+#' }
+#' The means and variances of the three add up to those of
+#' \code{predict(fit, newdata)} minus the constant mean, which is reported
+#' separately.
+#'
+#' @param fit an \code{\link{osgpr}} fit.
+#' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
+#'   default the training inputs.
+#' @return A list with components \code{g}, \code{h}, \code{l} and
+#'   \code{total}, each \code{list(mean, var)}, and \code{constant} (the
+#'   constant mean).
+#' @examples
+#' fit <- osgpr(y ~ x, data = snelson, inducing = 3, orthogonal = 3)
+#' xs <- data.frame(x = seq(-1, 7, length.out = 200))
+#' d <- osgpr_components(fit, xs)
+#' matplot(xs$x, cbind(d$g$mean, d$h$mean), type = "l", lty = 1,
+#'         xlab = "x", ylab = "mean of g and h")
+#' @export
+osgpr_components <- function(fit, newdata) {
+  if (!inherits(fit, "osgpr")) stop("'fit' must be an osgpr fit", call. = FALSE)
+  xnew <- .newdata_matrix(fit, if (missing(newdata)) NULL else newdata)
+  post <- fit$posterior
+  kc <- .kern_c(.kernel_at(fit$kernel, fit$params))
+  W <- rbind(fit$params$Z, fit$params$O)
+  M1 <- post$M1
+  M <- nrow(W)
+  u <- seq_len(M1)
+  v <- M1 + seq_len(M - M1)
+  T1 <- forwardsolve(post$L, .Call(ffi_kern_matrix, kc, W, xnew))  # [alpha_u; alpha_v]
+  T2 <- forwardsolve(post$LB, T1)                                 # [beta_u; beta_v]
+  kss <- .Call(ffi_kern_diag, kc, xnew)
+  a_u <- T1[u, , drop = FALSE]
+  a_v <- T1[v, , drop = FALSE]
+  g <- list(mean = drop(crossprod(a_u, post$w[u])), var = colSums(T2[u, , drop = FALSE]^2))
+  h <- list(mean = drop(crossprod(a_v, post$w[v])),
+            var = if (fit$type == "solve") colSums(T2[v, , drop = FALSE]^2) else
+              numeric(ncol(T1)))
+  l <- list(mean = numeric(ncol(T1)),
+            var = kss - colSums(a_u^2) - if (fit$type == "solve") colSums(a_v^2) else 0)
+  rn <- rownames(xnew)
+  nm <- function(p) lapply(p, function(z) { names(z) <- rn; z })
+  list(g = nm(g), h = nm(h), l = nm(l),
+       total = nm(list(mean = g$mean + h$mean, var = g$var + h$var + l$var)),
+       constant = fit$params$mean)
+}
+
+#' KL divergence between Gaussian predictive distributions
+#'
+#' \code{kl_gaussian()} is the Kullback-Leibler divergence
+#' \deqn{KL(N_1 \| N_2) = \tfrac12\{\mathrm{tr}(\Sigma_2^{-1}\Sigma_1) +
+#'   (\mu_2 - \mu_1)^\top\Sigma_2^{-1}(\mu_2 - \mu_1) - n +
+#'   \log|\Sigma_2| - \log|\Sigma_1|\}}
+#' (seed000 eq. 3.11), computed from Cholesky factors.
+#' \code{kl_predictive()} applies it to the joint predictive distributions
+#' of two fitted models at the same inputs, as in seed000 Figs 6.2-6.4
+#' (for example an \code{\link{osgpr}} fit against \code{\link{gpr}} or
+#' \code{\link{sgpr}} fits at the same hyperparameters).
+#'
+#' Latent predictive covariances at many inputs are nearly singular, so the
+#' same small jitter is added to the diagonal of both covariances:
+#' \code{jitter} times the mean of their diagonals. Directions in which both
+#' distributions are tighter than that do not count.
+#'
+#' @param mean1,cov1 mean vector and covariance matrix of the first Gaussian.
+#' @param mean2,cov2 those of the second.
+#' @param jitter relative jitter added to both covariances (see Details).
+#' @param object,reference fitted models: the divergence is
+#'   \eqn{KL(object \| reference)}.
+#' @param newdata inputs at which to compare the two, as for
+#'   \code{\link{predict.sparsevgp}}.
+#' @param type \code{"latent"} (of \eqn{f}) or \code{"response"} (of
+#'   \eqn{y}).
+#' @return The divergence, one number (in nats).
+#' @examples
+#' kl_gaussian(c(0, 0), diag(2), c(1, 0), 2 * diag(2))
+#' fit <- osgpr(y ~ x, data = snelson, inducing = 4, orthogonal = 4)
+#' ex <- gpr(y ~ x, data = snelson, optimize = FALSE,
+#'           kernel = kernel_rbf(fit$params$lengthscale, fit$params$variance),
+#'           noise = fit$params$noise, mean = fit$params$mean)
+#' kl_predictive(fit, ex, data.frame(x = seq(0, 6, length.out = 50)))
+#' @export
+kl_gaussian <- function(mean1, cov1, mean2, cov2, jitter = 0) {
+  n <- length(mean1)
+  chk <- function(S, name) {
+    if (!is.matrix(S) || !is.numeric(S) || nrow(S) != n || ncol(S) != n || any(!is.finite(S))) {
+      stop(sprintf("'%s' must be a finite %d x %d covariance matrix", name, n, n), call. = FALSE)
+    }
+  }
+  if (!is.numeric(mean1) || !is.numeric(mean2) || length(mean2) != n ||
+      any(!is.finite(mean1)) || any(!is.finite(mean2))) {
+    stop("'mean1' and 'mean2' must be finite numeric vectors of the same length", call. = FALSE)
+  }
+  chk(cov1, "cov1")
+  chk(cov2, "cov2")
+  if (!is.numeric(jitter) || length(jitter) != 1L || !(jitter >= 0)) {
+    stop("'jitter' must be one non-negative number", call. = FALSE)
+  }
+  if (n == 0L) return(0)
+  eps <- jitter * mean(c(diag(cov1), diag(cov2)))
+  fac <- function(S, name) {
+    S <- (S + t(S)) / 2
+    diag(S) <- diag(S) + eps
+    R <- tryCatch(chol(S), error = function(e) NULL)
+    if (is.null(R)) {
+      stop(sprintf("'%s' is not positive definite with jitter %g: increase 'jitter'",
+                   name, jitter), call. = FALSE)
+    }
+    R
+  }
+  R1 <- fac(cov1, "cov1")
+  R2 <- fac(cov2, "cov2")
+  # tr(S2^-1 S1) = |R2^-T R1'|_F^2, Mahalanobis term |R2^-T (m2 - m1)|^2
+  tr <- sum(backsolve(R2, t(R1), transpose = TRUE)^2)
+  maha <- sum(backsolve(R2, mean2 - mean1, transpose = TRUE)^2)
+  0.5 * (tr + maha - n + 2 * sum(log(diag(R2))) - 2 * sum(log(diag(R1))))
+}
+
+#' @rdname kl_gaussian
+#' @export
+kl_predictive <- function(object, reference, newdata, type = c("latent", "response"),
+                          jitter = 1e-8) {
+  if (!inherits(object, "sparsevgp") || !inherits(reference, "sparsevgp")) {
+    stop("'object' and 'reference' must be fitted sparsevgp models", call. = FALSE)
+  }
+  type <- match.arg(type)
+  p1 <- predict(object, newdata, type = type, full_cov = TRUE)
+  p2 <- predict(reference, newdata, type = type, full_cov = TRUE)
+  kl_gaussian(unname(p1$mean), unname(p1$cov), unname(p2$mean), unname(p2$cov), jitter)
+}

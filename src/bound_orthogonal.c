@@ -1,0 +1,498 @@
+/*
+ * bound_orthogonal.c: the collapsed bounds of orthogonal SGPR (seed000
+ * chapter 5) by the block Cholesky of seed000 Algorithm 3, in three
+ * variants, with their adjoints with respect to every kernel matrix read.
+ *
+ * Inputs are the kernel matrices of the stacked inducing set W = [Z; O]
+ * (M1 regular inputs Z, then M2 orthogonal inputs O, M = M1 + M2):
+ *   Kww = [[Kuu, Kuv], [Kvu, Kvv]]  M x M,   Kwf = [Kuf; Kvf]  M x N,
+ * the prior variances kdiag = diag Kff, per-point noise variances lambda
+ * (Lambda = diag(lambda); sigma^2 I in the thesis) and targets ytil = y - m.
+ * The adjoints are returned in the same stacked layout:
+ *   Gww = [[Guu, Guv/2], [Guv'/2, Gvv]] (symmetric; dF = sum Gww o dKww),
+ *   Gwf = [Guf; Gvf],  gdiag = dF/d diag Kff,  glambda, gytil.
+ *
+ * Block Cholesky (Algorithm 3 lines 2-16; jitter eps_u on Kuu, eps_v on Cvv):
+ *   Lu  = chol(Kuu + eps_u I)                   M1 x M1   (line 2)
+ *   dv  = Lu^-1 Kuv,  df = Lu^-1 Kuf            M1 x M2, M1 x N (line 3)
+ *   Cvv = Kvv - dv'dv, Cvf = Kvf - dv'df        (line 4, seed000 eq. 5.5)
+ *   Lv  = chol(Cvv + eps_v I)                   M2 x M2   (line 5)
+ *   Au  = df Lambda^-1/2, Av = Lv^-1 Cvf Lambda^-1/2       (line 6, eq. 5.37)
+ *   B   = I + A A' = [[Bu, Buv], [Buv', Bv]]    (lines 8-10, eqs 5.38-5.39)
+ *   LBu = chol(Bu), gamma = LBu^-1 Buv, LQ = chol(Bv - gamma'gamma)
+ *                                               (lines 11-15, eq. 5.40)
+ *   c   = LB^-1 A Lambda^-1/2 ytil              (line 16)
+ * L = [[Lu, 0], [dv', Lv]] is the lower Cholesky factor of
+ * Kww + blkdiag(eps_u I, eps_v I), and A = L^-1 Kwf Lambda^-1/2, so every
+ * quantity below is a function of that jittered Kww (seed000 R1).
+ *
+ * The three bounds share the fit and trace terms (eq. 4.37 in this basis):
+ *   F = -N/2 log 2 pi - 1/2 sum log lambda - 1/2 |ys|^2 + 1/2 c'c
+ *       - 1/2 sum_n (k_nn / lambda_n - |a_n|^2) + D,   ys = Lambda^-1/2 ytil,
+ * and differ in the log-determinant term D:
+ *   union (seed000 eq. 5.33 = SGPR on [Z; O], R1):  D = -log|LBu| - log|LQ|
+ *   SOLVE-GP family (R5):                 D = -log|LBu| - log|LBv|,
+ *                                          LBv = chol(Bv)
+ *   ODVGP family (R5):                    D = -log|LBu| - tr(Av Av')/2
+ * In whitened coordinates e = L^-1 [u; v] with prior N(0, I) the optimal
+ * q(e) = N(w, S) has w = B^-1 A ys in all three and S = B^-1 (union),
+ * blkdiag(Bu^-1, Bv^-1) (SOLVE, mean-field between u and the orthogonal
+ * part, R4) or blkdiag(Bu^-1, I) (ODVGP, S_v = C_vv); the bound is the ELBO
+ * -1/2 |ys - A'w|^2 - 1/2 tr(A'SA) - KL(N(w, S) || N(0, I)) + const.
+ *
+ * Adjoints (derived by hand for this file; verified by central finite
+ * differences in tests/testthat/test-osgpr.R). By the envelope theorem the
+ * adjoint of the whitened A at the optimal (w, S) is
+ *   Abar = (I - S) A + w rt',   rt = ys - A'w = Lambda^1/2 r,
+ *   r = (ytil - mu) / lambda,   mu = Lambda^1/2 A'w (the mean at X, R2).
+ * Through A = L^-1 Kwf Lambda^-1/2:
+ *   Gwf = L^-T Abar Lambda^-1/2 = L^-T (I - S) A Lambda^-1/2 + alpha r',
+ *         alpha = L^-T w.
+ * Through L: dF/dL = -L^-T Abar A' = -L^-T Y, Y = w w' + (I - S)(B - I).
+ * F is invariant under block-diagonal orthogonal rotations of L (it depends
+ * on A only through A_u'A_u and A_v'A_v), so F is a function of L L' over
+ * block-lower-triangular factors, and solving
+ *   [2 Gww L]_{blocks 11, 21, 22} = [dF/dL]_{blocks 11, 21, 22}
+ * for a symmetric Gww gives
+ *   Gww = -1/2 L^-T Psi L^-1,  Psi = Y with its upper-right block replaced
+ *   by the transpose of its lower-left block (Y's diagonal blocks are
+ *   symmetric, so Psi is the lower triangle of Y mirrored).
+ * For the union bound Y is symmetric and this is the SGPR adjoint of
+ * bound_gaussian.c on W: Gww = L^-T [I - B/2 - B^-1/2 - w w'/2] L^-1.
+ * The noise and target adjoints generalise bound_gaussian.c's:
+ *   glambda_n = 1/2 [r_n^2 - 1/lambda_n - q_n/lambda_n + k_nn/lambda_n^2],
+ *               q_n = a_n'(I - S) a_n;   gytil_n = -r_n;
+ *   gdiag_n   = -1 / (2 lambda_n).
+ * The jitters are eps = jitter * mean(diag Kww), so dF/d eps_u = tr(Guu) and
+ * dF/d eps_v = tr(Gvv): the caller adds their share to d/d log variance.
+ *
+ * Cost of the bound: the same flops as bound_gaussian.c with M = M1 + M2
+ * (2 M^2 N + O(M^3); seed000 R6), plus chol(Bv) (M2^3 / 3). The adjoints add
+ * one M x M x N product and O(M^3). Memory: A (M x N) and, with gradients,
+ * Gwf (M x N); nothing is N x N.
+ */
+#define USE_FC_LEN_T
+#include <math.h>
+#include <string.h>
+#include <R.h>
+#include <Rinternals.h>
+#include <R_ext/BLAS.h>
+#include "spv.h"
+#ifndef FCONE
+#define FCONE
+#endif
+
+#define LOG_2PI 1.8378770664093454836
+
+enum { BO_UNION = 0, BO_SOLVE = 1, BO_ODVGP = 2 };
+
+typedef struct {
+    /* values: [union, solve, odvgp] */
+    double bound[3], logdet[3], fit, trace, jit_u, jit_v;
+    double *L;      /* M x M block lower factor of Kww + jitter */
+    double *LB;     /* M x M block lower factor of B */
+    double *LBu;    /* M1 x M1 */
+    double *LBv;    /* M2 x M2: chol(Bv) */
+    double *c;      /* M: LB^-1 A ys */
+    double *w;      /* M: B^-1 A ys, the whitened posterior mean */
+    /* adjoints of the chosen variant (NULL when not wanted) */
+    double *Gww, *Gwf, *gdiag, *glambda, *gytil, *mu;
+} bo_out;
+
+/* Lower Cholesky factor of the n x n matrix S (lower triangle read, leading
+ * dimension lds) plus eps I, written contiguously to L (upper part zeroed).
+ * Tries eps = base * scale, then escalates tenfold from
+ * max(base, 1e-10) * scale up to cap * scale (the rule of la_chol_jitter(),
+ * but relative to a given scale: C_vv may be nearly zero when O nearly
+ * coincides with Z, and its jitter must still be on the kernel's scale).
+ * Returns eps, or -1 when every attempt failed. */
+static double bo_chol_scaled(const double *S, int n, int lds, double scale,
+                             double base, double cap, double *L)
+{
+    if (n == 0) return 0.0;
+    double jit = base * scale;
+    const double maxjit = cap * scale;
+    for (;;) {
+        memset(L, 0, (size_t) n * n * sizeof(double));
+        for (int j = 0; j < n; j++)
+            for (int i = j; i < n; i++)
+                L[i + (size_t) n * j] = S[i + (size_t) lds * j];
+        for (int i = 0; i < n; i++)
+            L[i + (size_t) n * i] += jit;
+        if (la_chol(L, n) == 0) {
+            int ok = 1;
+            for (int i = 0; i < n; i++)
+                if (!(L[i + (size_t) n * i] > 0.0) ||
+                    !R_FINITE(L[i + (size_t) n * i]))
+                    ok = 0;
+            if (ok) return jit;
+        }
+        jit = (jit <= 0.0) ? 1e-10 * scale : 10.0 * jit;
+        if (jit > maxjit * (1.0 + 1e-12)) return -1.0;
+    }
+}
+
+/* Copy the n x m block at (r0, c0) of X (leading dimension ldx) to Y
+ * (contiguous, n x m). */
+static void bo_get_block(const double *X, int ldx, int r0, int c0, int n,
+                         int m, double *Y)
+{
+    for (int j = 0; j < m; j++)
+        memcpy(Y + (size_t) n * j, X + r0 + (size_t) ldx * (c0 + j),
+               (size_t) n * sizeof(double));
+}
+
+/* Write the contiguous n x m matrix Y into the block at (r0, c0) of X. */
+static void bo_put_block(double *X, int ldx, int r0, int c0, int n, int m,
+                         const double *Y)
+{
+    for (int j = 0; j < m; j++)
+        memcpy(X + r0 + (size_t) ldx * (c0 + j), Y + (size_t) n * j,
+               (size_t) n * sizeof(double));
+}
+
+/* Returns 0 on success; 1 if Kuu, 2 if Cvv could not be factorised within
+ * the jitter cap; 3 if B could not be factorised (non-finite values). */
+static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
+                        int N, const double *kdiag, const double *lambda,
+                        const double *ytil, double jit_base, double jit_cap,
+                        int variant, bo_out *out)
+{
+    const int M = M1 + M2;
+    const size_t MN = (size_t) M * N, MM = (size_t) M * M;
+    const int grad = out->Gwf != NULL;
+    const double one = 1.0, mone = -1.0, zero = 0.0;
+    const int ione = 1;
+
+    /* jitter scale: the mean prior variance of the inducing values */
+    double scale = 0.0;
+    for (int i = 0; i < M; i++) scale += Kww[i + (size_t) M * i];
+    scale /= M;
+    if (!(scale > 0.0)) scale = 1.0;
+
+    /* ---- L = [[Lu, 0], [dv', Lv]]: Algorithm 3 lines 2-5 ---------------- */
+    double *Lu = (double *) R_alloc((size_t) M1 * M1 + 1, sizeof(double));
+    double *Lv = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
+    double *dv = (double *) R_alloc((size_t) M1 * M2 + 1, sizeof(double));
+    double *Cvv = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
+    out->jit_u = bo_chol_scaled(Kww, M1, M, scale, jit_base, jit_cap, Lu);
+    if (out->jit_u < 0.0) return 1;
+    /* dv = Lu^-1 Kuv: M1 x M2 */
+    bo_get_block(Kww, M, 0, M1, M1, M2, dv);
+    if (M1 > 0 && M2 > 0)
+        la_trsm_left(Lu, M1, dv, M2, 'N');
+    /* Cvv = Kvv - dv'dv: M2 x M2 (lower) */
+    bo_get_block(Kww, M, M1, M1, M2, M2, Cvv);
+    if (M1 > 0 && M2 > 0)
+        F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, dv, &M1, &one, Cvv, &M2
+                        FCONE FCONE);
+    out->jit_v = bo_chol_scaled(Cvv, M2, M2, scale, jit_base, jit_cap, Lv);
+    if (out->jit_v < 0.0) return 2;
+    double *L = out->L;
+    memset(L, 0, MM * sizeof(double));
+    bo_put_block(L, M, 0, 0, M1, M1, Lu);
+    bo_put_block(L, M, M1, M1, M2, M2, Lv);
+    for (int j = 0; j < M1; j++)          /* L21 = dv' */
+        for (int i = 0; i < M2; i++)
+            L[M1 + i + (size_t) M * j] = dv[j + (size_t) M1 * i];
+
+    /* ---- A = [Au; Av]: M x N, Algorithm 3 lines 3, 4 and 6 -------------- */
+    double *A = (double *) R_alloc(MN, sizeof(double));
+    memcpy(A, Kwf, MN * sizeof(double));
+    if (M1 > 0) {
+        /* rows 1..M1: df = Lu^-1 Kuf */
+        F77_CALL(dtrsm)("L", "L", "N", "N", &M1, &N, &one, Lu, &M1, A, &M
+                        FCONE FCONE FCONE FCONE);
+        /* rows M1+1..M: Cvf = Kvf - dv' df (ERRATUM seed000 E8 concerns the
+         * test-point analogue of this line, handled in prediction) */
+        if (M2 > 0)
+            F77_CALL(dgemm)("T", "N", &M2, &N, &M1, &mone, dv, &M1, A, &M,
+                            &one, A + M1, &M FCONE FCONE);
+    }
+    if (M2 > 0)  /* Av = Lv^-1 Cvf */
+        F77_CALL(dtrsm)("L", "L", "N", "N", &M2, &N, &one, Lv, &M2, A + M1,
+                        &M FCONE FCONE FCONE FCONE);
+    double *isl = (double *) R_alloc((size_t) N, sizeof(double));
+    double *ys = (double *) R_alloc((size_t) N, sizeof(double));
+    double sumloglam = 0.0, yy = 0.0, trace = 0.0, trBv = 0.0;
+    for (int n = 0; n < N; n++) {
+        if ((n & 1023) == 1023) R_CheckUserInterrupt();
+        isl[n] = 1.0 / sqrt(lambda[n]);
+        ys[n] = ytil[n] * isl[n];
+        double *an = A + (size_t) M * n, s = 0.0, sv = 0.0;
+        for (int m = 0; m < M1; m++) {
+            an[m] *= isl[n];
+            s += an[m] * an[m];
+        }
+        for (int m = M1; m < M; m++) {
+            an[m] *= isl[n];
+            sv += an[m] * an[m];
+        }
+        s += sv;
+        trBv += sv;                         /* tr(Av Av') */
+        sumloglam += log(lambda[n]);
+        yy += ys[n] * ys[n];
+        /* per-point residual variance k_nn/lambda_n - |a_n|^2, summed */
+        trace += kdiag[n] / lambda[n] - s;
+    }
+
+    /* ---- B = I + A A' (lines 8-10) and its block Cholesky (11-15) ------- */
+    double *B = (double *) R_alloc(MM, sizeof(double));
+    memset(B, 0, MM * sizeof(double));
+    la_syrk(A, M, N, 1.0, 0.0, B);
+    for (int i = 0; i < M; i++) B[i + (size_t) M * i] += 1.0;
+    la_symmetrize_lower(B, M);
+    double *LBu = out->LBu, *LBv = out->LBv;
+    double *gam = (double *) R_alloc((size_t) M1 * M2 + 1, sizeof(double));
+    double *LQ = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
+    bo_get_block(B, M, 0, 0, M1, M1, LBu);
+    if (la_chol(LBu, M1) != 0) return 3;
+    bo_get_block(B, M, 0, M1, M1, M2, gam);           /* Buv */
+    if (M1 > 0 && M2 > 0)
+        la_trsm_left(LBu, M1, gam, M2, 'N');          /* gamma = LBu^-1 Buv */
+    bo_get_block(B, M, M1, M1, M2, M2, LQ);           /* Bv */
+    memcpy(LBv, LQ, (size_t) M2 * M2 * sizeof(double));
+    if (M1 > 0 && M2 > 0)                             /* Q = Bv - gamma'gamma */
+        F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, gam, &M1, &one, LQ, &M2
+                        FCONE FCONE);
+    if (la_chol(LQ, M2) != 0) return 3;
+    if (la_chol(LBv, M2) != 0) return 3;              /* SOLVE: chol(Bv) */
+    double *LB = out->LB;
+    memset(LB, 0, MM * sizeof(double));
+    bo_put_block(LB, M, 0, 0, M1, M1, LBu);
+    bo_put_block(LB, M, M1, M1, M2, M2, LQ);
+    for (int j = 0; j < M1; j++)                      /* LB21 = gamma' */
+        for (int i = 0; i < M2; i++)
+            LB[M1 + i + (size_t) M * j] = gam[j + (size_t) M1 * i];
+
+    /* ---- c = LB^-1 A ys (line 16) and the bounds (line 17, R5) ---------- */
+    F77_CALL(dgemv)("N", &M, &N, &one, A, &M, ys, &ione, &zero, out->c, &ione
+                    FCONE);
+    F77_CALL(dtrsv)("L", "N", "N", &M, LB, &M, out->c, &ione
+                    FCONE FCONE FCONE);
+    double cc = 0.0;
+    for (int m = 0; m < M; m++) cc += out->c[m] * out->c[m];
+    const double hu = la_half_logdet(LBu, M1), hq = la_half_logdet(LQ, M2),
+                 hv = la_half_logdet(LBv, M2);
+    out->fit = -0.5 * yy + 0.5 * cc;
+    out->trace = trace;
+    out->logdet[BO_UNION] = -hu - hq - 0.5 * sumloglam;
+    out->logdet[BO_SOLVE] = -hu - hv - 0.5 * sumloglam;
+    out->logdet[BO_ODVGP] = -hu - 0.5 * trBv - 0.5 * sumloglam;
+    for (int k = 0; k < 3; k++)
+        out->bound[k] = -0.5 * N * LOG_2PI + out->logdet[k] + out->fit -
+            0.5 * trace;
+
+    /* w = LB^-T c = B^-1 A ys */
+    memcpy(out->w, out->c, (size_t) M * sizeof(double));
+    F77_CALL(dtrsv)("L", "T", "N", &M, LB, &M, out->w, &ione
+                    FCONE FCONE FCONE);
+    if (!grad) return 0;
+
+    /* ---- adjoints ------------------------------------------------------- */
+    const double *w = out->w;
+    /* alpha = L^-T w */
+    double *alpha = (double *) R_alloc((size_t) M, sizeof(double));
+    memcpy(alpha, w, (size_t) M * sizeof(double));
+    F77_CALL(dtrsv)("L", "T", "N", &M, L, &M, alpha, &ione FCONE FCONE FCONE);
+    /* mu = Lambda^1/2 A'w; r = (ytil - mu) / lambda */
+    F77_CALL(dgemv)("T", &M, &N, &one, A, &M, w, &ione, &zero, out->mu, &ione
+                    FCONE);
+    double *r = (double *) R_alloc((size_t) N, sizeof(double));
+    for (int n = 0; n < N; n++) {
+        out->mu[n] /= isl[n];
+        r[n] = (ytil[n] - out->mu[n]) / lambda[n];
+    }
+
+    /* R = I - S, S the whitened posterior covariance of the variant */
+    double *Rm = (double *) R_alloc(MM, sizeof(double));
+    if (variant == BO_UNION) {
+        la_chol_inverse(LB, M, Rm);                   /* B^-1 */
+    } else {
+        memset(Rm, 0, MM * sizeof(double));
+        double *tmp = (double *) R_alloc(MM, sizeof(double));
+        la_chol_inverse(LBu, M1, tmp);                /* Bu^-1 */
+        bo_put_block(Rm, M, 0, 0, M1, M1, tmp);
+        if (variant == BO_SOLVE) {
+            la_chol_inverse(LBv, M2, tmp);            /* Bv^-1 */
+            bo_put_block(Rm, M, M1, M1, M2, M2, tmp);
+        } else {
+            for (int i = M1; i < M; i++) Rm[i + (size_t) M * i] = 1.0;
+        }
+    }
+    for (size_t i = 0; i < MM; i++) Rm[i] = -Rm[i];
+    for (int i = 0; i < M; i++) Rm[i + (size_t) M * i] += 1.0;
+
+    /* Y = w w' + R (B - I): M x M, then Psi = lower triangle mirrored and
+     * Gww = -1/2 L^-T Psi L^-1 */
+    double *Gww = out->Gww;
+    for (int i = 0; i < M; i++) B[i + (size_t) M * i] -= 1.0;   /* A A' */
+    F77_CALL(dgemm)("N", "N", &M, &M, &M, &one, Rm, &M, B, &M, &zero, Gww, &M
+                    FCONE FCONE);
+    for (int j = 0; j < M; j++)
+        for (int i = j; i < M; i++)
+            Gww[i + (size_t) M * j] = -0.5 * (Gww[i + (size_t) M * j] +
+                                              w[i] * w[j]);
+    la_symmetrize_lower(Gww, M);
+    la_trsm_left(L, M, Gww, M, 'T');
+    F77_CALL(dtrsm)("R", "L", "N", "N", &M, &M, &one, L, &M, Gww, &M
+                    FCONE FCONE FCONE FCONE);
+    /* round-off can leave Gww slightly asymmetric: it is symmetric in exact
+     * arithmetic (L^-T Psi L^-1 with Psi symmetric) */
+    for (int j = 0; j < M; j++)
+        for (int i = j + 1; i < M; i++) {
+            const double a = 0.5 * (Gww[i + (size_t) M * j] +
+                                    Gww[j + (size_t) M * i]);
+            Gww[i + (size_t) M * j] = Gww[j + (size_t) M * i] = a;
+        }
+
+    /* E = L^-T R: M x M; Gwf <- E A: M x N */
+    la_trsm_left(L, M, Rm, M, 'T');
+    F77_CALL(dgemm)("N", "N", &M, &N, &M, &one, Rm, &M, A, &M, &zero,
+                    out->Gwf, &M FCONE FCONE);
+    /* q_n = a_n' R a_n = Kwf_n' (E A)_n / sqrt(lambda_n), since
+     * Kwf_n = L a_n sqrt(lambda_n); then Gwf_n = (E A)_n / sqrt(lambda_n)
+     * + alpha r_n */
+    for (int n = 0; n < N; n++) {
+        if ((n & 1023) == 1023) R_CheckUserInterrupt();
+        double *g = out->Gwf + (size_t) M * n;
+        const double *kn = Kwf + (size_t) M * n;
+        double q = 0.0;
+        for (int m = 0; m < M; m++) q += kn[m] * g[m];
+        q *= isl[n];
+        for (int m = 0; m < M; m++) g[m] = g[m] * isl[n] + alpha[m] * r[n];
+        const double il = 1.0 / lambda[n];
+        out->gdiag[n] = -0.5 * il;
+        out->glambda[n] = 0.5 * (r[n] * r[n] - il - q * il +
+                                 kdiag[n] * il * il);
+        out->gytil[n] = -r[n];
+    }
+    return 0;
+}
+
+/* ---- .Call entry point ------------------------------------------------ */
+
+/* The three orthogonal collapsed bounds and, when grad is TRUE, the
+ * adjoints of the one chosen by variant (0 = union, 1 = SOLVE-GP family,
+ * 2 = ODVGP family).
+ * Kww: M x M, Kwf: M x N (rows: M1 regular inputs, then the orthogonal
+ * ones); kdiag, lambda, ytil: length N; jitter, jitter_cap: relative to the
+ * mean diagonal of Kww. */
+SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
+                  SEXP ytil, SEXP variant, SEXP jitter, SEXP jitter_cap,
+                  SEXP grad)
+{
+    chk_real_matrix(Kww, "Kww", -1);
+    const int M = nrows(Kww);
+    if (M < 1 || ncols(Kww) != M)
+        error("'Kww' must be a square matrix with at least one row");
+    chk_real_matrix(Kwf, "Kwf", -1);
+    if (nrows(Kwf) != M)
+        error("'Kwf' must have %d rows", M);
+    const int N = ncols(Kwf);
+    if (!isInteger(M1) || XLENGTH(M1) != 1 || INTEGER(M1)[0] == NA_INTEGER ||
+        INTEGER(M1)[0] < 0 || INTEGER(M1)[0] > M)
+        error("'M1' must be one integer between 0 and %d", M);
+    const int m1 = INTEGER(M1)[0], m2 = M - m1;
+    chk_real_vector(kdiag, "kdiag", N);
+    chk_real_vector(lambda, "lambda", N);
+    chk_real_vector(ytil, "ytil", N);
+    chk_finite(Kww, "Kww");
+    chk_finite(Kwf, "Kwf");
+    chk_finite(kdiag, "kdiag");
+    chk_finite(lambda, "lambda");
+    chk_finite(ytil, "ytil");
+    for (int n = 0; n < N; n++)
+        if (!(REAL(lambda)[n] > 0.0))
+            error("noise variances 'lambda' must be positive");
+    if (!isInteger(variant) || XLENGTH(variant) != 1 ||
+        INTEGER(variant)[0] < BO_UNION || INTEGER(variant)[0] > BO_ODVGP)
+        error("'variant' must be 0 (union), 1 (solve) or 2 (odvgp)");
+    const int var = INTEGER(variant)[0];
+    const double jb = chk_scalar(jitter, "jitter"),
+                 jc = chk_scalar(jitter_cap, "jitter_cap");
+    if (jb < 0.0 || jc < jb)
+        error("'jitter' must be >= 0 and 'jitter_cap' >= 'jitter'");
+    const int g = chk_flag(grad, "grad");
+
+    int nprot = 0;
+    bo_out o;
+    memset(&o, 0, sizeof(o));
+    SEXP sL = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
+    SEXP sLB = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
+    SEXP sLBu = PROTECT(allocMatrix(REALSXP, m1, m1)); nprot++;
+    SEXP sLBv = PROTECT(allocMatrix(REALSXP, m2, m2)); nprot++;
+    SEXP sc = PROTECT(allocVector(REALSXP, M)); nprot++;
+    SEXP sw = PROTECT(allocVector(REALSXP, M)); nprot++;
+    /* workers write m x m factors contiguously; R_alloc'd buffers of at
+     * least one element keep zero-size blocks valid pointers */
+    double *LBu = (double *) R_alloc((size_t) m1 * m1 + 1, sizeof(double));
+    double *LBv = (double *) R_alloc((size_t) m2 * m2 + 1, sizeof(double));
+    o.L = REAL(sL); o.LB = REAL(sLB); o.LBu = LBu; o.LBv = LBv;
+    o.c = REAL(sc); o.w = REAL(sw);
+    SEXP sGww = R_NilValue, sGwf = R_NilValue, sgd = R_NilValue,
+         sgl = R_NilValue, sgy = R_NilValue, smu = R_NilValue;
+    if (g) {
+        sGww = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
+        sGwf = PROTECT(allocMatrix(REALSXP, M, N)); nprot++;
+        sgd = PROTECT(allocVector(REALSXP, N)); nprot++;
+        sgl = PROTECT(allocVector(REALSXP, N)); nprot++;
+        sgy = PROTECT(allocVector(REALSXP, N)); nprot++;
+        smu = PROTECT(allocVector(REALSXP, N)); nprot++;
+        o.Gww = REAL(sGww); o.Gwf = REAL(sGwf); o.gdiag = REAL(sgd);
+        o.glambda = REAL(sgl); o.gytil = REAL(sgy); o.mu = REAL(smu);
+    }
+    const int status = bo_collapsed(REAL(Kww), REAL(Kwf), m1, m2, N,
+                                    REAL(kdiag), REAL(lambda), REAL(ytil),
+                                    jb, jc, var, &o);
+    if (status == 1)
+        error("Kuu is not positive definite even with jitter %g times its "
+              "mean diagonal: are regular inducing inputs duplicated?", jc);
+    if (status == 2)
+        error("the orthogonal covariance Cvv = Kvv - Kvu Kuu^-1 Kuv is not "
+              "positive definite even with jitter %g times the mean "
+              "diagonal of Kww: do orthogonal inputs coincide with each "
+              "other or with regular ones?", jc);
+    if (status == 3)
+        error("the Cholesky factorisation of B = I + A A' failed");
+    for (int k = 0; k < 3; k++)
+        if (!R_FINITE(o.bound[k]))
+            error("the bound is not finite");
+    memcpy(REAL(sLBu), LBu, (size_t) m1 * m1 * sizeof(double));
+    memcpy(REAL(sLBv), LBv, (size_t) m2 * m2 * sizeof(double));
+
+    SEXP sbounds = PROTECT(allocVector(REALSXP, 3)); nprot++;
+    SEXP slogdet = PROTECT(allocVector(REALSXP, 3)); nprot++;
+    SEXP sjit = PROTECT(allocVector(REALSXP, 2)); nprot++;
+    for (int k = 0; k < 3; k++) {
+        REAL(sbounds)[k] = o.bound[k];
+        REAL(slogdet)[k] = o.logdet[k];
+    }
+    REAL(sjit)[0] = o.jit_u;
+    REAL(sjit)[1] = o.jit_v;
+    const char *names[] = {"bound", "bounds", "logdet", "fit", "trace",
+                           "jitter", "L", "LB", "LBu", "LBv", "c", "w",
+                           "Gww", "Gwf", "gdiag", "glambda", "gytil", "mu",
+                           ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, ScalarReal(o.bound[var]));
+    SET_VECTOR_ELT(out, 1, sbounds);
+    SET_VECTOR_ELT(out, 2, slogdet);
+    SET_VECTOR_ELT(out, 3, ScalarReal(o.fit));
+    SET_VECTOR_ELT(out, 4, ScalarReal(o.trace));
+    SET_VECTOR_ELT(out, 5, sjit);
+    SET_VECTOR_ELT(out, 6, sL);
+    SET_VECTOR_ELT(out, 7, sLB);
+    SET_VECTOR_ELT(out, 8, sLBu);
+    SET_VECTOR_ELT(out, 9, sLBv);
+    SET_VECTOR_ELT(out, 10, sc);
+    SET_VECTOR_ELT(out, 11, sw);
+    SET_VECTOR_ELT(out, 12, sGww);
+    SET_VECTOR_ELT(out, 13, sGwf);
+    SET_VECTOR_ELT(out, 14, sgd);
+    SET_VECTOR_ELT(out, 15, sgl);
+    SET_VECTOR_ELT(out, 16, sgy);
+    SET_VECTOR_ELT(out, 17, smu);
+    UNPROTECT(nprot);
+    return out;
+}

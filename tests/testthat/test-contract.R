@@ -1,0 +1,61 @@
+# Every regression model honours the same contract: shapes and names of
+# predictions, non-negative variances, a symmetric full covariance whose
+# diagonal is the variance, a logLik with df and nobs, named coefficients,
+# an objective whose gradient has one entry per free parameter, and
+# print/summary/plot methods that work.
+
+regression_fits <- function() {
+  d <- toy_data(30, 2)
+  Z <- d$x[c(3, 8, 14, 20), ]
+  O <- d$x[c(5, 11, 25), ]
+  lam <- seq(0.02, 0.2, length.out = 30)
+  list(
+    gpr = gpr(d$x, d$y, optimize = FALSE),
+    sgpr = sgpr(d$x, d$y, inducing = Z, optimize = FALSE),
+    sgpr_known = sgpr(d$x, d$y, inducing = Z, noise = lam, optimize = FALSE),
+    sgpr_model = sgpr(d$x, d$y, inducing = Z, noise = ~ x1, optimize = FALSE),
+    osgpr_solve = osgpr(d$x, d$y, inducing = Z, orthogonal = O, optimize = FALSE),
+    osgpr_odvgp_union = osgpr(d$x, d$y, inducing = Z, orthogonal = O, type = "odvgp",
+                              bound = "union", optimize = FALSE))
+}
+
+test_that("every regression model honours the prediction contract", {
+  xs <- matrix(c(-1, 0, 0.5, 1.5, 0.2, -0.4), 3, 2, dimnames = list(c("a", "b", "c"), NULL))
+  for (nm in names(fits <- regression_fits())) {
+    fit <- fits[[nm]]
+    p <- predict(fit, xs)
+    expect_named(p, c("mean", "var"), label = nm)
+    expect_length(p$mean, 3L)
+    expect_named(p$mean, c("a", "b", "c"))
+    expect_true(all(p$var >= 0), label = nm)
+    pc <- predict(fit, xs, full_cov = TRUE)
+    expect_equal(dim(pc$cov), c(3L, 3L))
+    expect_equal(pc$cov, t(pc$cov), label = nm)
+    expect_equal(unname(diag(pc$cov)), unname(p$var), tolerance = 1e-8, label = nm)
+    expect_equal(pc$mean, p$mean, tolerance = 1e-10)
+    if (!identical(fit$noise_model$kind, "known")) {
+      pr <- predict(fit, xs, type = "response")
+      expect_true(all(pr$var > p$var), label = nm)
+    }
+    expect_length(predict(fit)$mean, 30L)
+    expect_length(fitted(fit), 30L)
+    expect_length(residuals(fit), 30L)
+    ll <- logLik(fit)
+    expect_s3_class(ll, "logLik")
+    expect_equal(attr(ll, "nobs"), 30L)
+    expect_equal(attr(ll, "df"), sum(!fit$fixed))
+    expect_true(is.finite(as.numeric(ll)))
+    cf <- coef(fit)
+    expect_true(is.numeric(cf) && !is.null(names(cf)) && all(is.finite(cf)), label = nm)
+    o <- objective(fit)
+    expect_equal(length(o$gr(o$par)), length(o$par))
+    expect_equal(names(o$gr(o$par)), names(o$par))
+    expect_equal(-o$fn(o$par), as.numeric(ll), tolerance = 1e-10, label = nm)
+    expect_output(print(fit))
+    expect_output(print(summary(fit)))
+    pdf(NULL)
+    pd <- plot(fit, n = 10)
+    dev.off()
+    expect_true(is.data.frame(pd), label = nm)
+  }
+})

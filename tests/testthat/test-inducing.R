@@ -1,0 +1,462 @@
+# Inducing point selection: seed004 verification targets 18-21 and 4,
+# checked against dense formulas (no finite differences needed).
+
+# diag(K - Q) and Q = K_fu K_uu^-1 K_uf by the textbook formula; the
+# kernels are stationary, so diag K = variance. `kern` evaluates kernel
+# matrices (the naive loop oracle, or kernel_matrix() for larger problems).
+dense_residual <- function(k, x, Z, full = TRUE, kern = naive_kernel) {
+  Kuf <- kern(k, Z, x)
+  A <- solve(kern(k, Z, Z), Kuf)
+  list(d = k$variance - colSums(Kuf * A), Q = if (full) crossprod(Kuf, A))
+}
+
+test_that("the incremental residual and factor equal the dense diag(K - Q) (target 18)", {
+  d <- toy_data(40, 2)
+  w <- seq(0.5, 3, length.out = 40)
+  for (k in all_kernels(2)) {
+    set.seed(1)
+    s <- select_inducing(d$x, k, M = 10, weights = w, factor = TRUE)
+    expect_equal(s$M, 10L)
+    expect_equal(s$Z, d$x[s$index, , drop = FALSE], ignore_attr = TRUE)
+    expect_equal(s$trace0, sum(w * k$variance), tolerance = 1e-14)
+    for (m in c(1, 4, 10)) {
+      ref <- dense_residual(k, d$x, d$x[s$index[1:m], , drop = FALSE])
+      expect_equal(tcrossprod(s$factor[, 1:m]), ref$Q, tolerance = 1e-10)
+      expect_equal(s$trace[m], sum(w * ref$d), tolerance = 1e-10)
+      if (m == 10) expect_equal(s$residual, ref$d, tolerance = 1e-10)
+    }
+    # the chosen points are exactly explained
+    expect_true(all(s$residual[s$index] == 0))
+  }
+})
+
+test_that("the first pick is argmax w_n k(x_n, x_n) and each pick maximises w_n d_n (targets 18, 19)", {
+  d <- toy_data(50, 2)
+  set.seed(2)
+  w <- runif(50, 0.2, 5)
+  for (k in all_kernels(2)[c("rbf", "matern12_ard", "matern52")]) {
+    s <- select_inducing(d$x, k, M = 12, weights = w)
+    expect_equal(s$index[1], which.max(w))
+    for (m in 1:11) {
+      r <- dense_residual(k, d$x, d$x[s$index[1:m], , drop = FALSE], full = FALSE)$d
+      crit <- w * pmax(r, 0)
+      expect_gte(crit[s$index[m + 1]], max(crit) - 1e-10 * max(w))
+      expect_true(crit[s$index[m + 1]] > 1e-8)
+    }
+  }
+  # plain: the residual criterion is unweighted
+  s <- select_inducing(d$x, kernel_matern32(0.7, 1.2), M = 8)
+  r <- dense_residual(kernel_matern32(0.7, 1.2), d$x, d$x[s$index[1:7], ], full = FALSE)$d
+  expect_equal(r[s$index[8]], max(r), tolerance = 1e-10)
+})
+
+test_that("ties are broken by R's RNG: the first pick with equal weights is the first of sample.int(N)", {
+  d <- toy_data(30, 1)
+  k <- kernel_rbf(0.8, 1.3)
+  for (seed in 1:3) {
+    set.seed(seed)
+    p <- sample.int(30)
+    set.seed(seed)
+    s <- select_inducing(d$x, k, M = 3)
+    expect_equal(s$index[1], p[1])
+  }
+  # a regular grid has many exact ties; different seeds pick differently
+  g <- as.matrix(expand.grid(1:6, 1:6))
+  firsts <- vapply(1:6, function(seed) {
+    set.seed(seed)
+    select_inducing(g, kernel_rbf(1, 1), M = 2)$index[1]
+  }, 1L)
+  expect_gt(length(unique(firsts)), 1L)
+})
+
+test_that("selections are reproducible and nested: Z(M = 20) == Z(M = 30)[1:20] (target 20)", {
+  d <- toy_data(80, 2)
+  k <- kernel_matern52(0.6, 1)
+  w <- exp(sin(3 * d$x[, 1]))
+  set.seed(9)
+  a <- select_inducing(d$x, k, M = 30, weights = w)
+  set.seed(9)
+  b <- select_inducing(d$x, k, M = 30, weights = w)
+  expect_identical(a, b)
+  set.seed(9)
+  s20 <- select_inducing(d$x, k, M = 20, weights = w)
+  expect_identical(s20$Z, a$Z[1:20, ])
+  expect_identical(s20$trace, a$trace[1:20])
+  set.seed(4)
+  p20 <- select_inducing(d$x, k, M = 20)
+  set.seed(4)
+  p30 <- select_inducing(d$x, k, M = 30)
+  expect_identical(p20$Z, p30$Z[1:20, ])
+  expect_false(anyDuplicated(a$index) > 0)
+})
+
+test_that("planning pivots in blocks changes nothing but the speed", {
+  set.seed(25)
+  for (D in c(1, 3, 8)) {
+    x <- matrix(runif(600 * D), ncol = D)
+    w <- runif(600, 0.5, 2)
+    k <- kernel_matern52(0.15 * sqrt(D), 1)
+    ref <- NULL
+    for (b in c(1, 3, 16, 64)) {
+      set.seed(26)
+      s <- select_inducing(x, k, M = 120, weights = w, block = b, factor = TRUE)
+      if (is.null(ref)) { ref <- s; next }
+      expect_identical(s$index, ref$index)
+      expect_equal(s$factor, ref$factor, tolerance = 1e-12)
+      expect_equal(s$trace, ref$trace, tolerance = 1e-12)
+    }
+    ref_res <- dense_residual(k, x, ref$Z, full = FALSE, kern = kernel_matrix)$d
+    expect_equal(ref$residual, ref_res, tolerance = 1e-8)
+  }
+  expect_error(select_inducing(x, k, block = 0), "'block'")
+})
+
+test_that("equal weights give the plain method (target 19)", {
+  d <- toy_data(60, 2)
+  k <- kernel_rbf(c(0.7, 1.1), 0.9)
+  set.seed(3)
+  p <- select_inducing(d$x, k, M = 15)
+  set.seed(3)
+  w <- select_inducing(d$x, k, M = 15, weights = rep(2.5, 60))
+  expect_identical(w$index, p$index)
+  expect_equal(w$trace, 2.5 * p$trace, tolerance = 1e-14)
+  expect_false(p$weighted)
+  expect_true(w$weighted)
+})
+
+test_that("the weighted trace never increases and a threshold stops early (target 20)", {
+  set.seed(5)
+  x <- matrix(runif(300, 0, 10))
+  k <- kernel_rbf(0.05, 1)
+  w <- runif(300, 0.5, 2)
+  set.seed(6)
+  long <- select_inducing(x, k, M = 150, weights = w)
+  tr <- c(long$trace0, long$trace)
+  expect_true(all(diff(tr) <= 1e-12 * long$trace0))
+  # the threshold keeps exactly the points up to the one that crossed it
+  thr <- sqrt(long$trace[39] * long$trace[40])
+  set.seed(6)
+  s <- select_inducing(x, k, weights = w, threshold = thr)
+  expect_equal(s$M, 40L)
+  expect_equal(s$stop, "threshold")
+  expect_lt(s$trace[40], thr)
+  expect_gte(s$trace[39], thr)
+  expect_identical(s$Z, long$Z[1:40, , drop = FALSE])
+  expect_equal(n_inducing(long, thr), 40L)
+  expect_true(is.na(n_inducing(long, 0)))
+  # M caps a threshold selection
+  set.seed(6)
+  capped <- select_inducing(x, k, M = 10, weights = w, threshold = thr)
+  expect_equal(capped$M, 10L)
+  expect_equal(capped$stop, "M")
+  # beyond the first capacity of 128 columns the selection continues exactly
+  set.seed(6)
+  deep <- select_inducing(x, k, weights = w, threshold = long$trace[140] * 0.999)
+  expect_equal(deep$M, 141L)
+  expect_identical(deep$index, long$index[1:141])
+  # a threshold above the prior trace still returns one point
+  set.seed(6)
+  one <- select_inducing(x, k, threshold = 1e6)
+  expect_equal(one$M, 1L)
+})
+
+test_that("repeated rows never give duplicated inducing inputs (target 20; seed004 section 9)", {
+  set.seed(7)
+  base <- matrix(runif(16, -2, 2), 8, 2)
+  x <- base[sample(rep(1:8, 5)), ]
+  for (k in all_kernels(2)) {
+    for (tol in c(1e-10, 0)) {
+      s <- select_inducing(x, k, M = 20, tol = tol)
+      expect_equal(s$M, 8L)
+      expect_equal(s$stop, "exhausted")
+      expect_equal(anyDuplicated(s$Z), 0L)
+      expect_lt(s$trace[8], 1e-12 * s$trace0)
+    }
+  }
+  # the models accept such a selection
+  y <- sin(x[, 1]) + x[, 2]
+  s <- select_inducing(x, kernel_rbf(1, 1), M = 20)
+  fit <- sgpr(x, y, kernel = kernel_rbf(1, 1), inducing = s, noise = 0.1,
+              optimize = FALSE)
+  expect_true(is.finite(logLik(fit)))
+  # an (almost) low-rank kernel stops once the residuals are negligible
+  z <- matrix(seq(0, 1, length.out = 50))
+  set.seed(23)
+  s <- select_inducing(z, kernel_rbf(50, 1), M = 50, tol = 1e-10)
+  expect_lt(s$M, 50L)
+  expect_equal(s$stop, "exhausted")
+  expect_true(max(s$residual) <= 1e-10)
+  expect_equal(anyDuplicated(s$index), 0L)
+  # with tol = 0 it continues through rounding-level residuals, never repeating
+  set.seed(23)
+  s0 <- select_inducing(z, kernel_rbf(50, 1), M = 40)
+  expect_gt(s0$M, s$M)
+  expect_true(s0$stop %in% c("M", "exhausted"))
+  expect_equal(anyDuplicated(s0$index), 0L)
+  expect_true(all(s0$residual >= 0))
+  expect_identical(s0$index[seq_len(s$M)], s$index)
+})
+
+test_that("the SGPR bound never decreases along the greedy sequence; the increment is seed004 section 3.6's (target 4)", {
+  d <- toy_data(40, 2)
+  lam <- seq(0.02, 0.4, length.out = 40)
+  k <- kernel_matern32(c(0.6, 0.9), 1.1)
+  set.seed(8)
+  s <- select_inducing(d$x, k, M = 12, weights = 1 / lam, factor = TRUE)
+  bound <- function(m) {
+    f <- sgpr(d$x, d$y, kernel = k, inducing = s$Z[seq_len(m), , drop = FALSE],
+              noise = lam, mean = 0, optimize = FALSE, control = list(jitter = 0))
+    as.numeric(logLik(f))
+  }
+  b <- vapply(1:12, bound, 1)
+  expect_true(all(diff(b) > -1e-10))
+  # 2 (L+ - L) = -log(1 + b'S^-1 b) + b'Lambda^-1 b + (y'S^-1 b)^2 / (1 + b'S^-1 b),
+  # S = Lambda + Q, with b the new column of the partial Cholesky factor
+  for (m in c(3, 7, 11)) {
+    C <- s$factor[, 1:m]
+    S <- diag(lam) + tcrossprod(C)
+    bb <- s$factor[, m + 1]
+    Sb <- solve(S, bb)
+    a <- sum(bb * Sb)
+    inc <- 0.5 * (-log1p(a) + sum(bb^2 / lam) + sum(d$y * Sb)^2 / (1 + a))
+    expect_equal(b[m + 1] - b[m], inc, tolerance = 1e-8)
+    expect_gte(inc, 0)
+  }
+})
+
+test_that("random and k-means selections (target 21) and their traces", {
+  d <- toy_data(60, 2)
+  x <- rbind(d$x, d$x[1:10, ])            # some repeated rows
+  k <- kernel_rbf(0.8, 1)
+  w <- seq(1, 2, length.out = 70)
+  set.seed(10)
+  r <- select_inducing(x, k, M = 25, method = "random", weights = w)
+  expect_equal(nrow(r$Z), 25L)
+  expect_equal(anyDuplicated(r$Z), 0L)
+  expect_identical(r$Z, x[r$index, , drop = FALSE], ignore_attr = TRUE)
+  expect_true(all(r$index >= 1 & r$index <= 70))
+  set.seed(10)
+  expect_identical(select_inducing(x, k, M = 25, method = "random", weights = w)$index, r$index)
+  set.seed(11)
+  km <- select_inducing(x, k, M = 12, method = "kmeans", weights = w)
+  expect_equal(dim(km$Z), c(12L, 2L))
+  expect_null(km$index)
+  expect_equal(anyDuplicated(km$Z), 0L)
+  # the trace of nested prefixes equals the dense formula
+  for (sel in list(r, km)) {
+    for (m in c(1, 5, sel$M)) {
+      ref <- dense_residual(k, x, sel$Z[1:m, , drop = FALSE], full = FALSE)$d
+      expect_equal(sel$trace[m], sum(w * ref), tolerance = 1e-9)
+    }
+    expect_equal(sel$trace0, sum(w * k$variance))
+  }
+  # k-means with M = number of distinct inputs returns them
+  set.seed(1)
+  all <- select_inducing(x, k, M = 60, method = "kmeans", trace = FALSE)
+  expect_equal(nrow(unique(rbind(all$Z, d$x))), 60L)
+  expect_null(all$trace)
+  # greedy beats random on the trace it minimises
+  set.seed(12)
+  g <- select_inducing(x, k, M = 25, weights = w)
+  expect_lt(g$trace[25], r$trace[25])
+})
+
+test_that("the trace along a given sequence skips inputs that add nothing", {
+  d <- toy_data(30, 2)
+  k <- kernel_matern32(0.8, 1)
+  kc <- sparsevgp:::.kern_c(k)
+  Z <- rbind(d$x[1:3, ], d$x[2, ], c(0.3, -0.2))
+  r <- .Call(sparsevgp:::ffi_sel_trace, kc, d$x, rep(1, 30), Z, 1e-10, TRUE)
+  expect_equal(r$rank, 4L)
+  expect_equal(r$trace[4], r$trace[3])
+  ref <- dense_residual(k, d$x, Z[c(1:3, 5), ], full = FALSE)$d
+  expect_equal(r$d, ref, tolerance = 1e-10)
+  expect_equal(r$trace[5], sum(ref), tolerance = 1e-10)
+  expect_equal(dim(r$factor), c(30L, 4L))
+})
+
+test_that("the weighted trace brackets the expected KL: t/2 <= E[KL] <= t (seed004 eq. 3.7)", {
+  d <- toy_data(40, 1)
+  lam <- seq(0.01, 0.2, length.out = 40)
+  k <- kernel_rbf(0.5, 1)
+  K <- naive_kernel(k, d$x, d$x)
+  set.seed(13)
+  s <- select_inducing(d$x, k, M = 8, weights = 1 / lam, factor = TRUE)
+  for (m in c(3, 5, 8)) {
+    Q <- tcrossprod(s$factor[, 1:m])
+    t <- s$trace[m]
+    S1 <- K + diag(lam)
+    S2 <- Q + diag(lam)
+    # E_y[log p(y) - L(y)] for y ~ N(0, K + Lambda): KL(N(0,S1) || N(0,S2)) + t/2
+    kl <- 0.5 * (sum(diag(solve(S2, S1))) - 40 +
+                   determinant(S2)$modulus - determinant(S1)$modulus)
+    ekl <- as.numeric(kl) + t / 2
+    expect_gte(ekl, t / 2)
+    expect_lte(ekl, t)
+    # kl_threshold(kl) with weights 1/lambda is kl itself
+    expect_equal(kl_threshold(ekl), ekl)
+  }
+  expect_equal(kl_threshold(2, noise = 0.1), 0.2)
+  expect_equal(kl_threshold(1e-3, noise = 0.5, N = 200), 0.1)
+  expect_error(kl_threshold(-1), "'kl'")
+  expect_error(kl_threshold(1, noise = 0), "'noise'")
+})
+
+test_that("sgpr() selects greedily, weighted by 1/lambda for known noise, and accepts every form of 'inducing'", {
+  d <- toy_data(50, 2)
+  k <- kernel_rbf(0.8, 1)
+  set.seed(14)
+  f <- sgpr(d$x, d$y, kernel = k, inducing = 9, noise = 0.1, optimize = FALSE)
+  set.seed(14)
+  expect_equal(f$params$Z, select_inducing(d$x, k, M = 9)$Z, ignore_attr = TRUE)
+  lam <- exp(seq(-4, 0, length.out = 50))
+  set.seed(15)
+  f <- sgpr(d$x, d$y, kernel = k, inducing = 9, noise = lam, optimize = FALSE)
+  set.seed(15)
+  hw <- select_inducing(d$x, k, M = 9, weights = 1 / lam)
+  expect_equal(f$params$Z, hw$Z, ignore_attr = TRUE)
+  set.seed(15)
+  expect_false(identical(select_inducing(d$x, k, M = 9)$index, hw$index))
+  for (meth in c("greedy", "kmeans", "random")) {
+    set.seed(16)
+    f <- sgpr(d$x[1:30, ], d$y[1:30], kernel = k, inducing = meth, noise = 0.1,
+              optimize = FALSE)
+    expect_equal(dim(f$params$Z), c(30L, 2L))
+  }
+  sel <- select_inducing(d$x, k, M = 6)
+  f <- sgpr(d$x, d$y, kernel = k, inducing = sel, noise = 0.1, optimize = FALSE)
+  expect_equal(f$params$Z, sel$Z, ignore_attr = TRUE)
+  expect_error(sgpr(d$x, d$y, inducing = "greedier"), "'inducing' must be")
+  # the default is greedy with M = min(N, 100)
+  set.seed(17)
+  f <- sgpr(d$x, d$y, kernel = k, noise = 0.1, optimize = FALSE)
+  expect_equal(nrow(f$params$Z), 50L)
+})
+
+test_that("reinit_inducing() alternates selection and fitting and keeps the best pass", {
+  d <- toy_data(60, 1)
+  set.seed(18)
+  fit <- sgpr(d$x, d$y, inducing = 12, fixed = c("Z", "mean"), mean = 0.1)
+  re <- reinit_inducing(fit, max_passes = 5)
+  expect_equal(re$reinit$stop, "converged")
+  h <- re$reinit$history
+  expect_s3_class(h, "data.frame")
+  expect_equal(names(h), c("pass", "M", "bound", "trace"))
+  expect_equal(h$bound[1], fit$bound)
+  expect_equal(as.numeric(logLik(re)), max(h$bound))
+  expect_true(all(h$M == 12L))
+  expect_equal(re$reinit$best_pass, h$pass[which.max(h$bound)])
+  if (re$reinit$best_pass > 0) {
+    expect_true(all(re$fixed[grepl("^Z\\[", names(re$fixed))]))
+    expect_true(re$fixed[["mean"]])
+    expect_equal(re$params$mean, 0.1)
+    # the selection of the best pass is the greedy one for its kernel and weights
+  }
+  # the bound of the returned fit is its own (not stale)
+  expect_equal(re$bound, sparsevgp:::.finish(re)$bound, tolerance = 1e-10)
+  expect_match(paste(capture.output(summary(re)), collapse = "\n"), "re-selected")
+  # a threshold chooses M at every pass
+  set.seed(19)
+  re2 <- suppressWarnings(reinit_inducing(fit, threshold = kl_threshold(1), max_passes = 3))
+  expect_true(all(re2$reinit$history$trace[-1] < 1))
+  expect_true(nrow(re2$reinit$history) >= 2L)
+  # a pass cap without convergence warns
+  expect_warning(reinit_inducing(fit, max_passes = 1, conv_tol = 1e-12), "did not converge")
+  # patience ends a wandering loop: stop once `patience` passes fail to beat the best
+  set.seed(24)
+  fit6 <- sgpr(d$x, d$y, inducing = 6, fixed = "Z")
+  set.seed(24)
+  rp <- reinit_inducing(fit6, patience = 1, max_passes = 20, conv_tol = 1e-12)
+  hp <- rp$reinit$history
+  expect_equal(rp$reinit$stop, "patience")
+  last <- nrow(hp)
+  expect_lte(hp$bound[last], max(hp$bound[-last]))
+  expect_equal(as.numeric(logLik(rp)), max(hp$bound))
+  expect_error(reinit_inducing(fit, patience = 0), "'patience'")
+  # a failing refit ends the loop with the best fit so far
+  bad <- fit
+  bad$refit_fun <- function(fit, Z) stop("no Cholesky today")
+  expect_warning(rb <- reinit_inducing(bad), "pass 1 failed \\(no Cholesky today\\)")
+  expect_equal(rb$reinit$stop, "error")
+  expect_equal(rb$bound, fit$bound)
+  # the model's weights can come from the fit (the hook a classifier uses)
+  hook <- fit
+  hook$select_weights <- function(f) seq(1, 3, length.out = nrow(f$x))
+  set.seed(27)
+  rh <- reinit_inducing(hook, max_passes = 1, conv_tol = 1e6)
+  set.seed(27)
+  sh <- select_inducing(fit$x, sparsevgp:::.kernel_at(fit$kernel, fit$params), M = 12,
+                        weights = seq(1, 3, length.out = 60))
+  expect_equal(rh$reinit$history$trace[2], sh$trace[12])
+  expect_error(reinit_inducing(list()), "'fit' must be")
+  expect_error(reinit_inducing(fit, max_passes = 0), "'max_passes'")
+})
+
+test_that("heteroscedastic reinit uses the fitted noise as weights", {
+  set.seed(20)
+  x <- sort(runif(80, -3, 3))
+  y <- sin(2 * x) + rnorm(80, sd = ifelse(x > 0, 0.6, 0.05))
+  fit <- sgpr(x, y, inducing = 8, noise = ~ I(x > 0), fixed = "Z")
+  lam <- sparsevgp:::.sgpr_lambda(fit, fit$params)
+  expect_gt(max(lam) / min(lam), 10)
+  re <- suppressWarnings(reinit_inducing(fit, max_passes = 3))
+  expect_gte(re$bound, fit$bound)
+  # the weighted selection favours the low-noise half
+  set.seed(21)
+  s <- select_inducing(x, sparsevgp:::.kernel_at(re$kernel, re$params), M = 8, weights = 1 / sparsevgp:::.sgpr_lambda(re, re$params))
+  expect_gt(sum(s$Z < 0), sum(s$Z > 0))
+})
+
+test_that("bad input gives clear errors", {
+  d <- toy_data(20, 2)
+  k <- kernel_rbf(1, 1)
+  expect_error(select_inducing(rbind(d$x, NA), k), "'x' contains NA")
+  expect_error(select_inducing(d$x, "rbf"), "'kernel' must be")
+  expect_error(select_inducing(d$x, k, M = 21), "only N = 20")
+  expect_error(select_inducing(d$x, k, M = 0), "'M' must be")
+  expect_error(select_inducing(d$x, k, M = 2.5), "'M' must be")
+  expect_error(select_inducing(d$x, k, weights = 1:3), "'weights' has length 3")
+  expect_error(select_inducing(d$x, k, weights = c(-1, rep(1, 19))), "'weights' must be positive")
+  expect_error(select_inducing(d$x, k, weights = c(NA, rep(1, 19))), "'weights' must be positive")
+  expect_error(select_inducing(d$x, k, weights = letters[1:20]), "'weights' must be a numeric")
+  expect_error(select_inducing(d$x, k, threshold = -1), "'threshold'")
+  expect_error(select_inducing(d$x, k, method = "kmeans", threshold = 1), "only used by")
+  expect_error(select_inducing(d$x, k, method = "bogus"), "'arg' should be one of")
+  expect_error(select_inducing(d$x, k, toll = 1), "unknown options .* toll")
+  expect_error(select_inducing(d$x, k, 5, "greedy", NULL, NULL, 1e-3), "must be named")
+  expect_error(select_inducing(d$x, k, tol = 2), "'tol'")
+  expect_error(select_inducing(d$x, k, method = "kmeans", nstart = 0), "'nstart'")
+  expect_error(select_inducing(d$x, kernel_rbf(c(1, 2, 3), 1)), "3 lengthscales")
+  x <- d$x[c(1:3, 1:3), ]
+  expect_error(select_inducing(x, k, M = 4, method = "random"), "only 3 distinct")
+  expect_error(select_inducing(x, k, M = 4, method = "kmeans"), "only 3 distinct")
+  expect_error(n_inducing(list(), 1), "'selection'")
+  # the C entry points check what they receive
+  kc <- sparsevgp:::.kern_c(k)
+  expect_error(.Call(sparsevgp:::ffi_sel_greedy, kc, d$x, rep(1, 20), 3, 0, 1:19, 1e-10, 32, FALSE),
+               "'perm'")
+  expect_error(.Call(sparsevgp:::ffi_sel_greedy, kc, d$x, rep(1, 20), 3, 0, rep(1L, 20), 1e-10, 32, FALSE),
+               "permutation")
+  expect_error(.Call(sparsevgp:::ffi_sel_greedy, kc, d$x, rep(1, 20), 30, 0, 1:20, 1e-10, 32, FALSE),
+               "'M'")
+  expect_error(.Call(sparsevgp:::ffi_sel_trace, kc, d$x, rep(1, 20), d$x[, 1, drop = FALSE], 0, FALSE),
+               "'Z' must have 2 columns")
+})
+
+test_that("print and plot", {
+  d <- toy_data(40, 1)
+  set.seed(22)
+  s <- select_inducing(d$x, kernel_rbf(0.5, 1), threshold = 1e-2)
+  out <- capture.output(print(s))
+  expect_match(out[1], "greedy conditional variance, M = [0-9]+ of N = 40")
+  expect_true(any(grepl("below the threshold", out)))
+  expect_lte(length(out), 12L)
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off())
+  p <- plot(s)
+  expect_equal(p$trace, c(s$trace0, s$trace))
+  expect_equal(p$M, 0:s$M)
+  km <- select_inducing(d$x, kernel_rbf(0.5, 1), M = 5, method = "kmeans", trace = FALSE)
+  expect_error(plot(km), "no trace")
+  expect_match(capture.output(print(km))[1], "k-means")
+})
