@@ -58,7 +58,7 @@
 #'   \code{optimize_inducing = TRUE}).
 #' @param M the number of inducing inputs for the selection methods; by
 #'   default \eqn{\min(N, 100)}. With a \code{threshold} it is the most that
-#'   greedy selection may take.
+#'   greedy selection may take (by default no limit).
 #' @param threshold for \code{"hgv"} and \code{"gv"}: stop adding inducing
 #'   inputs once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))}
 #'   falls below it, so that \eqn{M} is chosen automatically (seed004
@@ -162,6 +162,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
     fixed_names = list(user = fixed, always = always),
     control = control, selection = spec,
     eval_fun = .pgpr_eval, predict_fun = .sgpr_predict_latent,
+    select_weights = function(f) pg_theta(f$c), refit_fun = .pgpr_refit,
     model = sprintf("Polya-Gamma sparse GP classification (PGPR), inducing inputs: %s",
                     .pgpr_inducing_label(spec, optimize_inducing))),
     class = c("pgpr", "sparsevgp"))
@@ -241,18 +242,22 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
       stop(sprintf("'inducing' must be one of %s, a number M, a matrix or a select_inducing() result",
                    paste(sprintf("\"%s\"", .pgpr_methods), collapse = ", ")), call. = FALSE)
     }
-    if (is.null(M)) M <- min(N, 100L)
-    if (!is.numeric(M) || length(M) != 1L || !is.finite(M) || M < 1 || M != round(M)) {
-      stop("'M' must be a whole number of inducing points >= 1", call. = FALSE)
-    }
-    if (M > N) {
-      stop(sprintf("'M' asks for M = %d inducing points but there are only N = %d observations",
-                   as.integer(M), N), call. = FALSE)
-    }
     if (!is.null(threshold) && !inducing %in% c("hgv", "gv")) {
       stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
     }
-    return(list(method = inducing, M = as.integer(M), threshold = threshold, Z = NULL))
+    # with a threshold, M is only a cap (none by default)
+    if (is.null(M) && is.null(threshold)) M <- min(N, 100L)
+    if (!is.null(M)) {
+      if (!is.numeric(M) || length(M) != 1L || !is.finite(M) || M < 1 || M != round(M)) {
+        stop("'M' must be a whole number of inducing points >= 1", call. = FALSE)
+      }
+      if (M > N) {
+        stop(sprintf("'M' asks for M = %d inducing points but there are only N = %d observations",
+                     as.integer(M), N), call. = FALSE)
+      }
+      M <- as.integer(M)
+    }
+    return(list(method = inducing, M = M, threshold = threshold, Z = NULL))
   }
   if (!is.null(threshold)) {
     stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
@@ -274,24 +279,36 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   if (optimize_inducing) paste(lab, "+ gradient optimisation") else lab
 }
 
-# The one place where PGPR asks for inducing inputs. "hgv" weights the
-# greedy conditional variance by theta (seed004 section 7.4), "gv" does not.
-# TEMPORARY: select_inducing() is being built in another branch; until it is
-# merged, "hgv" and "gv" fall back to k-means so that the rest of the model
-# works. This function is the only thing to change when it lands.
+# The one place where PGPR asks for inducing inputs (select_inducing(),
+# R/inducing.R): "hgv" is greedy conditional variance weighted by theta
+# (heteroscedastic greedy variance, seed004 section 7.4), "gv" unweighted
+# (Burt et al. 2020), "kmeans" k-means centres, "uniform" distinct training
+# inputs drawn without replacement (seed004 sections 7.1, 7.2). With a
+# threshold (greedy only) the selection stops once the weighted trace
+# tr(W (Kff - Qff)) falls below it, with M (if given) as a cap.
 .pgpr_select <- function(x, kernel, M, theta, method, threshold = NULL) {
-  switch(method,
-    hgv = ,
-    gv = ,
-    kmeans = .kmeans_inducing(x, M),
-    uniform = {
-      ux <- unique(x)
-      if (nrow(ux) < M) {
-        stop(sprintf("there are only %d distinct inputs, fewer than M = %d", nrow(ux), M),
-             call. = FALSE)
-      }
-      ux[sort(sample.int(nrow(ux), M)), , drop = FALSE]
-    })
+  sel <- switch(method,
+    hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = theta,
+                          threshold = threshold),
+    gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = threshold),
+    kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
+    uniform = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
+  sel$Z
+}
+
+# reinit_inducing() hook: refit with new inducing inputs held fixed, by the
+# inner loop (L-BFGS-B on the kernel alternated with c updates).
+.pgpr_refit <- function(fit, Z) {
+  dimnames(Z) <- list(NULL, colnames(fit$x))
+  fit$params$Z <- Z
+  fit$fixed <- .fixed_mask(fit$fixed_names$user, fit$params, fit$transforms,
+                           unique(c(fit$fixed_names$always, "Z")))
+  start <- proc.time()[["elapsed"]]
+  fit <- .pgpr_inner(fit)
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit <- .finish(fit)
+  fit$theta <- pg_theta(fit$c)
+  fit
 }
 
 # ---- bound and gradient -----------------------------------------------------------

@@ -37,9 +37,11 @@
 #'   for \code{"gaussian"} a numeric vector.
 #' @param kernel a kernel; parameters left \code{NULL} are chosen from the
 #'   data (variance 1 for Bernoulli).
-#' @param inducing the inducing inputs: a matrix, a number \eqn{M} (k-means
-#'   centres of the inputs), or the result of \code{select_inducing()}. By
-#'   default \eqn{M = \min(N, 100)}.
+#' @param inducing the inducing inputs: a matrix, a number \eqn{M} or one of
+#'   \code{"greedy"}, \code{"kmeans"}, \code{"random"} (chosen by
+#'   \code{\link{select_inducing}()} as in \code{\link{sgpr}()}), or the
+#'   result of \code{select_inducing()}. By default \eqn{M = \min(N, 100)} by
+#'   greedy conditional variance.
 #' @param likelihood \code{"bernoulli"} (logit link) or \code{"gaussian"}.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}).

@@ -386,3 +386,51 @@ test_that("the double loop re-selects, records its history and keeps the best pa
   f2 <- update(f1, control = list(inner_max = 1))
   expect_s3_class(f2, "pgpr")
 })
+
+test_that("HGV weights the greedy selection by theta: boundary points (target 17, 19)", {
+  bd <- classification_data("banana")
+  x <- as.matrix(bd[c("x1", "x2")])
+  k <- kernel_rbf(1, 1)
+  # with all c equal (the start, c = 0.1) the weights are equal: HGV = GV (target 19)
+  set.seed(3)
+  h1 <- pgpr(x, bd$y, kernel = k, inducing = "hgv", M = 12, optimize = FALSE)
+  set.seed(3)
+  g1 <- pgpr(x, bd$y, kernel = k, inducing = "gv", M = 12, optimize = FALSE)
+  expect_equal(h1$params$Z, g1$params$Z)
+  # the selection is select_inducing()'s, with weights theta
+  set.seed(3)
+  s <- select_inducing(x, k, M = 12, method = "greedy", weights = pg_theta(rep(0.1, 400)))
+  expect_equal(unname(h1$params$Z), unname(s$Z))
+  # at a fitted model HGV puts the inducing inputs nearer the boundary than GV
+  set.seed(1)
+  fit <- pgpr(x, bd$y, kernel = k, inducing = "hgv", M = 30,
+              control = list(outer_max = 3, inner_max = 3))
+  expect_lte(nrow(fit$history), 3L)
+  kf <- kernel_rbf(fit$params$lengthscale, fit$params$variance)
+  for (M in c(20L, 40L)) {
+    set.seed(2)
+    Zh <- sparsevgp:::.pgpr_select(x, kf, M, fit$theta, "hgv")
+    set.seed(2)
+    Zg <- sparsevgp:::.pgpr_select(x, kf, M, fit$theta, "gv")
+    # mean |mu| at the inducing inputs: about 2/3 (M = 20) and 7/8 (M = 40) of GV's
+    expect_lt(mean(abs(predict(fit, Zh)$mean)),
+              if (M == 20L) 0.8 * mean(abs(predict(fit, Zg)$mean)) else
+                0.95 * mean(abs(predict(fit, Zg)$mean)))
+  }
+  # a threshold on the weighted trace chooses M
+  set.seed(4)
+  ft <- pgpr(x, bd$y, kernel = kf, inducing = "hgv", threshold = 1, optimize = FALSE)
+  set.seed(4)
+  st <- select_inducing(x, kf, method = "greedy", weights = pg_theta(rep(0.1, 400)),
+                        threshold = 1)
+  expect_equal(nrow(ft$params$Z), st$M)
+  expect_lt(st$M, 400L)
+  expect_lt(st$trace[st$M], 1)
+  expect_error(pgpr(x, bd$y, inducing = "hgv", threshold = 1, M = 500), "only N = 400")
+  # reinit_inducing() works on a PGPR fit through its hooks and keeps the best bound
+  set.seed(5)
+  f0 <- pgpr(x, bd$y, kernel = k, inducing = "kmeans", M = 20, control = list(inner_max = 2))
+  re <- suppressWarnings(reinit_inducing(f0, max_passes = 2))
+  expect_s3_class(re, "pgpr")
+  expect_gte(re$bound, f0$bound)
+})
