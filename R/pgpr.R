@@ -100,11 +100,16 @@
 #' @examples
 #' d <- classification_data("banana")
 #' set.seed(1)
-#' fit <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 20,
-#'             control = list(inner_max = 3))
+#' fit <- pgpr(y ~ x1 + x2, data = d, M = 20, control = list(outer_max = 3, inner_max = 3))
 #' fit
+#' fit$history
 #' table(observed = d$y, predicted = predict(fit, d, type = "class"))
 #' plot(fit)
+#'
+#' # M chosen in each pass by a threshold on the theta-weighted trace
+#' set.seed(1)
+#' auto <- pgpr(y ~ x1 + x2, data = d, threshold = 0.5, control = list(outer_max = 3))
+#' auto$history
 #' @export
 pgpr <- function(x, ...) UseMethod("pgpr")
 
