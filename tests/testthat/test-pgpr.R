@@ -434,3 +434,21 @@ test_that("HGV weights the greedy selection by theta: boundary points (target 17
   expect_s3_class(re, "pgpr")
   expect_gte(re$bound, f0$bound)
 })
+
+test_that("near-separable data: the kernel parameters stay in the box and the fit succeeds", {
+  # crabs, split 5 of inst/bench/reproduce_pgpr.R: unboxed, L-BFGS-B stepped to
+  # log variance 51.7, log lengthscale 18.6, where I + A A' cannot be factorised
+  d <- classification_data("crabs")
+  x <- as.matrix(d[setdiff(names(d), "y")])
+  set.seed(2005)
+  tr <- sort(sample.int(200, 180))
+  xtr <- scale(x[tr, ], colMeans(x[tr, ]), apply(x[tr, ], 2, sd))
+  Z <- sparsevgp:::.kmeans_inducing(xtr, 10)
+  o <- objective(pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, optimize = FALSE))
+  expect_error(o$fn(c(51.7, 18.557)), "Cholesky")
+  fit <- pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z,
+              control = list(inner_max = 3))
+  expect_true(is.finite(fit$bound))
+  expect_lte(log(fit$params$variance), 30)
+  expect_gt(fit$params$variance, 1e3)     # the variance does grow: the classes separate
+})
