@@ -392,22 +392,22 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
 # ---- training -------------------------------------------------------------------------
 
 # L-BFGS-B on the free parameters at fixed c, as .fit_optim() does, with the
-# kernel's log parameters boxed in [-30, 30]. On near-separable data the
+# kernel's log parameters bounded above by 30. On near-separable data the
 # kernel variance grows without bound, and a line search can step to values
 # (variance ~ 1e22 with lengthscale ~ 1e8 on crabs) where K_uu + jitter is
-# numerically rank one and I + A A' cannot be factorised; the box keeps every
-# trial point computable and contains every sensible optimum.
+# numerically rank one and I + A A' cannot be factorised; the bound keeps
+# every trial point computable and is far beyond any sensible optimum. Only
+# upper bounds: when every variable has two bounds L-BFGS-B takes a full
+# first step to the Cauchy point, which can land on a lower bound where the
+# bound is flat (variance e^-30) and stall there.
 .pgpr_optim <- function(fit) {
   o <- objective(fit)
   if (length(o$par) == 0L) return(.fit_optim(fit))
   start <- proc.time()[["elapsed"]]
-  logp <- grepl("^log_", names(o$par))
-  lower <- ifelse(logp, -30, -Inf)
-  upper <- ifelse(logp, 30, Inf)
-  par0 <- pmin(pmax(o$par, lower), upper)
+  upper <- ifelse(grepl("^log_", names(o$par)), 30, Inf)
+  par0 <- pmin(o$par, upper)
   ctrl <- fit$control[c("maxit", "factr", "pgtol", "trace")]
-  res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", lower = lower, upper = upper,
-                      control = ctrl)
+  res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", upper = upper, control = ctrl)
   fit$params <- o$unpack(res$par)
   fit$optim <- list(convergence = res$convergence,
                     message = if (is.null(res$message)) "" else res$message,

@@ -435,8 +435,8 @@ test_that("HGV weights the greedy selection by theta: boundary points (target 17
   expect_gte(re$bound, f0$bound)
 })
 
-test_that("near-separable data: the kernel parameters stay in the box and the fit succeeds", {
-  # crabs, split 5 of inst/bench/reproduce_pgpr.R: unboxed, L-BFGS-B stepped to
+test_that("near-separable data: the kernel parameters stay below the bound and the fit succeeds", {
+  # crabs, split 5 of inst/bench/reproduce_pgpr.R: unbounded, L-BFGS-B stepped to
   # log variance 51.7, log lengthscale 18.6, where I + A A' cannot be factorised
   d <- classification_data("crabs")
   x <- as.matrix(d[setdiff(names(d), "y")])
@@ -451,4 +451,11 @@ test_that("near-separable data: the kernel parameters stay in the box and the fi
   expect_true(is.finite(fit$bound))
   expect_lte(log(fit$params$variance), 30)
   expect_gt(fit$params$variance, 1e3)     # the variance does grow: the classes separate
+  # and an ordinary fit is not pushed to a bound (see .pgpr_optim)
+  h <- classification_data("heart")
+  hx <- scale(as.matrix(h[setdiff(names(h), "y")]))
+  fh <- pgpr(hx, h$y, kernel = kernel_rbf(1, 1), inducing = "kmeans", M = 20,
+             control = list(inner_max = 2))
+  expect_gt(fh$bound, -150)
+  expect_gt(fh$params$variance, 1)
 })
