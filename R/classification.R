@@ -195,7 +195,7 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
 # and the inducing inputs as ticks. 2-D: filled probability contours (or the
 # PG variance map), the decision boundary p = 1/2, the data by class and the
 # inducing inputs. More inputs: the predicted probabilities by class.
-.plot_classifier <- function(object, what, n, method, xlab, ylab, main, ...) {
+.plot_classifier <- function(object, what, n, method, xlab, ylab, main, inducing = TRUE, ...) {
   D <- ncol(object$x)
   if (is.null(main)) {
     main <- if (inherits(object, "pgpr")) {
@@ -205,8 +205,10 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
     }
     if (what == "pg_variance") main <- paste(main, if (D == 2L) "- log10 PG variance" else "- PG variance")
   }
-  if (D == 1L) return(.plot_class_1d(object, what, n, method, xlab, ylab, main, ...))
-  if (D == 2L) return(.plot_class_2d(object, what, min(n, 100L), method, xlab, ylab, main, ...))
+  if (D == 1L) return(.plot_class_1d(object, what, n, method, xlab, ylab, main, inducing, ...))
+  if (D == 2L) {
+    return(.plot_class_2d(object, what, min(n, 100L), method, xlab, ylab, main, inducing, ...))
+  }
   p <- .fitted_classifier(object, method)
   cls <- factor(object$labels$levels[1L + object$y], levels = object$labels$levels)
   graphics::stripchart(p ~ cls, vertical = TRUE, method = "jitter", pch = 16, cex = 0.6,
@@ -217,7 +219,7 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
   invisible(data.frame(class = cls, prob = p))
 }
 
-.plot_class_1d <- function(object, what, n, method, xlab, ylab, main, ...) {
+.plot_class_1d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
   xr <- range(object$x[, 1L])
   pad <- 0.05 * diff(xr)
   if (pad == 0) pad <- 1
@@ -225,7 +227,7 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
   nd <- .grid_newdata(object, matrix(g, ncol = 1L))
   lat <- predict.sparsevgp(object, nd, type = "latent")
   if (is.null(xlab)) xlab <- .input_names(object)[1L]
-  marks <- .inducing_marks(object)
+  marks <- if (inducing) .inducing_marks(object) else list()
   if (what == "pg_variance") {
     v <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
     graphics::plot(g, v, type = "l", lwd = 2, col = "darkorange3", xlab = xlab,
@@ -245,15 +247,18 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
   graphics::lines(g, p, lwd = 2, col = "steelblue4")
   graphics::abline(h = 0.5, lty = 3, col = grDevices::grey(0.5))
   for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
+  k <- if (length(marks)) 4L else 3L
   graphics::legend("right", bty = "n", cex = 0.8,
-                   legend = c("labels", "probability", "sigmoid(mean +/- 2 sd)", "inducing inputs"),
-                   pch = c(16, NA, 15, NA), lty = c(NA, 1, NA, 1), lwd = c(NA, 2, NA, 2),
+                   legend = c("labels", "probability", "sigmoid(mean +/- 2 sd)",
+                              "inducing inputs")[1:k],
+                   pch = c(16, NA, 15, NA)[1:k], lty = c(NA, 1, NA, 1)[1:k],
+                   lwd = c(NA, 2, NA, 2)[1:k],
                    col = c(grDevices::grey(0.45), "steelblue4",
-                           grDevices::adjustcolor("steelblue", 0.3), "firebrick"))
+                           grDevices::adjustcolor("steelblue", 0.3), "firebrick")[1:k])
   invisible(data.frame(x = g, prob = p, mean = lat$mean, sd = s))
 }
 
-.plot_class_2d <- function(object, what, n, method, xlab, ylab, main, ...) {
+.plot_class_2d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
   r1 <- range(object$x[, 1L])
   r2 <- range(object$x[, 2L])
   g1 <- seq(r1[1L], r1[2L], length.out = n)
@@ -282,7 +287,7 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
                     drawlabels = FALSE, col = "black")
   graphics::points(object$x[, 1L], object$x[, 2L], pch = c(1, 3)[1L + object$y], cex = 0.5,
                    col = c("navy", "darkred")[1L + object$y])
-  if (!is.null(object$params$Z)) {
+  if (inducing && !is.null(object$params$Z)) {
     graphics::points(object$params$Z[, 1L], object$params$Z[, 2L], pch = 21, cex = 1.1,
                      bg = "gold", col = "black", lwd = 1)
   }

@@ -592,6 +592,8 @@ logLik.pgpr <- function(object, ...) {
 #' @param n number of grid points per input.
 #' @param method how probabilities are computed; see
 #'   \code{\link{predict.pgpr}}.
+#' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
+#'   example when they are all the training inputs).
 #' @param xlab,ylab,main axis labels and title.
 #' @param ... further graphical parameters.
 #' @return The plotted data, invisibly.
@@ -604,9 +606,9 @@ logLik.pgpr <- function(object, ...) {
 #' plot(fit, what = "pg_variance")
 #' @export
 plot.pgpr <- function(x, what = c("prob", "pg_variance"), n = 200L,
-                      method = c("quadrature", "probit", "plugin"), xlab = NULL, ylab = NULL,
-                      main = NULL, ...) {
+                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
+                      ylab = NULL, main = NULL, ...) {
   what <- match.arg(what)
   method <- match.arg(method)
-  .plot_classifier(x, what, n, method, xlab, ylab, main, ...)
+  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
 }

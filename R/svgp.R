@@ -309,12 +309,12 @@ logLik.svgp <- function(object, ...) {
 #' @rdname plot.pgpr
 #' @export
 plot.svgp <- function(x, what = c("prob", "pg_variance"), n = 200L,
-                      method = c("quadrature", "probit", "plugin"), xlab = NULL, ylab = NULL,
-                      main = NULL, ...) {
+                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
+                      ylab = NULL, main = NULL, ...) {
   if (x$likelihood == "gaussian") {
     return(plot.sparsevgp(x, n = n, xlab = xlab, ylab = ylab, main = main, ...))
   }
   what <- match.arg(what)
   method <- match.arg(method)
-  .plot_classifier(x, what, n, method, xlab, ylab, main, ...)
+  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
 }
