@@ -382,6 +382,8 @@ test_that("the double loop re-selects, records its history and keeps the best pa
   on.exit(grDevices::dev.off(), add = TRUE)
   expect_equal(nrow(plot(f1, n = 50)), 50L)
   expect_equal(nrow(plot(f1, what = "pg_variance", n = 40)), 40L)
+  expect_equal(nrow(plot(f1, n = 20, inducing = FALSE)), 20L)
+  expect_error(plot(f1, inducing = NA), "'inducing' must be TRUE or FALSE")
   # warm start from a previous fit keeps its c
   f2 <- update(f1, control = list(inner_max = 1))
   expect_s3_class(f2, "pgpr")
