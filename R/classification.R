@@ -1,0 +1,298 @@
+# What the two binary classifiers, pgpr() and svgp(likelihood = "bernoulli"),
+# share: label coding, class probabilities from the latent predictive
+# distribution, the Polya-Gamma variance map, and the predict/plot helpers
+# that their methods in R/pgpr.R and R/svgp.R call.
+
+# ---- labels ---------------------------------------------------------------
+
+# Two classes coded as y01 in {0, 1} and ypm = 2 y01 - 1 in {-1, +1} (the PG
+# formulas use y_n^2 = 1, seed004 section 1), plus what is needed to give
+# class predictions back in the user's coding. The positive class (1) is the
+# second factor level, TRUE, or 1, as in glm().
+.as_labels <- function(y, n, name = "y") {
+  if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
+  if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
+  if (!is.null(dim(y))) stop(sprintf("'%s' must be a vector, not a matrix", name), call. = FALSE)
+  if (length(y) != n) {
+    stop(sprintf("'%s' has length %d but the inputs have %d rows", name, length(y), n),
+         call. = FALSE)
+  }
+  if (anyNA(y)) {
+    stop(sprintf("'%s' contains NA (%d of %d labels): remove those observations first",
+                 name, sum(is.na(y)), n), call. = FALSE)
+  }
+  two <- function(k, what) {
+    if (k != 2L) {
+      stop(sprintf("'%s' must have exactly two classes, but it has %d (%s)", name, k, what),
+           call. = FALSE)
+    }
+  }
+  if (is.factor(y)) {
+    used <- levels(y)[levels(y) %in% as.character(y)]
+    two(length(used), paste(used, collapse = ", "))
+    y01 <- as.numeric(as.character(y) == used[2L])
+    coding <- list(type = "factor", levels = used)
+  } else if (is.logical(y)) {
+    two(length(unique(y)), paste(unique(y), collapse = ", "))
+    y01 <- as.numeric(y)
+    coding <- list(type = "logical", levels = c("FALSE", "TRUE"))
+  } else if (is.numeric(y)) {
+    u <- sort(unique(y))
+    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
+      stop(sprintf("'%s' as a number must be coded 0/1 (or -1/+1); it has values %s", name,
+                   paste(utils::head(u, 5L), collapse = ", ")), call. = FALSE)
+    }
+    two(length(u), paste(u, collapse = ", "))
+    y01 <- as.numeric(y == 1)
+    coding <- list(type = "numeric", levels = as.character(u), values = u)
+  } else {
+    stop(sprintf("'%s' must be a two-level factor, a logical vector or a 0/1 vector, not %s",
+                 name, class(y)[1L]), call. = FALSE)
+  }
+  list(y01 = y01, ypm = 2 * y01 - 1, coding = coding)
+}
+
+# Class labels in the user's coding from the probability of the positive
+# class (p > 1/2; every probability method gives the same boundary mu = 0).
+.labels_from_prob <- function(p, coding) {
+  pos <- p > 0.5
+  out <- switch(coding$type,
+    factor = factor(coding$levels[1L + pos], levels = coding$levels),
+    logical = pos,
+    numeric = coding$values[1L + pos])
+  names(out) <- names(p)
+  out
+}
+
+# ---- probabilities ----------------------------------------------------------
+
+.gh_cache <- new.env(parent = emptyenv())
+
+# Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt (Golub-Welsch:
+# the nodes are the eigenvalues of the Jacobi matrix of the Hermite
+# polynomials, the weights sqrt(pi) times the squared first components).
+.gauss_hermite <- function(n = 20L) {
+  key <- as.character(n)
+  if (!is.null(.gh_cache[[key]])) return(.gh_cache[[key]])
+  if (n == 1L) {
+    gh <- list(x = 0, w = sqrt(pi))
+  } else {
+    J <- matrix(0, n, n)
+    off <- sqrt(seq_len(n - 1L) / 2)
+    J[cbind(1:(n - 1L), 2:n)] <- off
+    J[cbind(2:n, 1:(n - 1L))] <- off
+    e <- eigen(J, symmetric = TRUE)
+    o <- order(e$values)
+    gh <- list(x = e$values[o], w = sqrt(pi) * e$vectors[1L, o]^2)
+  }
+  .gh_cache[[key]] <- gh
+  gh
+}
+
+# p(y = 1 | x) from the latent predictive N(mu, s2):
+#   "quadrature": int sigmoid(f) N(f; mu, s2) df by 20-point Gauss-Hermite,
+#   "probit":     sigmoid(mu / sqrt(1 + pi s2 / 8)) (MacKay 1992),
+#   "plugin":     sigmoid(mu), the choice of seed004's experiments ([R]).
+.class_prob <- function(mu, s2, method) {
+  switch(method,
+    plugin = stats::plogis(mu),
+    probit = stats::plogis(mu / sqrt(1 + pi * s2 / 8)),
+    quadrature = {
+      gh <- .gauss_hermite(20L)
+      s <- sqrt(pmax(s2, 0))
+      p <- numeric(length(mu))
+      for (i in seq_along(gh$x)) p <- p + gh$w[i] * stats::plogis(mu + sqrt(2) * s * gh$x[i])
+      p / sqrt(pi)
+    })
+}
+
+#' Polya-Gamma helper functions
+#'
+#' The quantities of the Polya-Gamma augmentation of the logistic
+#' likelihood (seed004 section 4), computed in C without overflow or
+#' cancellation: the mean \eqn{\theta(c) = E[\omega] = \tanh(c/2)/(2c)} of
+#' \eqn{\omega \sim PG(1, c)} (which tends to 1/4 at \eqn{c = 0}),
+#' \eqn{\log\cosh(x)}, and the divergence
+#' \eqn{KL[PG(1, c) \| PG(1, 0)] = \log\cosh(c/2) - (c/4)\tanh(c/2)}.
+#' \code{\link{pgpr}()} uses them; they are exported for checks and plots.
+#'
+#' @param c,x numeric vectors.
+#' @return A numeric vector like the input.
+#' @examples
+#' pg_theta(c(0, 1e-6, 1, 100))      # 1/4 at 0, about 1/(2c) for large c
+#' pg_log_cosh(c(0, 1, 1000))        # no overflow
+#' pg_kl(c(0, 0.01, 5))
+#' # Jaakkola-Jordan: log sigmoid(z) >= -log 2 + z/2 - theta z^2/2 - KL, tight at |z| = c
+#' z <- 1.7
+#' c(plogis(z, log.p = TRUE), -log(2) + z / 2 - pg_theta(z) * z^2 / 2 - pg_kl(z))
+#' @name polya_gamma
+NULL
+
+#' @rdname polya_gamma
+#' @export
+pg_theta <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_theta, v))
+
+#' @rdname polya_gamma
+#' @export
+pg_log_cosh <- function(x) .pg_map(x, "x", function(v) .Call(ffi_pg_log_cosh, v))
+
+#' @rdname polya_gamma
+#' @export
+pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
+
+# Elementwise C map keeping names and dimensions.
+.pg_map <- function(x, name, fun) {
+  if (!is.numeric(x)) stop(sprintf("'%s' must be numeric", name), call. = FALSE)
+  storage.mode(x) <- "double"
+  x[] <- fun(as.vector(x))
+  x
+}
+
+# ---- predict, fitted, logLik ------------------------------------------------
+
+.classifier_types <- c("link", "prob", "class", "pg_variance", "latent", "response")
+
+# predict() for binary classifiers: the latent predictive distribution from
+# predict.sparsevgp() (blocked, variances clamped, rows named), then the
+# class probabilities, labels or PG variances.
+.predict_classifier <- function(object, newdata, type, method, full_cov) {
+  type <- match.arg(type, .classifier_types)
+  if (type == "latent") type <- "link"
+  if (type == "response") type <- "prob"
+  method <- match.arg(method, c("quadrature", "probit", "plugin"))
+  full_cov <- .check_flag(full_cov, "full_cov")
+  if (full_cov && type != "link") {
+    stop("'full_cov = TRUE' is only available for type = \"link\"", call. = FALSE)
+  }
+  lat <- predict.sparsevgp(object, newdata, type = "latent", full_cov = full_cov)
+  if (type == "link") return(lat)
+  if (type == "pg_variance") {
+    # seed004 section 5.5 / Fig. 5.1: c* = sqrt(mu*^2 + s*^2), 1 / theta(c*)
+    return(1 / pg_theta(sqrt(lat$mean^2 + lat$var)))
+  }
+  p <- .class_prob(lat$mean, lat$var, method)
+  names(p) <- names(lat$mean)
+  if (type == "class") return(.labels_from_prob(p, object$labels))
+  list(mean = p, var = p * (1 - p))
+}
+
+# Training-set probabilities.
+.fitted_classifier <- function(object, method) {
+  .predict_classifier(object, NULL, "prob", method, FALSE)$mean
+}
+
+# Accuracy and mean negative log predictive probability (nats per point) of
+# predicted probabilities p of the positive class against labels y01.
+.class_metrics <- function(p, y01) {
+  p <- pmin(pmax(p, .Machine$double.xmin), 1 - .Machine$double.eps / 2)
+  c(accuracy = mean((p > 0.5) == (y01 == 1)),
+    nll = -mean(ifelse(y01 == 1, log(p), log1p(-p))))
+}
+
+# ---- plots --------------------------------------------------------------------
+
+# 1-D: p(y = 1 | x) with the band sigmoid(mu +/- 2 sd), the labels at 0 and 1
+# and the inducing inputs as ticks. 2-D: filled probability contours (or the
+# PG variance map), the decision boundary p = 1/2, the data by class and the
+# inducing inputs. More inputs: the predicted probabilities by class.
+.plot_classifier <- function(object, what, n, method, xlab, ylab, main, inducing = TRUE, ...) {
+  D <- ncol(object$x)
+  if (is.null(main)) {
+    main <- if (inherits(object, "pgpr")) {
+      sprintf("PGPR, M = %d", nrow(object$params$Z))
+    } else {
+      sprintf("SVGP (Bernoulli), M = %d", nrow(object$params$Z))
+    }
+    if (what == "pg_variance") main <- paste(main, if (D == 2L) "- log10 PG variance" else "- PG variance")
+  }
+  if (D == 1L) return(.plot_class_1d(object, what, n, method, xlab, ylab, main, inducing, ...))
+  if (D == 2L) {
+    return(.plot_class_2d(object, what, min(n, 100L), method, xlab, ylab, main, inducing, ...))
+  }
+  p <- .fitted_classifier(object, method)
+  cls <- factor(object$labels$levels[1L + object$y], levels = object$labels$levels)
+  graphics::stripchart(p ~ cls, vertical = TRUE, method = "jitter", pch = 16, cex = 0.6,
+                       col = c("steelblue4", "firebrick"), main = main,
+                       xlab = if (is.null(xlab)) "observed class" else xlab,
+                       ylab = if (is.null(ylab)) "predicted p(positive class)" else ylab, ...)
+  graphics::abline(h = 0.5, lty = 2, col = grDevices::grey(0.4))
+  invisible(data.frame(class = cls, prob = p))
+}
+
+.plot_class_1d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
+  xr <- range(object$x[, 1L])
+  pad <- 0.05 * diff(xr)
+  if (pad == 0) pad <- 1
+  g <- seq(xr[1L] - pad, xr[2L] + pad, length.out = n)
+  nd <- .grid_newdata(object, matrix(g, ncol = 1L))
+  lat <- predict.sparsevgp(object, nd, type = "latent")
+  if (is.null(xlab)) xlab <- .input_names(object)[1L]
+  marks <- if (inducing) .inducing_marks(object) else list()
+  if (what == "pg_variance") {
+    v <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
+    graphics::plot(g, v, type = "l", lwd = 2, col = "darkorange3", xlab = xlab,
+                   ylab = if (is.null(ylab)) "PG variance 1/theta" else ylab, main = main, ...)
+    for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
+    return(invisible(data.frame(x = g, pg_variance = v)))
+  }
+  p <- .class_prob(lat$mean, lat$var, method)
+  s <- sqrt(lat$var)
+  lo <- stats::plogis(lat$mean - 2 * s)
+  hi <- stats::plogis(lat$mean + 2 * s)
+  graphics::plot(object$x[, 1L], object$y, ylim = c(-0.05, 1.05), xlab = xlab,
+                 ylab = if (is.null(ylab)) sprintf("p(y = %s)", object$labels$levels[2L]) else ylab,
+                 main = main, pch = 16, cex = 0.6, col = grDevices::grey(0.45), ...)
+  graphics::polygon(c(g, rev(g)), c(lo, rev(hi)), border = NA,
+                    col = grDevices::adjustcolor("steelblue", 0.3))
+  graphics::lines(g, p, lwd = 2, col = "steelblue4")
+  graphics::abline(h = 0.5, lty = 3, col = grDevices::grey(0.5))
+  for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
+  k <- if (length(marks)) 4L else 3L
+  graphics::legend("right", bty = "n", cex = 0.8,
+                   legend = c("labels", "probability", "sigmoid(mean +/- 2 sd)",
+                              "inducing inputs")[1:k],
+                   pch = c(16, NA, 15, NA)[1:k], lty = c(NA, 1, NA, 1)[1:k],
+                   lwd = c(NA, 2, NA, 2)[1:k],
+                   col = c(grDevices::grey(0.45), "steelblue4",
+                           grDevices::adjustcolor("steelblue", 0.3), "firebrick")[1:k])
+  invisible(data.frame(x = g, prob = p, mean = lat$mean, sd = s))
+}
+
+.plot_class_2d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
+  r1 <- range(object$x[, 1L])
+  r2 <- range(object$x[, 2L])
+  g1 <- seq(r1[1L], r1[2L], length.out = n)
+  g2 <- seq(r2[1L], r2[2L], length.out = n)
+  grid <- as.matrix(expand.grid(g1, g2))
+  lat <- predict.sparsevgp(object, .grid_newdata(object, grid), type = "latent")
+  p <- .class_prob(lat$mean, lat$var, method)
+  nm <- .input_names(object)
+  if (is.null(xlab)) xlab <- nm[1L]
+  if (is.null(ylab)) ylab <- nm[2L]
+  if (what == "pg_variance") {
+    z <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
+    zm <- matrix(log10(z), n, n)
+    graphics::image(g1, g2, zm, col = grDevices::hcl.colors(40, "YlOrRd", rev = TRUE),
+                    xlab = xlab, ylab = ylab, main = main, ...)
+    graphics::contour(g1, g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,
+                      nlevels = 6)
+  } else {
+    zm <- matrix(p, n, n)
+    graphics::image(g1, g2, zm, zlim = c(0, 1), col = grDevices::hcl.colors(40, "Blue-Red 3"),
+                    xlab = xlab, ylab = ylab, main = main, ...)
+    graphics::contour(g1, g2, zm, levels = c(0.1, 0.25, 0.75, 0.9), add = TRUE,
+                      col = grDevices::grey(0.25), labcex = 0.6, lty = 2)
+  }
+  graphics::contour(g1, g2, matrix(p, n, n), levels = 0.5, add = TRUE, lwd = 2.5,
+                    drawlabels = FALSE, col = "black")
+  graphics::points(object$x[, 1L], object$x[, 2L], pch = c(1, 3)[1L + object$y], cex = 0.5,
+                   col = c("navy", "darkred")[1L + object$y])
+  if (inducing && !is.null(object$params$Z)) {
+    graphics::points(object$params$Z[, 1L], object$params$Z[, 2L], pch = 21, cex = 1.1,
+                     bg = "gold", col = "black", lwd = 1)
+  }
+  out <- data.frame(grid, prob = p, mean = lat$mean, sd = sqrt(lat$var))
+  names(out)[1:2] <- nm
+  if (what == "pg_variance") out$pg_variance <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
+  invisible(out)
+}

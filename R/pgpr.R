@@ -1,0 +1,614 @@
+# Polya-Gamma sparse GP classification (PGPR; seed004 chapter 4): the
+# collapsed bound for the logistic likelihood with closed-form local
+# parameters c, trained by seed004's double loop (section 8.3) with
+# heteroscedastic greedy-variance selection of the inducing inputs.
+#
+# For fixed c the bound is the heteroscedastic Gaussian bound with noise
+# lambda_n = 1 / theta_n and pseudo-targets ytil_n = y_n / (2 theta_n), plus
+# terms that depend on c only (seed004 section 5.6), so it is computed by the
+# Gaussian bound routine of SGPR (src/bound_gaussian.c) and its gradient comes
+# from that routine's adjoints.
+
+#' Polya-Gamma sparse Gaussian process classification (PGPR)
+#'
+#' Fits the collapsed sparse variational Gaussian process classifier of
+#' Passerello (2022; seed004 chapter 4) for the logistic likelihood
+#' \eqn{p(y_n | f_n) = \sigma(y_n f_n)}, \eqn{y_n \in \{-1, +1\}}. The
+#' likelihood is augmented with Polya-Gamma variables
+#' \eqn{\omega_n \sim PG(1, c_n)}; the optimal \eqn{q(u)} is then Gaussian and
+#' available in closed form, and the evidence lower bound (seed004 eq. 4.7)
+#' \deqn{F = \log N(\tilde y; m, Q_{ff} + \Theta^{-1}) - \tfrac12 \mathrm{tr}(\Theta(K_{ff} - Q_{ff}))
+#'       + \tfrac N2 \log 2\pi - \tfrac12 \sum_n \log\theta_n + \tfrac18 \sum_n \theta_n^{-1}
+#'       - N \log 2 - \sum_n KL[PG(1, c_n) \| PG(1, 0)]}
+#' with \eqn{\theta_n = \tanh(c_n/2)/(2c_n)} and pseudo-targets
+#' \eqn{\tilde y_n = y_n / (2\theta_n)} is the collapsed bound of
+#' heteroscedastic sparse regression plus terms that depend on \eqn{c} only
+#' (seed004 section 5.6). It is a lower bound on the log marginal likelihood
+#' of the logistic model for every \eqn{c}; it is computed by the same C
+#' routine as \code{\link{sgpr}()} in \eqn{O(N M^2)} time.
+#'
+#' \strong{Training} follows seed004's double loop (section 8.3). The inner
+#' loop alternates L-BFGS-B on the kernel parameters (and the mean, and the
+#' inducing inputs if \code{optimize_inducing = TRUE}) at fixed \eqn{c} with
+#' closed-form updates \eqn{c_n = \sqrt{\mu_n^2 + \sigma_n^2}} from the current
+#' \eqn{q(f_n)} (seed004 eq. 4.11), which never decrease the bound. With
+#' \code{inducing = "hgv"} or \code{"gv"} an outer loop re-selects the
+#' inducing inputs from the training inputs before every inner loop, by
+#' greedy conditional variance weighted by \eqn{\theta} (heteroscedastic
+#' greedy variance, HGV, which favours points near the decision boundary;
+#' seed004 sections 5.8 and 7.4) or unweighted (GV), at the current kernel
+#' and \eqn{c}. Both loops stop when the bound changes by less than
+#' \code{control$tol} or after \code{control$outer_max} and
+#' \code{control$inner_max} rounds; the outer loop keeps the state with the
+#' highest bound. The per-pass record is in \code{fit$history}.
+#'
+#' @inheritParams sgpr
+#' @param y the labels: a factor with two levels (the second is the
+#'   positive class), a logical vector, or a numeric 0/1 (or -1/+1) vector.
+#' @param kernel a kernel; parameters left \code{NULL} start at variance 1
+#'   and the median distance between inputs. seed004 uses
+#'   \code{kernel_rbf(1, 1)} on standardised inputs.
+#' @param inducing how the inducing inputs are chosen: \code{"hgv"}
+#'   (heteroscedastic greedy variance, re-selected in every outer pass; the
+#'   default), \code{"gv"} (greedy variance, likewise), \code{"kmeans"} or
+#'   \code{"uniform"} (chosen once: k-means centres, or training inputs drawn
+#'   without replacement), a number \eqn{M} (the same as \code{"hgv"} with
+#'   that \code{M}), a matrix of inducing inputs, or the result of
+#'   \code{select_inducing()} (both held as given unless
+#'   \code{optimize_inducing = TRUE}).
+#' @param M the number of inducing inputs for the selection methods; by
+#'   default \eqn{\min(N, 100)}. With a \code{threshold} it is the most that
+#'   greedy selection may take (by default no limit).
+#' @param threshold for \code{"hgv"} and \code{"gv"}: stop adding inducing
+#'   inputs once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))}
+#'   falls below it, so that \eqn{M} is chosen automatically (seed004
+#'   section 7.5 suggests 1e-3 for small data; it should grow with \eqn{N}).
+#' @param mean the prior mean of the latent function: a fixed number (0, as
+#'   in seed004, by default) or \code{"constant"} to learn it.
+#' @param optimize_inducing if \code{TRUE}, the inducing inputs are also
+#'   optimised by gradient in every inner L-BFGS-B run ("GO" in seed004).
+#' @param fixed names of parameters to hold at their starting values:
+#'   \code{"variance"}, \code{"lengthscale"}, \code{"mean"}, or single
+#'   entries such as \code{"lengthscale[2]"}.
+#' @param control a list of settings: \code{maxit} (L-BFGS-B iterations per
+#'   inner run, 250), \code{inner_max} (inner rounds of L-BFGS-B and c
+#'   updates, 10), \code{ci_iters} (c updates per round, 10),
+#'   \code{outer_max} (selection passes for \code{"hgv"}/\code{"gv"}, 10),
+#'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
+#'   (starting value of every \eqn{c_n}, 0.1, as in seed004), and
+#'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
+#'   \code{jitter_cap} as in \code{\link{gpr}()}.
+#' @param start a previous \code{pgpr} fit whose kernel parameters, mean and
+#'   local parameters \eqn{c} are the starting values.
+#' @return An object of class \code{c("pgpr", "sparsevgp")} with, besides
+#'   the usual fields, \code{c} and \code{theta} (the local PG parameters and
+#'   their means at the training inputs), \code{history} (one row per outer
+#'   pass: the number of inducing inputs, the bound, inner rounds and
+#'   optimiser evaluations), \code{converged}, and \code{labels} (the class
+#'   coding). Methods: \code{print}, \code{summary}, \code{coef},
+#'   \code{predict} (see \code{\link{predict.pgpr}}), \code{plot},
+#'   \code{fitted}, \code{logLik} (the bound), \code{\link{objective}}.
+#' @references Passerello, G. (2022). Heteroscedastic inducing point
+#'   selection for sparse Gaussian process classification. MEng thesis,
+#'   Imperial College London (seed004).
+#'
+#'   Wenzel, F., Galy-Fajou, T., Donner, C., Kloft, M. and Opper, M. (2019).
+#'   Efficient Gaussian process classification using Polya-Gamma data
+#'   augmentation. AAAI.
+#' @seealso \code{\link{svgp}} for the uncollapsed Bernoulli baseline,
+#'   \code{\link{predict.pgpr}}, \code{\link{pg_theta}}.
+#' @examples
+#' d <- classification_data("banana")
+#' set.seed(1)
+#' fit <- pgpr(y ~ x1 + x2, data = d, M = 20, control = list(outer_max = 3, inner_max = 3))
+#' fit
+#' fit$history
+#' table(observed = d$y, predicted = predict(fit, d, type = "class"))
+#' plot(fit)
+#'
+#' # M chosen in each pass by a threshold on the theta-weighted trace
+#' set.seed(1)
+#' auto <- pgpr(y ~ x1 + x2, data = d, threshold = 0.5, control = list(outer_max = 3))
+#' auto$history
+#' @export
+pgpr <- function(x, ...) UseMethod("pgpr")
+
+#' @rdname pgpr
+#' @export
+pgpr.formula <- function(x, data = NULL, ...) {
+  md <- .formula_data(x, data)
+  fit <- pgpr.default(md$x, md$y, ...)
+  fit$terms <- md$terms
+  fit$xlevels <- md$xlevels
+  fit$call <- .formula_call(match.call(), "pgpr")
+  fit
+}
+
+#' @rdname pgpr
+#' @export
+pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL,
+                         threshold = NULL, mean = 0, optimize = TRUE,
+                         optimize_inducing = FALSE, fixed = NULL, control = list(),
+                         start = NULL, ...) {
+  call <- match.call()
+  call[[1L]] <- as.name("pgpr")
+  call$start <- NULL
+  .no_dots(...)
+  x <- .as_input_matrix(x, "x", min_rows = 2L)
+  N <- nrow(x)
+  lab <- .as_labels(y, N)
+  kernel <- .check_kernel(kernel)
+  optimize <- .check_flag(optimize, "optimize")
+  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  control <- .pgpr_control(control)
+  c0 <- rep(control$c_init, N)
+  if (!is.null(start)) {
+    if (!inherits(start, "pgpr")) stop("'start' must be a pgpr fit", call. = FALSE)
+    kernel <- .kernel_at(kernel, start$params)
+    if (length(start$c) == N) c0 <- start$c
+  }
+  kernel <- .kern_init(kernel, x, NULL)
+  spec <- .pgpr_inducing_spec(inducing, M, threshold, x, kernel)
+  mn <- .pgpr_mean_start(mean, lab$y01)
+  if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
+  Z <- if (is.null(spec$Z)) {
+    .pgpr_select(x, kernel, spec$M, pg_theta(c0), spec$method, spec$threshold)
+  } else {
+    spec$Z
+  }
+  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale,
+                 mean = mn$value, Z = Z)
+  transforms <- c(variance = "log", lengthscale = "log", mean = "identity", Z = "identity")
+  always <- c(if (mn$fixed) "mean", if (!optimize_inducing) "Z")
+  fit <- structure(list(
+    call = call, x = x, y = lab$y01, ypm = lab$ypm, labels = lab$coding,
+    kernel = kernel, c = c0, params = params, transforms = transforms,
+    fixed = .fixed_mask(fixed, params, transforms, always),
+    fixed_names = list(user = fixed, always = always),
+    control = control, selection = spec,
+    eval_fun = .pgpr_eval, predict_fun = .sgpr_predict_latent,
+    select_weights = function(f) pg_theta(f$c), refit_fun = .pgpr_refit,
+    model = sprintf("Polya-Gamma sparse GP classification (PGPR), inducing inputs: %s",
+                    .pgpr_inducing_label(spec, optimize_inducing))),
+    class = c("pgpr", "sparsevgp"))
+  if (optimize) {
+    fit <- .pgpr_train(fit)
+  } else {
+    fit$optim <- NULL
+    fit$time <- 0
+    fit$history <- NULL
+    fit$converged <- NA
+  }
+  fit <- .finish(fit)
+  fit$theta <- pg_theta(fit$c)
+  fit$summary_extra <- .pgpr_summary_extra(fit)
+  fit
+}
+
+# ---- set-up ---------------------------------------------------------------------
+
+.pgpr_default_control <- list(maxit = 250L, inner_max = 10L, ci_iters = 10L, outer_max = 10L,
+                              tol = 1e-3, c_init = 0.1)
+
+# The PGPR loop settings, then the shared optimiser and jitter settings.
+.pgpr_control <- function(control) {
+  if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
+  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init")
+  ctrl <- utils::modifyList(.pgpr_default_control, control)
+  for (nm in c("inner_max", "ci_iters", "outer_max", "maxit")) {
+    v <- ctrl[[nm]]
+    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
+      stop(sprintf("'control$%s' must be a whole number >= 1", nm), call. = FALSE)
+    }
+  }
+  if (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L || !(ctrl$tol >= 0)) {
+    stop("'control$tol' must be one number >= 0", call. = FALSE)
+  }
+  if (!is.numeric(ctrl$c_init) || length(ctrl$c_init) != 1L || !is.finite(ctrl$c_init) ||
+      ctrl$c_init < 0) {
+    stop("'control$c_init' must be one number >= 0", call. = FALSE)
+  }
+  shared <- .check_control(ctrl[setdiff(names(ctrl), own)])
+  c(shared, ctrl[own])
+}
+
+# Starting value of the prior mean: fixed, or "constant" started at the
+# logit of the share of positive labels.
+.pgpr_mean_start <- function(mean, y01) {
+  if (identical(mean, "constant")) {
+    p <- min(max(mean(y01), 0.01), 0.99)
+    return(list(value = stats::qlogis(p), fixed = FALSE))
+  }
+  if (is.numeric(mean) && length(mean) == 1L && is.finite(mean)) {
+    return(list(value = as.double(mean), fixed = TRUE))
+  }
+  stop("'mean' must be \"constant\" or one finite number", call. = FALSE)
+}
+
+.pgpr_methods <- c("hgv", "gv", "kmeans", "uniform")
+
+# How the inducing inputs are chosen: list(method, M, threshold, Z), with Z
+# given for "fixed" and NULL for the selection methods.
+.pgpr_inducing_spec <- function(inducing, M, threshold, x, kernel) {
+  N <- nrow(x)
+  if (!is.null(threshold)) {
+    if (!is.numeric(threshold) || length(threshold) != 1L || !is.finite(threshold) ||
+        threshold < 0) {
+      stop("'threshold' must be one number >= 0", call. = FALSE)
+    }
+  }
+  if (is.numeric(inducing) && is.null(dim(inducing)) && length(inducing) == 1L) {
+    if (!is.null(M)) stop("give the number of inducing inputs once: 'inducing' or 'M'", call. = FALSE)
+    M <- inducing
+    inducing <- "hgv"
+  }
+  if (is.character(inducing)) {
+    if (length(inducing) != 1L || !inducing %in% .pgpr_methods) {
+      stop(sprintf("'inducing' must be one of %s, a number M, a matrix or a select_inducing() result",
+                   paste(sprintf("\"%s\"", .pgpr_methods), collapse = ", ")), call. = FALSE)
+    }
+    if (!is.null(threshold) && !inducing %in% c("hgv", "gv")) {
+      stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
+    }
+    # with a threshold, M is only a cap (none by default)
+    if (is.null(M) && is.null(threshold)) M <- min(N, 100L)
+    if (!is.null(M)) {
+      if (!is.numeric(M) || length(M) != 1L || !is.finite(M) || M < 1 || M != round(M)) {
+        stop("'M' must be a whole number of inducing points >= 1", call. = FALSE)
+      }
+      if (M > N) {
+        stop(sprintf("'M' asks for M = %d inducing points but there are only N = %d observations",
+                     as.integer(M), N), call. = FALSE)
+      }
+      M <- as.integer(M)
+    }
+    return(list(method = inducing, M = M, threshold = threshold, Z = NULL))
+  }
+  if (!is.null(threshold)) {
+    stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
+  }
+  if (!is.null(M)) {
+    stop("'M' applies to the selection methods; the given inducing inputs fix M", call. = FALSE)
+  }
+  Z <- .inducing_inputs(inducing, x, kernel)
+  list(method = "fixed", M = nrow(Z), threshold = NULL, Z = Z)
+}
+
+.pgpr_inducing_label <- function(spec, optimize_inducing) {
+  lab <- switch(spec$method,
+                hgv = "heteroscedastic greedy variance",
+                gv = "greedy variance",
+                kmeans = "k-means",
+                uniform = "uniform subset",
+                fixed = "given")
+  if (optimize_inducing) paste(lab, "+ gradient optimisation") else lab
+}
+
+# The one place where PGPR asks for inducing inputs (select_inducing(),
+# R/inducing.R): "hgv" is greedy conditional variance weighted by theta
+# (heteroscedastic greedy variance, seed004 section 7.4), "gv" unweighted
+# (Burt et al. 2020), "kmeans" k-means centres, "uniform" distinct training
+# inputs drawn without replacement (seed004 sections 7.1, 7.2). With a
+# threshold (greedy only) the selection stops once the weighted trace
+# tr(W (Kff - Qff)) falls below it, with M (if given) as a cap.
+.pgpr_select <- function(x, kernel, M, theta, method, threshold = NULL) {
+  sel <- switch(method,
+    hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = theta,
+                          threshold = threshold),
+    gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = threshold),
+    kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
+    uniform = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
+  sel$Z
+}
+
+# reinit_inducing() hook: refit with new inducing inputs held fixed, by the
+# inner loop (L-BFGS-B on the kernel alternated with c updates).
+.pgpr_refit <- function(fit, Z) {
+  dimnames(Z) <- list(NULL, colnames(fit$x))
+  fit$params$Z <- Z
+  fit$fixed <- .fixed_mask(fit$fixed_names$user, fit$params, fit$transforms,
+                           unique(c(fit$fixed_names$always, "Z")))
+  start <- proc.time()[["elapsed"]]
+  fit <- .pgpr_inner(fit)
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit <- .finish(fit)
+  fit$theta <- pg_theta(fit$c)
+  fit
+}
+
+# ---- bound and gradient -----------------------------------------------------------
+
+# The PGPR bound at `params` and the current local parameters fit$c, through
+# the pseudo-target identity (seed004 section 5.6):
+#   F = F_gauss(ytil = y / (2 theta) - m, lambda = 1 / theta)
+#       + N/2 log 2 pi - 1/2 sum log theta + 1/8 sum 1/theta - N log 2
+#       - sum KL[PG(1, c_n) || PG(1, 0)].
+# The added terms do not depend on the kernel, the mean or Z, so the gradient
+# is the Gaussian bound's, contracted with the kernel derivatives as in
+# .sgpr_eval() (seed004 section 3.8 with lambda = 1 / theta).
+.pgpr_eval <- function(fit, params, grad = TRUE) {
+  x <- fit$x
+  N <- nrow(x)
+  kc <- .kern_c(.kernel_at(fit$kernel, params))
+  Z <- params$Z
+  Kuu <- .Call(ffi_kern_matrix, kc, Z, NULL)
+  Kuf <- .Call(ffi_kern_matrix, kc, Z, x)
+  kdiag <- .Call(ffi_kern_diag, kc, x)
+  theta <- .Call(ffi_pg_theta, fit$c)
+  ytil <- fit$ypm / (2 * theta) - params$mean
+  b <- .Call(ffi_bg_bound, Kuu, Kuf, kdiag, 1 / theta, ytil, fit$control$jitter,
+             fit$control$jitter_cap, grad)
+  kl <- sum(.Call(ffi_pg_kl, fit$c))
+  # the terms of seed004 eq. C.1 (they sum to the identity above)
+  terms <- c(fit = b$fit + sum(1 / theta) / 8,
+             logdet = b$logdet - 0.5 * sum(log(theta)),
+             trace = -0.5 * b$trace,
+             constant = -N * log(2),
+             kl_omega = -kl)
+  out <- list(value = sum(terms), terms = terms, jitter = b$jitter,
+              jitter_scale = mean(diag(Kuu)),
+              posterior = list(L = b$L, LB = b$LB, v = b$v),
+              gaussian = b$bound, Kuf = Kuf, kdiag = kdiag)
+  if (!grad) return(out)
+  wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
+  g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, b$Guu, wantZ)
+  g_uf <- .Call(ffi_kern_grad, kc, Z, x, b$Guf, wantZ)
+  th <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
+  # the jitter is proportional to the kernel variance (relative jitter)
+  th[1L] <- th[1L] + sum(diag(b$Guu)) * b$jitter
+  g <- list(variance = th[1L], lengthscale = th[-1L], mean = -sum(b$gytil),
+            Z = if (wantZ) g_uu$x + g_uf$x else matrix(0, nrow(Z), ncol(Z)))
+  out$grad <- g[names(params)]
+  out
+}
+
+# q*(f) at the training inputs (seed004 eq. C.2 with X* = X) from an
+# evaluation of the bound: list(mean, var).
+.pgpr_qf_train <- function(fit, r) {
+  p <- .Call(ffi_pred_gaussian, r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
+             r$kdiag, FALSE)
+  list(mean = p$mean + fit$params$mean, var = pmax(p$var, 0))
+}
+
+# Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
+# under the current q*(f) (seed004 eqs. 4.9-4.11), repeated `iters` times or
+# until c stops moving. Each update is a coordinate ascent step and never
+# lowers the bound (seed004 section 5.3). Returns the fit with the new c and
+# `bound` evaluated there.
+.pgpr_update_c <- function(fit, iters) {
+  r <- .pgpr_eval(fit, fit$params, grad = FALSE)
+  for (i in seq_len(iters)) {
+    q <- .pgpr_qf_train(fit, r)
+    cnew <- sqrt(q$mean^2 + q$var)
+    done <- max(abs(cnew - fit$c)) <= 1e-10 * max(1, max(cnew))
+    fit$c <- cnew
+    r <- .pgpr_eval(fit, fit$params, grad = FALSE)
+    if (done) break
+  }
+  fit$bound <- r$value
+  fit
+}
+
+# ---- training -------------------------------------------------------------------------
+
+# L-BFGS-B on the free parameters at fixed c, as .fit_optim() does, with the
+# kernel's log parameters bounded above by 30. On near-separable data the
+# kernel variance grows without bound, and a line search can step to values
+# (variance ~ 1e22 with lengthscale ~ 1e8 on crabs) where K_uu + jitter is
+# numerically rank one and I + A A' cannot be factorised; the bound keeps
+# every trial point computable and is far beyond any sensible optimum. Only
+# upper bounds: when every variable has two bounds L-BFGS-B takes a full
+# first step to the Cauchy point, which can land on a lower bound where the
+# bound is flat (variance e^-30) and stall there.
+.pgpr_optim <- function(fit) {
+  o <- objective(fit)
+  if (length(o$par) == 0L) return(.fit_optim(fit))
+  start <- proc.time()[["elapsed"]]
+  upper <- ifelse(grepl("^log_", names(o$par)), 30, Inf)
+  par0 <- pmin(o$par, upper)
+  ctrl <- fit$control[c("maxit", "factr", "pgtol", "trace")]
+  res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", upper = upper, control = ctrl)
+  fit$params <- o$unpack(res$par)
+  fit$optim <- list(convergence = res$convergence,
+                    message = if (is.null(res$message)) "" else res$message,
+                    counts = res$counts, value = -res$value)
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit
+}
+
+# Inner loop (seed004 section 8.2): L-BFGS-B on the free parameters at fixed
+# c, then closed-form c updates, until the bound changes by less than tol.
+.pgpr_inner <- function(fit) {
+  ctrl <- fit$control
+  prev <- -Inf
+  evals <- 0L
+  rounds <- 0L
+  converged <- FALSE
+  for (it in seq_len(ctrl$inner_max)) {
+    fit <- .pgpr_optim(fit)
+    evals <- evals + as.integer(fit$optim$counts[[1L]])
+    fit <- .pgpr_update_c(fit, ctrl$ci_iters)
+    rounds <- it
+    if (abs(fit$bound - prev) <= ctrl$tol) {
+      converged <- TRUE
+      break
+    }
+    prev <- fit$bound
+  }
+  fit$inner <- list(rounds = rounds, evaluations = evals, converged = converged)
+  fit
+}
+
+# The double loop (seed004 section 8.3): for "hgv"/"gv", re-select Z from
+# scratch at the current kernel and c before each inner loop, until the bound
+# changes by less than tol or outer_max passes; keep the best state.
+.pgpr_train <- function(fit) {
+  ctrl <- fit$control
+  spec <- fit$selection
+  reselect <- spec$method %in% c("hgv", "gv")
+  passes <- if (reselect) ctrl$outer_max else 1L
+  start <- proc.time()[["elapsed"]]
+  best <- NULL
+  prev <- -Inf
+  hist <- vector("list", passes)
+  converged <- FALSE
+  for (pass in seq_len(passes)) {
+    if (reselect && pass > 1L) {
+      kern <- .kernel_at(fit$kernel, fit$params)
+      fit$params$Z <- .pgpr_select(fit$x, kern, spec$M, pg_theta(fit$c), spec$method,
+                                   spec$threshold)
+      fit$fixed <- .fixed_mask(fit$fixed_names$user, fit$params, fit$transforms,
+                               fit$fixed_names$always)
+    }
+    fit <- .pgpr_inner(fit)
+    hist[[pass]] <- data.frame(pass = pass, M = nrow(fit$params$Z), bound = fit$bound,
+                               inner_rounds = fit$inner$rounds,
+                               evaluations = fit$inner$evaluations)
+    if (is.null(best) || fit$bound > best$bound) best <- fit
+    if (abs(fit$bound - prev) <= ctrl$tol) {
+      converged <- TRUE
+      break
+    }
+    prev <- fit$bound
+  }
+  if (!reselect) converged <- fit$inner$converged
+  best$history <- do.call(rbind, hist[!vapply(hist, is.null, TRUE)])
+  # the optimiser report covers every inner L-BFGS-B run of every pass
+  total <- sum(best$history$evaluations)
+  best$optim$counts <- c("function" = total, gradient = total)
+  best$converged <- converged
+  best$time <- proc.time()[["elapsed"]] - start
+  best
+}
+
+.pgpr_summary_extra <- function(fit) {
+  out <- list("Local PG parameters c" = sprintf("from %s to %s (theta from %s to %s)",
+                                               format(min(fit$c), digits = 3L),
+                                               format(max(fit$c), digits = 3L),
+                                               format(min(fit$theta), digits = 3L),
+                                               format(max(fit$theta), digits = 3L)))
+  if (!is.null(fit$history)) {
+    h <- fit$history
+    out[["Training"]] <- sprintf("%d selection pass%s, %s; best bound in pass %d",
+                                 nrow(h), if (nrow(h) == 1L) "" else "es",
+                                 if (isTRUE(fit$converged)) "converged" else "stopped at the cap",
+                                 h$pass[which.max(h$bound)])
+  }
+  out
+}
+
+# The optimal q(u) = N(m*, S*) of a collapsed fit from its cached factors
+# (seed004 section 5.5: m* = L LB^-T v, S* = L B^-1 L'), with the constant
+# mean added.
+.collapsed_qu <- function(fit) {
+  post <- fit$posterior
+  w <- backsolve(t(post$LB), post$v)
+  LiLB <- forwardsolve(post$LB, t(post$L))
+  list(Z = fit$params$Z, mean = drop(post$L %*% w) + fit$params$mean, cov = crossprod(LiLB))
+}
+
+# ---- methods --------------------------------------------------------------------------------
+
+#' Predictions from a Gaussian process classifier
+#'
+#' Predictions of \code{\link{pgpr}()} and \code{\link{svgp}()} (Bernoulli)
+#' fits at new inputs: the latent function, class probabilities, labels, or
+#' the Polya-Gamma variance map.
+#'
+#' The probability of the positive class is
+#' \eqn{p(y_* = 1) = \int \sigma(f) N(f; \mu_*, \sigma_*^2) df}, where
+#' \eqn{N(\mu_*, \sigma_*^2)} is the latent predictive distribution. With
+#' \code{method = "quadrature"} (the default) the integral is computed by
+#' 20-point Gauss-Hermite quadrature: this is the predictive probability of
+#' the fitted model, and it accounts for the latent uncertainty, so it is
+#' less overconfident far from the data than the plug-in value.
+#' \code{"probit"} uses the approximation
+#' \eqn{\sigma(\mu_*/\sqrt{1 + \pi\sigma_*^2/8})}, and \code{"plugin"} the
+#' value \eqn{\sigma(\mu_*)}, which ignores the variance; the plug-in is what
+#' seed004's experiments report (accuracy and NLL in its Tables 5.2-5.5). All
+#' three give the same decision boundary \eqn{\mu_* = 0}, so
+#' \code{type = "class"} does not depend on \code{method}.
+#'
+#' \code{type = "pg_variance"} gives \eqn{1/\theta(c_*)} with
+#' \eqn{c_* = \sqrt{\mu_*^2 + \sigma_*^2}}: the variance of the Gaussian
+#' pseudo-observation that the Polya-Gamma augmentation puts at \eqn{x_*}. It
+#' is smallest near the decision boundary (seed004 Fig. 5.1), which is where
+#' heteroscedastic greedy variance places inducing inputs.
+#'
+#' @param object a \code{pgpr} or \code{svgp} fit.
+#' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
+#'   default the training inputs.
+#' @param type \code{"link"} (the latent function: \code{list(mean, var)},
+#'   or \code{cov} with \code{full_cov = TRUE}), \code{"prob"}
+#'   (\code{list(mean = p, var = p (1 - p))}), \code{"class"} (labels coded
+#'   like the training labels), or \code{"pg_variance"} (a vector).
+#'   \code{"latent"} and \code{"response"} are accepted for \code{"link"} and
+#'   \code{"prob"}. For \code{svgp(likelihood = "gaussian")} fits the types
+#'   are those of \code{\link{predict.sparsevgp}}.
+#' @param method how probabilities are computed: \code{"quadrature"},
+#'   \code{"probit"} or \code{"plugin"}; see Details.
+#' @param full_cov for \code{type = "link"}: return the full covariance.
+#' @param ... unused.
+#' @return See \code{type}; vectors are named by the row names of
+#'   \code{newdata}.
+#' @examples
+#' d <- classification_data("banana")
+#' set.seed(1)
+#' fit <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 15,
+#'             control = list(inner_max = 2))
+#' nd <- data.frame(x1 = c(-2, 0, 2), x2 = c(0, 0, 3))
+#' predict(fit, nd, type = "prob")$mean
+#' predict(fit, nd, type = "prob", method = "plugin")$mean
+#' predict(fit, nd, type = "class")
+#' predict(fit, nd, type = "pg_variance")
+#' @export
+predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class", "pg_variance"),
+                         method = c("quadrature", "probit", "plugin"), full_cov = FALSE, ...) {
+  .predict_classifier(object, newdata, type[1L], method[1L], full_cov)
+}
+
+#' @export
+fitted.pgpr <- function(object, method = "quadrature", ...) {
+  .fitted_classifier(object, method)
+}
+
+#' @export
+logLik.pgpr <- function(object, ...) {
+  structure(object$bound, df = sum(!object$fixed), nobs = length(object$y), class = "logLik")
+}
+
+#' Plot a Gaussian process classifier
+#'
+#' For one input: the probability of the positive class with the band
+#' \eqn{\sigma(\mu \pm 2 sd)}, the labels at 0 and 1, and the inducing inputs
+#' as ticks. For two inputs: filled probability contours, the decision
+#' boundary \eqn{p = 1/2} (thick line), the data by class and the inducing
+#' inputs (gold points). With more inputs: the fitted probabilities by
+#' observed class. \code{what = "pg_variance"} shows the Polya-Gamma
+#' variance map \eqn{1/\theta} instead (seed004 Fig. 5.1; log10 scale in 2-D).
+#'
+#' @param x a \code{pgpr} or \code{svgp} (Bernoulli) fit.
+#' @param what \code{"prob"} or \code{"pg_variance"}.
+#' @param n number of grid points per input.
+#' @param method how probabilities are computed; see
+#'   \code{\link{predict.pgpr}}.
+#' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
+#'   example when they are all the training inputs).
+#' @param xlab,ylab,main axis labels and title.
+#' @param ... further graphical parameters.
+#' @return The plotted data, invisibly.
+#' @examples
+#' d <- classification_data("banana")
+#' set.seed(1)
+#' fit <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 15,
+#'             control = list(inner_max = 2))
+#' plot(fit)
+#' plot(fit, what = "pg_variance")
+#' @export
+plot.pgpr <- function(x, what = c("prob", "pg_variance"), n = 200L,
+                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
+                      ylab = NULL, main = NULL, ...) {
+  what <- match.arg(what)
+  method <- match.arg(method)
+  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
+}

@@ -1,0 +1,463 @@
+# PGPR: seed004 verification targets 7-17, gradients, labels, methods.
+
+# Toy binary data: labels from the sign of a noisy smooth function.
+toy_class <- function(n = 40, d = 2, seed = 3) {
+  t <- toy_data(n, d, seed)
+  list(x = t$x, y = as.integer(t$y > 0), ypm = ifelse(t$y > 0, 1, -1))
+}
+
+# A PGPR model at given kernel, inducing inputs and local parameters c.
+pgpr_at <- function(d, k, Z, c = NULL, mean = 0, jitter = 0, ...) {
+  f <- pgpr(d$x, d$y, kernel = k, inducing = Z, mean = mean, optimize = FALSE,
+            control = list(jitter = jitter), ...)
+  if (!is.null(c)) {
+    f$c <- c
+    f <- sparsevgp:::.finish(f)
+  }
+  f
+}
+
+# Dense ingredients of seed004 chapter 4 for kernel k, inputs x, Z, c.
+pg_dense <- function(k, x, Z, c) {
+  Kuu <- naive_kernel(k, Z, Z)
+  Kuf <- naive_kernel(k, Z, x)
+  Kff <- naive_kernel(k, x, x)
+  th <- tanh(c / 2) / (2 * c)
+  Q <- crossprod(Kuf, solve(Kuu, Kuf))
+  Sig <- Kuu + Kuf %*% (th * t(Kuf))
+  list(Kuu = Kuu, Kuf = Kuf, Kff = Kff, th = th, Q = Q, Sig = Sig,
+       pg = 0.5 * sum(c^2 * th - 2 * log(cosh(c / 2))))
+}
+
+# The uncollapsed PG ELBO (seed004 eq. 2.23, derived as
+# E_q[y f / 2 - theta f^2 / 2] - N log 2 - KL_omega - KL[q(u) || p(u)]) for
+# q(u) = N(m, S) with zero prior mean.
+pg_uncollapsed <- function(D, y, m, S, c) {
+  P <- solve(D$Kuu, D$Kuf)
+  mu <- drop(crossprod(P, m))
+  s2 <- diag(D$Kff) - colSums(D$Kuf * P) + colSums(P * (S %*% P))
+  M <- length(m)
+  klu <- 0.5 * (sum(diag(solve(D$Kuu, S))) + sum(m * solve(D$Kuu, m)) - M +
+                  determinant(D$Kuu)$modulus - determinant(S)$modulus)
+  sum(y * mu / 2 - D$th * (mu^2 + s2) / 2) - length(y) * log(2) + D$pg - as.numeric(klu)
+}
+
+# elementwise relative accuracy (expect_equal's tolerance is relative to the mean)
+expect_rel <- function(a, b, tol) {
+  expect_lte(max(abs(a / b - 1)), tol)
+}
+
+test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)", {
+  cs <- c(0, 1e-12, 1e-6, 9.999e-5, 1.0001e-4, 1e-3, 0.1, 1, 10, 100, 1e4)
+  th <- pg_theta(cs)
+  expect_equal(th[1:3], rep(0.25, 3), tolerance = 1e-12)
+  # direct formula where it is accurate (away from 0)
+  direct <- tanh(cs / 2) / (2 * cs)
+  expect_rel(th[-(1:2)], direct[-(1:2)], 1e-13)
+  # series and direct branches agree across the switch at 1e-4
+  expect_equal(pg_theta(1e-4 * (1 - 1e-9)), pg_theta(1e-4 * (1 + 1e-9)), tolerance = 1e-13)
+  expect_true(all(diff(pg_theta(seq(0, 50, by = 0.01))) < 0))
+  expect_equal(pg_theta(1e4), 1 / (2 * 1e4), tolerance = 1e-12)
+  expect_equal(pg_theta(-2), pg_theta(2))
+  # log cosh: no overflow, full relative accuracy near 0
+  xs <- c(-1e5, -800, -1, -1e-3, 0, 1e-8, 1e-3, 0.5, 1, 20, 800, 1e5)
+  lc <- pg_log_cosh(xs)
+  expect_true(all(is.finite(lc)))
+  mid <- abs(xs) >= 0.5 & abs(xs) <= 20
+  expect_rel(lc[mid], log(cosh(xs[mid])), 1e-13)
+  small <- abs(xs) == 1e-3          # log(cosh(x)) itself loses digits here: use the series
+  expect_rel(lc[small], xs[small]^2 / 2 - xs[small]^4 / 12 + xs[small]^6 / 45, 1e-14)
+  big <- abs(xs) >= 800
+  expect_rel(lc[big], abs(xs[big]) - log(2), 1e-14)
+  expect_equal(pg_log_cosh(1e-8), 5e-17, tolerance = 1e-12)
+  expect_equal(pg_log_cosh(1 - 1e-12), pg_log_cosh(1 + 1e-12), tolerance = 1e-11)
+  # KL[PG(1, c) || PG(1, 0)] >= 0, zero only at 0, seed004 section 4.1
+  kc <- seq(0, 30, by = 0.005)
+  kl <- pg_kl(kc)
+  expect_equal(kl[1], 0)
+  expect_true(all(kl[-1] > 0))
+  ok <- kc > 0.5
+  expect_rel(kl[ok], log(cosh(kc[ok] / 2)) - kc[ok] / 4 * tanh(kc[ok] / 2), 1e-11)
+  expect_equal(pg_kl(0.1 * (1 - 1e-9)), pg_kl(0.1 * (1 + 1e-9)), tolerance = 1e-8)
+  expect_equal(pg_kl(1e-3), (1e-3)^4 / 192, tolerance = 1e-6)   # leading term c^4 / 192
+  # 50-digit values (mpmath) on both sides of the series/direct switch at c = 0.1
+  ref <- c(5.2083326388889683776e-15, 3.2541235726143124044e-08, 5.1806361814002072712e-07,
+           5.2222196824407670690e-07, 3.1497081969773029604e-04)
+  expect_rel(pg_kl(c(0.001, 0.05, 0.0999, 0.1001, 0.5)), ref, 1e-10)
+  expect_rel(pg_kl(c(5, 1e3)), pg_log_cosh(c(5, 1e3) / 2) - c(5, 1e3)^2 * pg_theta(c(5, 1e3)) / 2,
+             1e-13)
+  # names and dimensions are kept; non-numbers are refused
+  expect_equal(names(pg_theta(c(a = 1, b = 2))), c("a", "b"))
+  expect_error(pg_theta("1"), "'c' must be numeric")
+})
+
+test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid (target 8)", {
+  z <- seq(-12, 12, by = 0.25)
+  for (c in c(0, 0.3, 1, 4, 11)) {
+    b <- -log(2) + z / 2 - pg_theta(c) * z^2 / 2 - pg_kl(c)
+    expect_true(all(plogis(z, log.p = TRUE) >= b - 1e-12))
+    zc <- c(-c, c)
+    expect_equal(-log(2) + zc / 2 - pg_theta(c) * zc^2 / 2 - pg_kl(c),
+                 plogis(zc, log.p = TRUE), tolerance = 1e-9)
+  }
+})
+
+test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel bound (target 9)", {
+  d <- toy_class(40, 2)
+  set.seed(5)
+  c <- runif(40, 0.05, 4)
+  Z <- d$x[c(3, 8, 14, 22, 30, 35), ] + 0.01
+  for (k in all_kernels(2)[c("rbf", "matern32_ard", "matern12")]) {
+    f <- pgpr_at(d, k, Z, c)
+    D <- pg_dense(k, d$x, Z, c)
+    y <- d$ypm
+    N <- 40
+    Kt <- D$Kff - D$Q
+    # eq. 4.7
+    e47 <- -0.5 * as.numeric(determinant(solve(D$Kuu, D$Sig))$modulus) -
+      0.5 * sum(D$th * diag(Kt)) +
+      sum(y * (t(D$Kuf) %*% solve(D$Sig, D$Kuf %*% y))) / 8 - N * log(2) + D$pg
+    expect_equal(f$bound, e47, tolerance = 1e-10)
+    # eq. 4.14 (augmented form)
+    Ti <- diag(1 / D$th)
+    e414 <- dense_log_normal(y, 4 * diag(D$th) %*% (Ti + D$Q) %*% diag(D$th)) -
+      0.5 * sum(D$th * diag(Kt)) + 0.5 * sum(log(D$th)) + sum(y^2 / D$th) / 8 +
+      N / 2 * log(2 * pi) + D$pg
+    expect_equal(f$bound, e414, tolerance = 1e-10)
+    # App. C.3 first stage
+    C <- Ti + D$Q
+    e_c3 <- -0.5 * sum(log(D$th)) - 0.5 * as.numeric(determinant(C)$modulus) +
+      sum(y^2 / D$th) / 8 - sum((y / D$th) * solve(C, y / D$th)) / 8 -
+      0.5 * sum(D$th * diag(Kt)) - N * log(2) + D$pg
+    expect_equal(f$bound, e_c3, tolerance = 1e-10)
+    # the uncollapsed bound at the optimal q(u) of eq. 4.5
+    m <- 0.5 * drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% y))
+    S <- D$Kuu %*% solve(D$Sig, D$Kuu)
+    expect_equal(f$bound, pg_uncollapsed(D, y, m, S, c), tolerance = 1e-9)
+    # ... and any other q(u) is worse
+    expect_lt(pg_uncollapsed(D, y, m + 0.05, S, c), f$bound)
+  }
+})
+
+test_that("PGPR at fixed c is the Gaussian bound on pseudo-targets (target 10)", {
+  d <- toy_class(40, 2)
+  set.seed(6)
+  c <- runif(40, 0.05, 3)
+  th <- tanh(c / 2) / (2 * c)
+  Z <- d$x[c(2, 9, 17, 26, 33), ]
+  k <- kernel_matern52(c(0.7, 1.1), 1.4)
+  p <- pgpr_at(d, k, Z, c, optimize_inducing = TRUE)
+  h <- sgpr(d$x, d$ypm / (2 * th), kernel = k, inducing = Z, noise = 1 / th, mean = 0,
+            optimize = FALSE, control = list(jitter = 0))
+  const <- 20 * log(2 * pi) - 0.5 * sum(log(th)) + sum(1 / th) / 8 - 40 * log(2) -
+    sum(log(cosh(c / 2)) - c / 4 * tanh(c / 2))
+  expect_equal(p$bound, h$bound + const, tolerance = 1e-10)
+  # the same q*(u) (seed004 section 5.6) and the same gradient
+  qp <- sparsevgp:::.collapsed_qu(p)
+  qh <- posterior_inducing(h)
+  expect_equal(qp$mean, qh$mean, tolerance = 1e-10)
+  expect_equal(qp$cov, qh$cov, tolerance = 1e-10)
+  D <- pg_dense(k, d$x, Z, c)
+  expect_equal(qp$mean, 0.5 * drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% d$ypm)), tolerance = 1e-8)
+  expect_equal(qp$cov, D$Kuu %*% solve(D$Sig, D$Kuu), tolerance = 1e-8)
+  op <- objective(p)
+  oh <- objective(h)
+  expect_identical(names(op$par), names(oh$par))
+  expect_equal(op$gr(op$par), oh$gr(oh$par), tolerance = 1e-10)
+})
+
+test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", {
+  d <- toy_class(40, 2)
+  Z <- d$x[c(1, 7, 13, 19, 25, 31, 37), ]
+  k <- kernel_rbf(0.9, 2)
+  f <- pgpr_at(d, k, Z, rep(0.1, 40))
+  D <- pg_dense(k, d$x, Z, f$c)
+  # eq. 4.9: q*(f) = N(1/2 Kfu Sig^-1 Kuf y, Kt + Kfu Sig^-1 Kuf)
+  mu <- 0.5 * drop(crossprod(D$Kuf, solve(D$Sig, D$Kuf %*% d$ypm)))
+  Sq <- D$Kff - D$Q + crossprod(D$Kuf, solve(D$Sig, D$Kuf))
+  g <- sparsevgp:::.pgpr_update_c(f, 1L)
+  expect_equal(g$c, sqrt(mu^2 + diag(Sq)), tolerance = 1e-9)
+  # target 12: at c = sqrt(mu^2 + s^2) under q(u), the compact form
+  m <- 0.5 * drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% d$ypm))
+  S <- D$Kuu %*% solve(D$Sig, D$Kuu)
+  D2 <- pg_dense(k, d$x, Z, g$c)
+  klu <- 0.5 * (sum(diag(solve(D$Kuu, S))) + sum(m * solve(D$Kuu, m)) - 7 +
+                  determinant(D$Kuu)$modulus - determinant(S)$modulus)
+  expect_equal(pg_uncollapsed(D2, d$ypm, m, S, g$c),
+               sum(d$ypm * mu / 2 - log(2) - log(cosh(g$c / 2))) - as.numeric(klu),
+               tolerance = 1e-10)
+  # the bound climbs monotonically and settles
+  b <- numeric(15)
+  h <- f
+  for (i in 1:15) {
+    h <- sparsevgp:::.pgpr_update_c(h, 1L)
+    b[i] <- h$bound
+  }
+  expect_true(all(diff(c(f$bound, b)) > -1e-10))
+  expect_lt(abs(b[15] - b[14]), 1e-6)
+  expect_gt(b[15], f$bound + 0.5)
+})
+
+test_that("the PG bound is below the Bernoulli ELBO at the same q(u) (target 13)", {
+  d <- toy_class(40, 2)
+  Z <- d$x[c(4, 11, 18, 27, 36), ]
+  k <- kernel_rbf(c(0.8, 1.3), 1.5)
+  set.seed(7)
+  for (c in list(runif(40, 0.1, 3), NULL)) {
+    f <- pgpr_at(d, k, Z, c, jitter = 1e-8)
+    if (is.null(c)) f <- sparsevgp:::.finish(sparsevgp:::.pgpr_update_c(f, 20L))
+    qu <- sparsevgp:::.collapsed_qu(f)
+    s <- svgp(d$x, d$y, kernel = k, inducing = Z, q_u = qu, optimize = FALSE,
+              control = list(jitter = 1e-8))
+    expect_lt(f$bound, s$bound)
+    # with the same q(u) both models predict the same latent distribution
+    xs <- matrix(c(-1, 0, 1.5, 0.3, -0.8, 1), 3)
+    expect_equal(predict(s, xs)$mean, predict(f, xs)$mean, tolerance = 1e-8)
+    expect_equal(predict(s, xs)$var, predict(f, xs)$var, tolerance = 1e-8)
+  }
+})
+
+test_that("the bound grows along nested inducing sets (target 15) and Z = X is exact (target 16)", {
+  d <- toy_class(30, 1)
+  set.seed(8)
+  c <- runif(30, 0.1, 3)
+  k <- kernel_matern32(0.6, 1.2)
+  Zall <- matrix(seq(-1.9, 1.9, length.out = 12))[sample(12), , drop = FALSE]
+  b <- vapply(1:12, function(m) pgpr_at(d, k, Zall[1:m, , drop = FALSE], c)$bound, 1)
+  expect_true(all(diff(b) > -1e-9))
+  # M = N with Z = X: no trace term, the non-sparse PG bound (eq. 4.14 with Q = K)
+  f <- pgpr_at(d, k, d$x, c)
+  expect_equal(f$bound_terms[["trace"]], 0, tolerance = 1e-8)
+  D <- pg_dense(k, d$x, d$x, c)
+  full <- dense_log_normal(d$ypm, 4 * diag(D$th) %*% (diag(1 / D$th) + D$Kff) %*% diag(D$th)) +
+    0.5 * sum(log(D$th)) + sum(1 / D$th) / 8 + 15 * log(2 * pi) + D$pg
+  expect_equal(f$bound, full, tolerance = 1e-8)
+  expect_gte(f$bound, max(b) - 1e-9)
+})
+
+test_that("PGPR gradients match finite differences (every kernel, every parameter kind)", {
+  d <- toy_class(30, 2)
+  set.seed(9)
+  c <- runif(30, 0.1, 3)
+  Z <- d$x[c(2, 8, 15, 21, 27), ] + 0.02
+  for (k in all_kernels(2)) {
+    expect_grad(pgpr_at(d, k, Z, c, mean = "constant", optimize_inducing = TRUE, jitter = 1e-8))
+  }
+  o <- objective(pgpr_at(d, kernel_rbf(c(1, 2), 1), Z, c, mean = "constant",
+                         optimize_inducing = TRUE))
+  expect_setequal(names(o$par), c("log_variance", "log_lengthscale[1]", "log_lengthscale[2]",
+                                  "mean", sprintf("Z[%d,%d]", rep(1:5, 2), rep(1:2, each = 5))))
+  # by default Z and the mean are fixed
+  o <- objective(pgpr_at(d, kernel_rbf(1, 1), Z, c))
+  expect_identical(names(o$par), c("log_variance", "log_lengthscale"))
+})
+
+test_that("labels: factors, logicals and 0/1 give the same fit; bad labels are refused", {
+  d <- toy_class(30, 1)
+  Z <- matrix(c(-1.5, 0, 1.5))
+  k <- kernel_rbf(0.8, 1)
+  f01 <- pgpr(d$x, d$y, kernel = k, inducing = Z, optimize = FALSE)
+  fl <- pgpr(d$x, d$y == 1, kernel = k, inducing = Z, optimize = FALSE)
+  ff <- pgpr(d$x, factor(c("no", "yes")[d$y + 1]), kernel = k, inducing = Z, optimize = FALSE)
+  fpm <- pgpr(d$x, d$ypm, kernel = k, inducing = Z, optimize = FALSE)
+  expect_equal(fl$bound, f01$bound)
+  expect_equal(ff$bound, f01$bound)
+  expect_equal(fpm$bound, f01$bound)
+  expect_s3_class(predict(ff, type = "class"), "factor")
+  expect_identical(levels(predict(ff, type = "class")), c("no", "yes"))
+  expect_type(predict(fl, type = "class"), "logical")
+  expect_true(all(predict(f01, type = "class") %in% c(0, 1)))
+  expect_true(all(predict(fpm, type = "class") %in% c(-1, 1)))
+  # unused factor levels are dropped; the positive class is the second used level
+  f3 <- pgpr(d$x, factor(c("no", "yes")[d$y + 1], levels = c("maybe", "no", "yes")),
+             kernel = k, inducing = Z, optimize = FALSE)
+  expect_equal(f3$bound, f01$bound)
+  x <- d$x
+  expect_error(pgpr(x, rep(1, 30), inducing = Z), "'y' must have exactly two classes, but it has 1")
+  expect_error(pgpr(x, factor(rep("a", 30)), inducing = Z), "'y' must have exactly two classes")
+  expect_error(pgpr(x, rep(1:3, 10), inducing = Z), "'y' as a number must be coded 0/1")
+  expect_error(pgpr(x, factor(rep(c("a", "b", "c"), 10)), inducing = Z),
+               "'y' must have exactly two classes, but it has 3")
+  expect_error(pgpr(x, c(NA, d$y[-1]), inducing = Z), "'y' contains NA")
+  expect_error(pgpr(x, c("a", "b")[d$y + 1], inducing = Z), "'y' must be a two-level factor")
+  expect_error(pgpr(x, d$y[-1], inducing = Z), "'y' has length 29")
+  expect_error(svgp(x, rep(0, 30), inducing = Z), "'y' must have exactly two classes")
+  expect_error(svgp(x, c(NA, d$y[-1]), inducing = Z), "'y' contains NA")
+})
+
+test_that("bad arguments give clear errors", {
+  d <- toy_class(30, 2)
+  expect_error(pgpr(d$x, d$y, inducing = "pca"), "'inducing' must be one of")
+  expect_error(pgpr(d$x, d$y, inducing = "kmeans", M = 40), "only N = 30")
+  expect_error(pgpr(d$x, d$y, inducing = "kmeans", M = 2.5), "whole number")
+  expect_error(pgpr(d$x, d$y, inducing = 5, M = 5), "once")
+  expect_error(pgpr(d$x, d$y, inducing = "kmeans", M = 5, threshold = 1e-3), "greedy")
+  expect_error(pgpr(d$x, d$y, inducing = "hgv", M = 5, threshold = -1), "'threshold'")
+  expect_error(pgpr(d$x, d$y, inducing = d$x[1:4, 1, drop = FALSE]), "2 columns")
+  expect_error(pgpr(d$x, d$y, inducing = d$x[1:4, ], M = 4), "fix M")
+  expect_error(pgpr(d$x, d$y, M = 5, control = list(inner_max = 0)), "inner_max")
+  expect_error(pgpr(d$x, d$y, M = 5, control = list(tol = -1)), "tol")
+  expect_error(pgpr(d$x, d$y, M = 5, control = list(foo = 1)), "unknown 'control'")
+  expect_error(pgpr(d$x, d$y, M = 5, mean = "linear"), "'mean'")
+  f <- pgpr(d$x, d$y, inducing = d$x[1:4, ], optimize = FALSE)
+  expect_error(predict(f, d$x[, 1]), "2 columns")
+  expect_error(predict(f, type = "prob", full_cov = TRUE), "full_cov")
+  expect_error(predict(f, type = "odds"), "should be one of")
+})
+
+test_that("PGPR fits banana: accuracy, the PG variance map (target 17) and the methods", {
+  bd <- classification_data("banana")
+  set.seed(1)
+  fit <- pgpr(y ~ x1 + x2, data = bd, inducing = "kmeans", M = 20,
+              control = list(inner_max = 4))
+  acc <- mean(predict(fit, bd, type = "class") == bd$y)
+  expect_gt(acc, 0.85)
+  expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")$mean))
+  expect_equal(nrow(fit$history), 1L)
+  expect_equal(fit$bound, fit$history$bound)
+  expect_equal(fit$theta, pg_theta(fit$c))
+  # the three probability rules share the decision boundary and order
+  nd <- data.frame(x1 = seq(-3, 3, length.out = 25), x2 = seq(-2, 3, length.out = 25))
+  pq <- predict(fit, nd, type = "prob")$mean
+  pp <- predict(fit, nd, type = "prob", method = "probit")$mean
+  pl <- predict(fit, nd, type = "prob", method = "plugin")$mean
+  expect_equal(pq > 0.5, pl > 0.5)
+  expect_equal(pp, pq, tolerance = 0.02)
+  lat <- predict(fit, nd)
+  expect_equal(unname(pl), unname(plogis(lat$mean)), tolerance = 1e-14)
+  # quadrature against numerical integration
+  i <- 7
+  ref <- integrate(function(f) plogis(f) * dnorm(f, lat$mean[i], sqrt(lat$var[i])), -Inf, Inf,
+                   rel.tol = 1e-12)$value
+  expect_equal(unname(pq[i]), ref, tolerance = 1e-9)
+  # plug-in is more confident than the predictive probability
+  expect_true(all(abs(pl - 0.5) >= abs(pq - 0.5) - 1e-12))
+  # PG variance map: at least 4 (theta <= 1/4) and lowest at the boundary (seed004 Fig. 5.1)
+  g <- as.data.frame(expand.grid(x1 = seq(-3, 3, length.out = 40), x2 = seq(-3, 3, length.out = 40)))
+  v <- predict(fit, g, type = "pg_variance")
+  p <- predict(fit, g, type = "prob")$mean
+  expect_true(all(v >= 4 - 1e-12))
+  low <- v <= quantile(v, 0.05)
+  expect_lt(mean(abs(p[low] - 0.5)), 0.15)
+  expect_gt(mean(abs(p[!low] - 0.5)), mean(abs(p[low] - 0.5)) + 0.1)
+  # methods
+  expect_output(print(fit), "PGPR")
+  expect_output(print(summary(fit)), "Local PG parameters")
+  expect_s3_class(logLik(fit), "logLik")
+  expect_equal(attr(logLik(fit), "df"), 2L)
+  expect_named(coef(fit), c("variance", "lengthscale", "mean"))
+  pdf(NULL)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  pd <- plot(fit, n = 30)
+  expect_equal(nrow(pd), 900L)
+  expect_true(all(c("prob", "mean", "sd") %in% names(pd)))
+  pv <- plot(fit, what = "pg_variance", n = 20)
+  expect_true("pg_variance" %in% names(pv))
+})
+
+test_that("the double loop re-selects, records its history and keeps the best pass", {
+  d <- toy_class(60, 2)
+  set.seed(2)
+  fit <- pgpr(d$x, d$y, inducing = "hgv", M = 8, kernel = kernel_rbf(1, 1),
+              control = list(outer_max = 3, inner_max = 2, maxit = 30))
+  h <- fit$history
+  expect_lte(nrow(h), 3L)
+  expect_equal(fit$bound, max(h$bound), tolerance = 1e-8)
+  expect_true(all(h$M == 8L))
+  expect_equal(sum(h$evaluations), fit$optim$counts[[1L]])
+  # the c of the fit are at (or near) their update's fixed point for its Z
+  g <- sparsevgp:::.pgpr_update_c(fit, 1L)
+  expect_gte(g$bound, fit$bound - 1e-9)
+  # optimising the inducing inputs moves them and does not lower the bound
+  go <- pgpr(d$x, d$y, inducing = fit$params$Z, kernel = kernel_rbf(1, 1),
+             optimize_inducing = TRUE, control = list(inner_max = 3, maxit = 50))
+  expect_false(isTRUE(all.equal(go$params$Z, fit$params$Z)))
+  expect_output(print(go), "gradient optimisation")
+  # 1-D plots and a formula with a factor response
+  d1 <- toy_class(30, 1)
+  df <- data.frame(u = d1$x[, 1], cls = factor(c("a", "b")[d1$y + 1]))
+  f1 <- pgpr(cls ~ u, data = df, inducing = "uniform", M = 5, control = list(inner_max = 2))
+  expect_s3_class(predict(f1, data.frame(u = c(-1, 1)), type = "class"), "factor")
+  pdf(NULL)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  expect_equal(nrow(plot(f1, n = 50)), 50L)
+  expect_equal(nrow(plot(f1, what = "pg_variance", n = 40)), 40L)
+  expect_equal(nrow(plot(f1, n = 20, inducing = FALSE)), 20L)
+  expect_error(plot(f1, inducing = NA), "'inducing' must be TRUE or FALSE")
+  # warm start from a previous fit keeps its c
+  f2 <- update(f1, control = list(inner_max = 1))
+  expect_s3_class(f2, "pgpr")
+})
+
+test_that("HGV weights the greedy selection by theta: boundary points (target 17, 19)", {
+  bd <- classification_data("banana")
+  x <- as.matrix(bd[c("x1", "x2")])
+  k <- kernel_rbf(1, 1)
+  # with all c equal (the start, c = 0.1) the weights are equal: HGV = GV (target 19)
+  set.seed(3)
+  h1 <- pgpr(x, bd$y, kernel = k, inducing = "hgv", M = 12, optimize = FALSE)
+  set.seed(3)
+  g1 <- pgpr(x, bd$y, kernel = k, inducing = "gv", M = 12, optimize = FALSE)
+  expect_equal(h1$params$Z, g1$params$Z)
+  # the selection is select_inducing()'s, with weights theta
+  set.seed(3)
+  s <- select_inducing(x, k, M = 12, method = "greedy", weights = pg_theta(rep(0.1, 400)))
+  expect_equal(unname(h1$params$Z), unname(s$Z))
+  # at a fitted model HGV puts the inducing inputs nearer the boundary than GV
+  set.seed(1)
+  fit <- pgpr(x, bd$y, kernel = k, inducing = "hgv", M = 30,
+              control = list(outer_max = 3, inner_max = 3))
+  expect_lte(nrow(fit$history), 3L)
+  kf <- kernel_rbf(fit$params$lengthscale, fit$params$variance)
+  for (M in c(20L, 40L)) {
+    set.seed(2)
+    Zh <- sparsevgp:::.pgpr_select(x, kf, M, fit$theta, "hgv")
+    set.seed(2)
+    Zg <- sparsevgp:::.pgpr_select(x, kf, M, fit$theta, "gv")
+    # mean |mu| at the inducing inputs: about 2/3 (M = 20) and 7/8 (M = 40) of GV's
+    expect_lt(mean(abs(predict(fit, Zh)$mean)),
+              if (M == 20L) 0.8 * mean(abs(predict(fit, Zg)$mean)) else
+                0.95 * mean(abs(predict(fit, Zg)$mean)))
+  }
+  # a threshold on the weighted trace chooses M
+  set.seed(4)
+  ft <- pgpr(x, bd$y, kernel = kf, inducing = "hgv", threshold = 1, optimize = FALSE)
+  set.seed(4)
+  st <- select_inducing(x, kf, method = "greedy", weights = pg_theta(rep(0.1, 400)),
+                        threshold = 1)
+  expect_equal(nrow(ft$params$Z), st$M)
+  expect_lt(st$M, 400L)
+  expect_lt(st$trace[st$M], 1)
+  expect_error(pgpr(x, bd$y, inducing = "hgv", threshold = 1, M = 500), "only N = 400")
+  # reinit_inducing() works on a PGPR fit through its hooks and keeps the best bound
+  set.seed(5)
+  f0 <- pgpr(x, bd$y, kernel = k, inducing = "kmeans", M = 20, control = list(inner_max = 2))
+  re <- suppressWarnings(reinit_inducing(f0, max_passes = 2))
+  expect_s3_class(re, "pgpr")
+  expect_gte(re$bound, f0$bound)
+})
+
+test_that("near-separable data: the kernel parameters stay below the bound and the fit succeeds", {
+  # crabs, split 5 of inst/bench/reproduce_pgpr.R: unbounded, L-BFGS-B stepped to
+  # log variance 51.7, log lengthscale 18.6, where I + A A' cannot be factorised
+  d <- classification_data("crabs")
+  x <- as.matrix(d[setdiff(names(d), "y")])
+  set.seed(2005)
+  tr <- sort(sample.int(200, 180))
+  xtr <- scale(x[tr, ], colMeans(x[tr, ]), apply(x[tr, ], 2, sd))
+  Z <- sparsevgp:::.kmeans_inducing(xtr, 10)
+  o <- objective(pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, optimize = FALSE))
+  expect_error(o$fn(c(51.7, 18.557)), "Cholesky")
+  fit <- pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z,
+              control = list(inner_max = 3))
+  expect_true(is.finite(fit$bound))
+  expect_lte(log(fit$params$variance), 30)
+  expect_gt(fit$params$variance, 1e3)     # the variance does grow: the classes separate
+  # and an ordinary fit is not pushed to a bound (see .pgpr_optim)
+  h <- classification_data("heart")
+  hx <- scale(as.matrix(h[setdiff(names(h), "y")]))
+  fh <- pgpr(hx, h$y, kernel = kernel_rbf(1, 1), inducing = "kmeans", M = 20,
+             control = list(inner_max = 2))
+  expect_gt(fh$bound, -150)
+  expect_gt(fh$params$variance, 1)
+})
