@@ -274,17 +274,24 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
     zm <- matrix(log10(z), n, n)
     graphics::image(g1, g2, zm, col = grDevices::hcl.colors(40, "YlOrRd", rev = TRUE),
                     xlab = xlab, ylab = ylab, main = main, ...)
-    graphics::contour(g1, g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,
-                      nlevels = 6)
+    if (diff(range(zm)) > 0) {
+      graphics::contour(g1, g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,
+                        nlevels = 6)
+    }
   } else {
     zm <- matrix(p, n, n)
     graphics::image(g1, g2, zm, zlim = c(0, 1), col = grDevices::hcl.colors(40, "Blue-Red 3"),
                     xlab = xlab, ylab = ylab, main = main, ...)
-    graphics::contour(g1, g2, zm, levels = c(0.1, 0.25, 0.75, 0.9), add = TRUE,
-                      col = grDevices::grey(0.25), labcex = 0.6, lty = 2)
+    if (diff(range(zm)) > 0) {
+      graphics::contour(g1, g2, zm, levels = c(0.1, 0.25, 0.75, 0.9), add = TRUE,
+                        col = grDevices::grey(0.25), labcex = 0.6, lty = 2)
+    }
   }
-  graphics::contour(g1, g2, matrix(p, n, n), levels = 0.5, add = TRUE, lwd = 2.5,
-                    drawlabels = FALSE, col = "black")
+  # a constant surface (an unfitted model) has no contours to draw
+  if (diff(range(p)) > 0) {
+    graphics::contour(g1, g2, matrix(p, n, n), levels = 0.5, add = TRUE, lwd = 2.5,
+                      drawlabels = FALSE, col = "black")
+  }
   graphics::points(object$x[, 1L], object$x[, 2L], pch = c(1, 3)[1L + object$y], cex = 0.5,
                    col = c("navy", "darkred")[1L + object$y])
   if (inducing && !is.null(object$params$Z)) {

@@ -5,8 +5,12 @@
 #' (bounds, their gradients, predictions) is written in C on R's BLAS and
 #' LAPACK; models are fitted with \code{optim()} on analytic gradients.
 #'
-#' Models: \code{\link{gpr}} (exact GP regression, the reference) and
-#' \code{\link{sgpr}} (the collapsed bound of Titsias, 2009). Kernels:
+#' Models: \code{\link{sgpr}} (the collapsed bound of Titsias, 2009, with
+#' homoscedastic or heteroscedastic noise), \code{\link{osgpr}} (orthogonal
+#' inducing points: SOLVE-GPR and ODGPR), \code{\link{pgpr}} (Polya-Gamma
+#' sparse classification), \code{\link{svgp}} (uncollapsed whitened SVGP) and
+#' \code{\link{gpr}} (exact GP regression, the reference). Inducing inputs:
+#' \code{\link{select_inducing}} and \code{\link{reinit_inducing}}. Kernels:
 #' \code{\link{kernel_rbf}} and the Matern family. Every model gives its
 #' optimisation objective through \code{\link{objective}}.
 #'

@@ -59,3 +59,47 @@ test_that("every regression model honours the prediction contract", {
     expect_true(is.data.frame(pd), label = nm)
   }
 })
+
+test_that("every classifier honours the prediction contract", {
+  set.seed(3)
+  x <- matrix(runif(60, -2, 2), 30, 2)
+  y <- factor(ifelse(x[, 1] + x[, 2] + rnorm(30, sd = 0.5) > 0, "yes", "no"))
+  Z <- x[c(2, 9, 17, 24), ]
+  fits <- list(pgpr = pgpr(x, y, inducing = Z, optimize = FALSE),
+               svgp = svgp(x, y, inducing = Z, optimize = FALSE))
+  xs <- matrix(c(-1, 0, 1.5, 0.3, -0.2, 1), 3, 2, dimnames = list(c("a", "b", "c"), NULL))
+  for (nm in names(fits)) {
+    fit <- fits[[nm]]
+    pl <- predict(fit, xs, type = "link")
+    expect_named(pl, c("mean", "var"))
+    expect_named(pl$mean, c("a", "b", "c"))
+    expect_true(all(pl$var >= 0), label = nm)
+    for (method in c("quadrature", "probit", "plugin")) {
+      pp <- predict(fit, xs, type = "prob", method = method)
+      expect_true(all(pp$mean > 0 & pp$mean < 1), label = paste(nm, method))
+      expect_equal(unname(pp$var), unname(pp$mean * (1 - pp$mean)))
+      cls <- predict(fit, xs, type = "class", method = method)
+      expect_true(is.factor(cls) && all(levels(cls) == c("no", "yes")))
+      expect_named(cls, c("a", "b", "c"))
+      expect_equal(unname(as.character(cls)), unname(ifelse(pp$mean > 0.5, "yes", "no")))
+    }
+    pc <- predict(fit, xs, type = "link", full_cov = TRUE)
+    expect_equal(pc$cov, t(pc$cov))
+    expect_equal(unname(diag(pc$cov)), unname(pl$var), tolerance = 1e-8)
+    expect_error(predict(fit, xs, type = "prob", full_cov = TRUE), "full_cov")
+    expect_error(predict(fit, xs, type = "odds"), "should be one of")
+    expect_length(fitted(fit), 30L)
+    ll <- logLik(fit)
+    expect_s3_class(ll, "logLik")
+    expect_equal(attr(ll, "nobs"), 30L)
+    expect_true(is.finite(as.numeric(ll)))
+    o <- objective(fit)
+    expect_equal(names(o$gr(o$par)), names(o$par))
+    expect_output(print(fit))
+    expect_output(print(summary(fit)))
+    pdf(NULL)
+    pd <- plot(fit, n = 10)
+    dev.off()
+    expect_true(is.data.frame(pd), label = nm)
+  }
+})
