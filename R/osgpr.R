@@ -309,25 +309,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 }
 
 .osgpr_predict_latent <- function(object, xnew, full_cov) {
-  kc <- .kern_c(.kernel_at(object$kernel, object$params))
-  post <- object$posterior
-  W <- rbind(object$params$Z, object$params$O)
-  if (full_cov) {
-    p <- .Call(ffi_pred_gaussian, post$L, post$LB, post$v,
-               .Call(ffi_kern_matrix, kc, W, xnew),
-               .Call(ffi_kern_matrix, kc, xnew, NULL), TRUE)
-    p$mean <- p$mean + object$params$mean
-    return(p)
-  }
-  mean <- var <- numeric(nrow(xnew))
-  for (b in .row_blocks(nrow(xnew))) {
-    xb <- xnew[b, , drop = FALSE]
-    p <- .Call(ffi_pred_gaussian, post$L, post$LB, post$v,
-               .Call(ffi_kern_matrix, kc, W, xb), .Call(ffi_kern_diag, kc, xb), FALSE)
-    mean[b] <- p$mean + object$params$mean
-    var[b] <- p$var
-  }
-  list(mean = mean, var = var)
+  .collapsed_predict_latent(object, rbind(object$params$Z, object$params$O), xnew, full_cov)
 }
 
 # ---- what summary() reports -------------------------------------------------

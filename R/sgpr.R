@@ -341,13 +341,18 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 }
 
 .sgpr_predict_latent <- function(object, xnew, full_cov) {
-  kern <- .kernel_at(object$kernel, object$params)
-  kc <- .kern_c(kern)
+  .collapsed_predict_latent(object, object$params$Z, xnew, full_cov)
+}
+
+# The predictive distribution of a collapsed model from its cached factors
+# (L, LB, v) and inducing inputs W (src/predict.c), in blocks of rows for the
+# diagonal path; the constant mean is added.
+.collapsed_predict_latent <- function(object, W, xnew, full_cov) {
+  kc <- .kern_c(.kernel_at(object$kernel, object$params))
   post <- object$posterior
-  Z <- object$params$Z
   if (full_cov) {
     p <- .Call(ffi_pred_gaussian, post$L, post$LB, post$v,
-               .Call(ffi_kern_matrix, kc, Z, xnew),
+               .Call(ffi_kern_matrix, kc, W, xnew),
                .Call(ffi_kern_matrix, kc, xnew, NULL), TRUE)
     p$mean <- p$mean + object$params$mean
     return(p)
@@ -356,7 +361,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   for (b in .row_blocks(nrow(xnew))) {
     xb <- xnew[b, , drop = FALSE]
     p <- .Call(ffi_pred_gaussian, post$L, post$LB, post$v,
-               .Call(ffi_kern_matrix, kc, Z, xb), .Call(ffi_kern_diag, kc, xb), FALSE)
+               .Call(ffi_kern_matrix, kc, W, xb), .Call(ffi_kern_diag, kc, xb), FALSE)
     mean[b] <- p$mean + object$params$mean
     var[b] <- p$var
   }

@@ -167,22 +167,29 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
     F77_CALL(dgemm)("N", "N", &M, &N, &M, &one, E, &M, A, &M, &zero,
                     out->Guf, &M FCONE FCONE);
 
-    /* q_n = a_n'(I - Binv) a_n = Kuf_n' (E A)_n / sqrt(lambda_n); then
-     * Guf_n = (E A)_n / sqrt(lambda_n) + alpha r_n */
+    bg_point_adjoints(M, N, Kuf, isl, alpha, r, lambda, kdiag, out->Guf,
+                      out->gdiag, out->glambda, out->gytil);
+    return 0;
+}
+
+void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
+                       const double *alpha, const double *r,
+                       const double *lambda, const double *kdiag, double *G,
+                       double *gdiag, double *glambda, double *gytil)
+{
     for (int n = 0; n < N; n++) {
-        double *g = out->Guf + (size_t) M * n;
+        if ((n & 1023) == 1023) R_CheckUserInterrupt();
+        double *g = G + (size_t) M * n;
         const double *kn = Kuf + (size_t) M * n;
-        double q = 0.0;
+        double q = 0.0;                       /* a_n'(I - B^-1) a_n */
         for (int m = 0; m < M; m++) q += kn[m] * g[m];
         q *= isl[n];
         for (int m = 0; m < M; m++) g[m] = g[m] * isl[n] + alpha[m] * r[n];
         const double il = 1.0 / lambda[n];
-        out->gdiag[n] = -0.5 * il;
-        out->glambda[n] = 0.5 * (r[n] * r[n] - il - q * il +
-                                 kdiag[n] * il * il);
-        out->gytil[n] = -r[n];
+        gdiag[n] = -0.5 * il;
+        glambda[n] = 0.5 * (r[n] * r[n] - il - q * il + kdiag[n] * il * il);
+        gytil[n] = -r[n];
     }
-    return 0;
 }
 
 /* ---- .Call entry point ------------------------------------------------ */

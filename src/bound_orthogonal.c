@@ -353,20 +353,8 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
     /* q_n = a_n' R a_n = Kwf_n' (E A)_n / sqrt(lambda_n), since
      * Kwf_n = L a_n sqrt(lambda_n); then Gwf_n = (E A)_n / sqrt(lambda_n)
      * + alpha r_n */
-    for (int n = 0; n < N; n++) {
-        if ((n & 1023) == 1023) R_CheckUserInterrupt();
-        double *g = out->Gwf + (size_t) M * n;
-        const double *kn = Kwf + (size_t) M * n;
-        double q = 0.0;
-        for (int m = 0; m < M; m++) q += kn[m] * g[m];
-        q *= isl[n];
-        for (int m = 0; m < M; m++) g[m] = g[m] * isl[n] + alpha[m] * r[n];
-        const double il = 1.0 / lambda[n];
-        out->gdiag[n] = -0.5 * il;
-        out->glambda[n] = 0.5 * (r[n] * r[n] - il - q * il +
-                                 kdiag[n] * il * il);
-        out->gytil[n] = -r[n];
-    }
+    bg_point_adjoints(M, N, Kwf, isl, alpha, r, lambda, kdiag, out->Gwf,
+                      out->gdiag, out->glambda, out->gytil);
     return 0;
 }
 

@@ -64,6 +64,20 @@ void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
 void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
                     double *dtheta);
 
+/* ---- collapsed Gaussian bound (bound_gaussian.c) ----------------------- */
+
+/* The per-point adjoints shared by the collapsed bounds (seed004 section
+ * 3.8, whitened): on entry column n of G (M x N) holds (E A)_n with
+ * E = L^-T R, R = I - B^-1 for SGPR (bound_orthogonal.c passes its own R);
+ * q_n = a_n' R a_n is recovered as Kuf_n' (E A)_n / sqrt(lambda_n). On exit
+ * G = dF/dKuf = E A Lambda^-1/2 + alpha r', and gdiag, glambda, gytil hold
+ * dF/dkdiag, dF/dlambda, dF/dytil. isl = lambda^-1/2,
+ * r = (ytil - mu) / lambda. */
+void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
+                       const double *alpha, const double *r,
+                       const double *lambda, const double *kdiag, double *G,
+                       double *gdiag, double *glambda, double *gytil);
+
 /* ---- linear algebra (linalg.c) ---------------------------------------- */
 
 /* Lower Cholesky factor of the n x n symmetric matrix S (lower triangle
