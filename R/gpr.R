@@ -76,7 +76,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   kernel <- .check_kernel(kernel)
   if (!is.null(start)) {
     if (!inherits(start, "gpr")) stop("'start' must be a gpr fit", call. = FALSE)
-    kernel <- .kernel_at(kernel, start$params)
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (is.null(noise)) noise <- start$params$noise
   }
   kernel <- .kern_init(kernel, x, y)
@@ -124,6 +124,15 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
 # Homoscedastic noise at new inputs.
 .noise_constant <- function(object, xnew, newdata = NULL) {
   rep(object$params$noise, nrow(xnew))
+}
+
+# The kernel of a previous fit, for a warm start, when its lengthscales still
+# fit D input columns (an update() may change the inputs).
+.warm_kernel <- function(kernel, params, D) {
+  if (length(params$lengthscale) > 1L && length(params$lengthscale) != D) {
+    return(kernel)
+  }
+  .kernel_at(kernel, params)
 }
 
 # The kernel at the parameters `params`.

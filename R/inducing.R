@@ -72,8 +72,9 @@
 #'   \code{NULL} are chosen from \code{x} as the models do (variance 1).
 #'   Only greedy selection uses it.
 #' @param M the number of inducing inputs (the maximum for greedy selection
-#'   with a threshold). By default \eqn{\min(N, 100)}, or no limit when a
-#'   \code{threshold} is given.
+#'   with a threshold). By default \eqn{\min(N, 100)}, or, when a
+#'   \code{threshold} is given, as many as the threshold needs up to
+#'   \code{max_threshold_points} (see \code{...}).
 #' @param method \code{"greedy"}, \code{"kmeans"} or \code{"random"}.
 #' @param weights positive weights \eqn{w_n}, one per row of \code{x};
 #'   \code{NULL} means 1.
@@ -91,6 +92,9 @@
 #'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
 #'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
 #'       Q_{ff}} (default \code{FALSE});}
+#'     \item{\code{max_threshold_points}}{greedy with a \code{threshold} and
+#'       no \code{M}: the most points to select (default 2000, with a
+#'       warning when the threshold is not reached by then);}
 #'     \item{\code{iter.max}, \code{nstart}}{k-means: passed to
 #'       \code{\link[stats]{kmeans}} (defaults 50 and 1);}
 #'     \item{\code{max_points}}{k-means: run on at most this many distinct
@@ -175,7 +179,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 # The options a method takes in `...`, with their defaults.
 .select_defaults <- list(
-  greedy = list(tol = 0, factor = FALSE, block = 16L),
+  greedy = list(tol = 0, factor = FALSE, block = 16L, max_threshold_points = 2000L),
   kmeans = list(iter.max = 50L, nstart = 1L, max_points = 20000L, trace = TRUE),
   random = list(trace = TRUE))
 
@@ -197,7 +201,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
                              !(opts$tol >= 0 && opts$tol < 1))) {
     stop("'tol' must be one number in [0, 1)", call. = FALSE)
   }
-  for (nm in intersect(names(opts), c("iter.max", "nstart", "max_points", "block"))) {
+  for (nm in intersect(names(opts), c("iter.max", "nstart", "max_points", "block",
+                                      "max_threshold_points"))) {
     v <- opts[[nm]]
     if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
       stop(sprintf("'%s' must be a whole number >= 1", nm), call. = FALSE)
@@ -245,11 +250,18 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   perm <- sample.int(N)
   thr <- if (is.null(threshold)) 0 else threshold
   cap <- if (is.na(M)) min(N, 128L) else M
+  # with a threshold and no M, stop growing at max_threshold_points: past a
+  # few thousand points the O(N M^2) selection costs as much as an exact GP
+  limit <- min(N, opts$max_threshold_points)
   repeat {
     r <- .Call(ffi_sel_greedy, kc, x, w, as.double(cap), thr, perm,
                as.double(opts$tol), as.double(min(opts$block, 1024L)), opts$factor)
-    if (!is.na(M) || r$stop != "M" || cap == N) break
-    cap <- min(N, 2L * cap)
+    if (!is.na(M) || r$stop != "M" || cap >= limit) break
+    cap <- min(limit, 2L * cap)
+  }
+  if (is.na(M) && r$stop == "M" && cap < N) {
+    warning(sprintf("the weighted trace is still %.3g after %d points, above 'threshold' = %.3g: stopped at max_threshold_points = %d (pass M to choose another cap)",
+                    r$trace[length(r$trace)], cap, thr, cap), call. = FALSE)
   }
   list(Z = x[r$index, , drop = FALSE], index = r$index, trace = r$trace,
        trace0 = r$trace0, residual = r$d, stop = r$stop, factor = r$factor)
@@ -506,6 +518,12 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   if (!inherits(fit, "sparsevgp") || is.null(fit$params$Z) || is.null(fit$x)) {
     stop("'fit' must be a fitted sparse model with inducing inputs, such as an sgpr() fit",
          call. = FALSE)
+  }
+  # svgp's whitened q(u) belongs to its Z, and osgpr has two sets: re-selecting
+  # one set of inducing inputs under them would be wrong, not just suboptimal
+  if (!inherits(fit, c("sgpr", "pgpr"))) {
+    stop(sprintf("reinit_inducing() works on sgpr() and pgpr() fits, not on %s() fits",
+                 class(fit)[1L]), call. = FALSE)
   }
   weights <- match.arg(weights)
   conv_tol <- .check_positive(conv_tol, "conv_tol", 1L)

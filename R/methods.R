@@ -213,7 +213,19 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
 update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   call <- stats::getCall(object)
   extras <- match.call(expand.dots = FALSE)$...
-  for (nm in names(extras)) call[[nm]] <- extras[[nm]]
+  nms <- names(extras)
+  if (is.null(nms)) nms <- rep("", length(extras))
+  for (i in seq_along(extras)) {
+    if (nzchar(nms[i])) {
+      call[[nms[i]]] <- extras[[i]]
+    } else if (!is.null(object$terms) && i == 1L) {
+      # an unnamed first argument is a new formula, as in stats::update()
+      old <- stats::formula(object$terms)
+      call[[2L]] <- stats::update.formula(old, eval(extras[[i]], parent.frame()))
+    } else {
+      stop("the arguments to change must be named (except a new formula)", call. = FALSE)
+    }
+  }
   if (!evaluate) return(call)
   env <- new.env(parent = parent.frame())
   if (.check_flag(warm_start, "warm_start")) {

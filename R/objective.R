@@ -106,11 +106,22 @@ objective <- function(fit, ...) UseMethod("objective")
 
 #' @export
 objective.sparsevgp <- function(fit, ...) {
+  .objective(fit, safe = FALSE)
+}
+
+# The objective of objective.sparsevgp(). With safe = TRUE (the fitting
+# loop), an evaluation that fails (a factorisation past the jitter cap at an
+# extreme trial point of the line search, say) returns a large finite value
+# and a zero gradient instead of an error, so L-BFGS-B backtracks; the
+# number of such evaluations is kept.
+.objective <- function(fit, safe) {
   template <- fit$params
   trans <- fit$transforms
   full <- .pack(template, trans)
   free <- !fit$fixed
   cache <- new.env(parent = emptyenv())
+  cache$failures <- 0L
+  cache$best <- -Inf
   unpack <- function(par) {
     p <- full
     p[free] <- par
@@ -118,21 +129,67 @@ objective.sparsevgp <- function(fit, ...) {
   }
   evaluate <- function(par) {
     if (!is.null(cache$par) && identical(cache$par, par)) return(invisible())
-    r <- fit$eval_fun(fit, unpack(par), grad = TRUE)
+    r <- tryCatch(fit$eval_fun(fit, unpack(par), grad = TRUE), error = function(e) {
+      if (!safe) stop(conditionMessage(e), call. = FALSE)
+      NULL
+    })
+    cache$par <- par
+    if (is.null(r) || !is.finite(r$value)) {
+      if (!safe) stop("the bound is not finite at these parameters", call. = FALSE)
+      cache$failures <- cache$failures + 1L
+      cache$value <- -max(1e10, 1e3 * abs(cache$best))
+      cache$grad <- setNames(numeric(sum(free)), names(full)[free])
+      return(invisible())
+    }
     g <- unlist(lapply(names(template), function(b) as.vector(r$grad[[b]])),
                 use.names = FALSE)
     if (length(g) != length(full)) {
       stop("internal error: gradient length does not match the parameters")
     }
-    cache$par <- par
     cache$value <- r$value
+    cache$best <- max(cache$best, r$value)
     cache$grad <- setNames(g[free], names(full)[free])
     invisible()
   }
   list(par = full[free],
        fn = function(par) { evaluate(par); -cache$value },
        gr = function(par) { evaluate(par); -cache$grad },
-       unpack = unpack)
+       unpack = unpack,
+       failures = function() cache$failures)
+}
+
+# Box constraints and scales for L-BFGS-B on the free parameters `par`:
+# - log-scale kernel parameters stay below e^20 times their starting values,
+#   and the noise variance above 1e-6 var(y) (GPflow's floor, for
+#   standardised y):
+#   without these a line search on noise-free or constant data steps to
+#   variances where nothing can be factorised;
+# - the mean and the inducing inputs are scaled by sd(y) and the columns'
+#   sd(x) (optim's parscale), so that a fit does not depend on the units.
+.optim_setup <- function(fit, par) {
+  nm <- names(par)
+  n <- length(par)
+  lower <- rep(-Inf, n)
+  upper <- rep(Inf, n)
+  scale <- rep(1, n)
+  # one-sided boxes only: when every variable has two bounds, L-BFGS-B's
+  # first step is a full step to the Cauchy point (its lnsrlb), which can
+  # land on a bound far from the optimum
+  is_log <- grepl("^log_", nm)
+  noise <- nm == "log_noise"
+  upper[is_log & !noise] <- par[is_log & !noise] + 20
+  regression <- is.null(fit$labels) && is.numeric(fit$y) && length(fit$y) > 1L
+  vy <- if (regression) stats::var(fit$y) else 1
+  if (!is.finite(vy) || vy <= 0) vy <- 1
+  lower[noise] <- pmin(par[noise], log(1e-6 * vy))
+  if (regression) scale[nm == "mean"] <- sqrt(vy)
+  io <- grepl("^[ZO]\\[[0-9]+,[0-9]+\\]$", nm)
+  if (any(io) && !is.null(fit$x)) {
+    sx <- apply(fit$x, 2L, stats::sd)
+    sx[!is.finite(sx) | sx <= 0] <- 1
+    scale[io] <- sx[as.integer(sub("^[ZO]\\[[0-9]+,([0-9]+)\\]$", "\\1", nm[io]))]
+  }
+  list(lower = lower, upper = upper, parscale = scale)
 }
 
 .default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = 0L,
@@ -147,6 +204,18 @@ objective.sparsevgp <- function(fit, ...) {
                  paste(names(.default_control), collapse = ", ")), call. = FALSE)
   }
   ctrl <- utils::modifyList(.default_control, control)
+  whole <- function(v, lo) is.numeric(v) && length(v) == 1L && is.finite(v) && v >= lo &&
+    v == round(v)
+  if (!whole(ctrl$maxit, 1)) stop("'control$maxit' must be a whole number >= 1", call. = FALSE)
+  if (!whole(ctrl$trace, 0)) stop("'control$trace' must be a whole number >= 0", call. = FALSE)
+  if (!is.numeric(ctrl$factr) || length(ctrl$factr) != 1L || !is.finite(ctrl$factr) ||
+      ctrl$factr <= 0) {
+    stop("'control$factr' must be one positive number", call. = FALSE)
+  }
+  if (!is.numeric(ctrl$pgtol) || length(ctrl$pgtol) != 1L || !is.finite(ctrl$pgtol) ||
+      ctrl$pgtol < 0) {
+    stop("'control$pgtol' must be one number >= 0", call. = FALSE)
+  }
   if (!is.numeric(ctrl$jitter) || length(ctrl$jitter) != 1L || !(ctrl$jitter >= 0)) {
     stop("'control$jitter' must be one non-negative number", call. = FALSE)
   }
@@ -159,21 +228,33 @@ objective.sparsevgp <- function(fit, ...) {
 
 # Fit by L-BFGS-B on the analytic gradient, then recompute the posterior.
 .fit_optim <- function(fit) {
-  o <- objective(fit)
+  o <- .objective(fit, safe = TRUE)
   start <- proc.time()[["elapsed"]]
   if (length(o$par) > 0L) {
-    ctrl <- fit$control[c("maxit", "factr", "pgtol", "trace")]
-    res <- stats::optim(o$par, o$fn, o$gr, method = "L-BFGS-B", control = ctrl)
-    fit$params <- o$unpack(res$par)
-    fit$optim <- list(convergence = res$convergence,
-                      message = if (is.null(res$message)) "" else res$message,
-                      counts = res$counts, value = -res$value)
+    fit$optim <- .run_lbfgsb(fit, o)
+    fit$params <- o$unpack(fit$optim$par)
   } else {
     fit$optim <- list(convergence = 0L, message = "no free parameters",
                       counts = c("function" = 0L, gradient = 0L), value = NA_real_)
   }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
+}
+
+# L-BFGS-B with the box and scales of .optim_setup() (upper bounds may be
+# tightened by the caller); sets nothing in the fit but its parameters'
+# optimiser report, which it returns.
+.run_lbfgsb <- function(fit, o, upper = NULL) {
+  su <- .optim_setup(fit, o$par)
+  if (!is.null(upper)) su$upper <- pmin(su$upper, upper)
+  par0 <- pmin(pmax(o$par, su$lower), su$upper)
+  ctrl <- c(fit$control[c("maxit", "factr", "pgtol", "trace")], list(parscale = su$parscale))
+  res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", lower = su$lower,
+                      upper = su$upper, control = ctrl)
+  list(convergence = res$convergence,
+       message = if (is.null(res$message)) "" else res$message,
+       counts = res$counts, value = -res$value, par = res$par,
+       failed_evaluations = o$failures())
 }
 
 # Evaluate the bound and the posterior caches at the current parameters.

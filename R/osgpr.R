@@ -145,7 +145,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   kernel <- .check_kernel(kernel)
   if (!is.null(start)) {
     if (!inherits(start, "osgpr")) stop("'start' must be an osgpr fit", call. = FALSE)
-    kernel <- .kernel_at(kernel, start$params)
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
     inducing <- .osgpr_warm_set(inducing, start$params$Z)
     orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
   }

@@ -144,7 +144,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   c0 <- rep(control$c_init, N)
   if (!is.null(start)) {
     if (!inherits(start, "pgpr")) stop("'start' must be a pgpr fit", call. = FALSE)
-    kernel <- .kernel_at(kernel, start$params)
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (length(start$c) == N) c0 <- start$c
   }
   kernel <- .kern_init(kernel, x, NULL)
@@ -401,17 +401,12 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
 # first step to the Cauchy point, which can land on a lower bound where the
 # bound is flat (variance e^-30) and stall there.
 .pgpr_optim <- function(fit) {
-  o <- objective(fit)
+  o <- .objective(fit, safe = TRUE)
   if (length(o$par) == 0L) return(.fit_optim(fit))
   start <- proc.time()[["elapsed"]]
   upper <- ifelse(grepl("^log_", names(o$par)), 30, Inf)
-  par0 <- pmin(o$par, upper)
-  ctrl <- fit$control[c("maxit", "factr", "pgtol", "trace")]
-  res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", upper = upper, control = ctrl)
-  fit$params <- o$unpack(res$par)
-  fit$optim <- list(convergence = res$convergence,
-                    message = if (is.null(res$message)) "" else res$message,
-                    counts = res$counts, value = -res$value)
+  fit$optim <- .run_lbfgsb(fit, o, upper = upper)
+  fit$params <- o$unpack(fit$optim$par)
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }

@@ -32,9 +32,11 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
   cn
 }
 
+# A grid of inputs as a model matrix: predict() takes it as is, also for
+# formula fits whose columns are transformations of the data's variables.
 .grid_newdata <- function(object, grid) {
   colnames(grid) <- colnames(object$x)
-  if (!is.null(object$terms)) as.data.frame(grid) else grid
+  grid
 }
 
 .plot_1d <- function(object, n, xlab, ylab, main, ...) {
@@ -46,14 +48,16 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
   pf <- predict(object, nd, type = "latent")
   g <- grid[, 1L]
   gy <- g
-  if (identical(object$noise_model$kind, "known")) {
-    # the noise is known only at the training inputs: draw the y band there
+  # the noise may be known only at the training inputs (a vector of
+  # variances, or a noise formula in variables other than the input): then
+  # the y band is drawn there
+  py <- if (identical(object$noise_model$kind, "known")) NULL else
+    tryCatch(predict(object, nd, type = "response"), error = function(e) NULL)
+  if (is.null(py)) {
     o <- order(object$x[, 1L])
     gy <- object$x[o, 1L]
     py <- predict(object, type = "response")
     py <- list(mean = py$mean[o], var = py$var[o])
-  } else {
-    py <- predict(object, nd, type = "response")
   }
   sf <- sqrt(pf$var)
   sy <- sqrt(py$var)

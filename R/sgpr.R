@@ -104,7 +104,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   kernel <- .check_kernel(kernel)
   if (!is.null(start)) {
     if (!inherits(start, "sgpr")) stop("'start' must be an sgpr fit", call. = FALSE)
-    kernel <- .kernel_at(kernel, start$params)
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (is.null(inducing)) inducing <- start$params$Z
   }
   kernel <- .kern_init(kernel, x, y)
@@ -164,6 +164,10 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   } else if (is.numeric(inducing) && is.null(dim(inducing)) && length(inducing) == 1L) {
     M <- .check_M(inducing, N, NA_integer_, name)
     Z <- select_inducing(x, kernel, M = M, method = "greedy", weights = weights)$Z
+    if (nrow(Z) < M) {
+      warning(sprintf("'%s' asked for M = %d inducing points, but greedy selection stopped at %d: the kernel has no more residual variance at the other inputs (repeated or nearly repeated inputs)",
+                      name, as.integer(M), nrow(Z)), call. = FALSE)
+    }
   } else {
     if (is.data.frame(inducing)) inducing <- as.matrix(inducing)
     if (is.null(dim(inducing)) && D == 1L) inducing <- matrix(inducing, ncol = 1L)
@@ -284,8 +288,14 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
              if (is.data.frame(newdata)) newdata else .noise_frame(NULL, xnew)
            Phi <- if (is.null(nd)) nm$Phi else {
              tt <- stats::delete.response(nm$terms)
-             stats::model.matrix(tt, stats::model.frame(tt, nd, na.action = stats::na.fail,
-                                                        xlev = nm$xlevels))
+             mf <- tryCatch(stats::model.frame(tt, nd, na.action = stats::na.fail,
+                                               xlev = nm$xlevels),
+                            error = function(e) {
+               stop(sprintf("the noise formula needs its variables (%s) in 'newdata': %s",
+                            paste(all.vars(tt), collapse = ", "), conditionMessage(e)),
+                    call. = FALSE)
+             })
+             stats::model.matrix(tt, mf)
            }
            exp(drop(Phi %*% object$params$noise_coef))
          })

@@ -127,7 +127,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   if (!is.null(start)) {
     if (!inherits(start, "svgp")) stop("'start' must be an svgp fit", call. = FALSE)
-    kernel <- .kernel_at(kernel, start$params)
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (is.null(inducing)) inducing <- start$params$Z
   }
   kernel <- .kern_init(kernel, x, if (bern) NULL else target)

@@ -21,8 +21,8 @@
   }
   if (ncol(x) < 1L) stop(sprintf("'%s' has no columns", name), call. = FALSE)
   if (nrow(x) < min_rows) {
-    stop(sprintf("'%s' must have at least %d rows", name, min_rows),
-         call. = FALSE)
+    stop(sprintf("'%s' must have at least %d row%s", name, min_rows,
+                 if (min_rows == 1L) "" else "s"), call. = FALSE)
   }
   if (any(!is.finite(x))) {
     stop(sprintf("'%s' contains NA, NaN or infinite values", name),
@@ -91,9 +91,11 @@
 # New inputs for prediction, checked against the training inputs.
 .newdata_matrix <- function(object, newdata) {
   if (missing(newdata) || is.null(newdata)) return(object$x)
-  if (!is.null(object$terms)) {
+  if (!is.null(object$terms) && !is.matrix(newdata)) {
+    # a matrix is taken as the model matrix itself (the columns of fit$x),
+    # which is how plots predict on a grid of transformed inputs
     if (!is.data.frame(newdata) && !is.list(newdata)) {
-      stop("'newdata' must be a data frame for a model fitted with a formula",
+      stop("'newdata' must be a data frame (or a matrix with the columns of the model matrix) for a model fitted with a formula",
            call. = FALSE)
     }
     tt <- stats::delete.response(object$terms)

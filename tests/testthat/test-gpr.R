@@ -50,7 +50,9 @@ test_that("formula and matrix interfaces agree", {
   f2 <- gpr(snelson$x[1:40], snelson$y[1:40], optimize = FALSE)
   expect_equal(as.numeric(logLik(f1)), as.numeric(logLik(f2)))
   expect_equal(unname(fitted(f1)), unname(fitted(f2)))
-  expect_error(predict(f1, matrix(1)), "data frame")
+  expect_error(predict(f1, "a"), "data frame")
+  expect_equal(lapply(predict(f1, matrix(c(1, 2), dimnames = list(NULL, "x"))), unname),
+               lapply(predict(f1, data.frame(x = c(1, 2))), unname))
   expect_error(predict(f2, matrix(1:4, 2)), "1 columns")
   expect_length(predict(f1, data.frame(x = c(1, 2)))$mean, 2L)
 })
