@@ -246,6 +246,105 @@ test_that("the uncollapsed ELBO at the closed-form optimum is the family bound (
                tolerance = 1e-9)
 })
 
+# Symmetric perturbation directions for a covariance S, scaled by its Cholesky
+# factor (t(R) E R) so that a step of the same size is equally small for every
+# eigenvalue of S.
+scaled_sym_directions <- function(S) {
+  R <- chol(S)
+  n <- nrow(S)
+  out <- list()
+  for (i in seq_len(n)) for (j in seq_len(i)) {
+    E <- matrix(0, n, n)
+    E[i, j] <- E[j, i] <- 1
+    out[[length(out) + 1L]] <- crossprod(R, E %*% R)
+  }
+  out
+}
+
+test_that("the uncollapsed ELBO is stationary at eq. 5.26's q: its finite-difference gradient vanishes (T9)", {
+  k <- kernel_rbf(0.8, 1.2)
+  lam <- 0.06
+  y <- d1$y
+  q <- closed_form_q(k, d1$x, y, Z1, O1, lam, "solve")
+  elbo <- function(m_u = q$m_u, S_u = q$S_u, m_v = q$m_v, S_v = q$S_v) {
+    uncollapsed_orth(k, d1$x, y, Z1, O1, lam, m_u, S_u, m_v, S_v)
+  }
+  h <- 1e-5
+  cd <- function(fp, fm) (fp - fm) / (2 * h)
+  for (i in seq_along(q$m_u)) {
+    e <- replace(numeric(length(q$m_u)), i, h)
+    expect_lt(abs(cd(elbo(m_u = q$m_u + e), elbo(m_u = q$m_u - e))), 1e-6)
+  }
+  for (i in seq_along(q$m_v)) {
+    e <- replace(numeric(length(q$m_v)), i, h)
+    expect_lt(abs(cd(elbo(m_v = q$m_v + e), elbo(m_v = q$m_v - e))), 1e-6)
+  }
+  for (E in scaled_sym_directions(q$S_u)) {
+    expect_lt(abs(cd(elbo(S_u = q$S_u + h * E), elbo(S_u = q$S_u - h * E))), 1e-6)
+  }
+  for (E in scaled_sym_directions(q$S_v)) {
+    expect_lt(abs(cd(elbo(S_v = q$S_v + h * E), elbo(S_v = q$S_v - h * E))), 1e-6)
+  }
+  # the check has power: away from q the same derivative is far from zero
+  expect_gt(abs(cd(elbo(m_u = q$m_u + 0.3 + h), elbo(m_u = q$m_u + 0.3 - h))), 1e-2)
+})
+
+test_that("maximising the uncollapsed ELBO numerically gives the family bounds (R5)", {
+  k <- kernel_rbf(0.8, 1.2)
+  lam <- 0.06
+  fit <- list(solve = osgpr_at(d1, k, Z1, O1, type = "solve", noise = lam, control = list(jitter = 0)),
+              odvgp = osgpr_at(d1, k, Z1, O1, type = "odvgp", noise = lam, control = list(jitter = 0)))
+  b <- dense_blocks(k, d1$x, Z1, O1)
+  M1 <- nrow(Z1); M2 <- nrow(O1)
+  chol_from <- function(p, n) {
+    L <- matrix(0, n, n)
+    L[lower.tri(L, diag = TRUE)] <- p
+    tcrossprod(L)
+  }
+  nu <- M1 * (M1 + 1) / 2; nv <- M2 * (M2 + 1) / 2
+  for (type in c("solve", "odvgp")) {
+    negelbo <- function(p) {
+      S_v <- if (type == "solve") chol_from(p[M1 + M2 + nu + seq_len(nv)], M2) else b$Cvv
+      -uncollapsed_orth(k, d1$x, d1$y, Z1, O1, lam, p[seq_len(M1)],
+                        chol_from(p[M1 + M2 + seq_len(nu)], M1), p[M1 + seq_len(M2)], S_v)
+    }
+    # start at the prior: m = 0, S = K
+    p <- c(numeric(M1 + M2), t(chol(b$Kuu))[lower.tri(b$Kuu, diag = TRUE)],
+           if (type == "solve") t(chol(b$Cvv))[lower.tri(b$Cvv, diag = TRUE)])
+    for (rep in 1:3) {
+      p <- stats::optim(p, negelbo, method = "BFGS",
+                        control = list(reltol = 1e-15, maxit = 5000))$par
+    }
+    expect_equal(-negelbo(p), fit[[type]]$bounds[[type]], tolerance = 1e-7)
+  }
+})
+
+test_that("the odvgp bound is seed002's ELBO at its analytic optimum (seed002 App. E corrected, Prop. A.1)", {
+  k <- kernel_matern52(0.9, 1.1)
+  s2 <- 0.07
+  fo <- osgpr_at(d1, k, Z1, O1, type = "odvgp", noise = s2, control = list(jitter = 0))
+  # seed002's notation: beta = Z (regular), gamma = O (orthogonal), alpha = [gamma; beta]
+  al <- rbind(O1, Z1)
+  KaX <- naive_kernel(k, al, d1$x)
+  a <- solve(tcrossprod(KaX) + s2 * naive_kernel(k, al, al), KaX %*% d1$y)   # App. E, corrected
+  b <- dense_blocks(k, d1$x, Z1, O1)
+  a_g <- a[seq_len(nrow(O1))]
+  a_b <- a[nrow(O1) + seq_len(nrow(Z1))] + solve(b$Kuu, b$Kuv %*% a_g)       # to ODVGP coordinates
+  S <- b$Kuu %*% solve(tcrossprod(b$Kuf) / s2 + b$Kuu, b$Kuu)                 # the Titsias S*
+  Pu <- solve(b$Kuu, b$Kuf)
+  m <- drop(crossprod(b$Kvf - crossprod(b$Kuv, Pu), a_g) + crossprod(b$Kuf, a_b))   # seed002 eq. 12 mean
+  s <- diag(b$Kff) - colSums(b$Kuf * Pu) + colSums(Pu * (S %*% Pu))
+  ell <- sum(dnorm(d1$y, m, sqrt(s2), log = TRUE)) - 0.5 * sum(s) / s2
+  kl <- 0.5 * (sum(a_g * (b$Cvv %*% a_g)) + sum(a_b * (b$Kuu %*% a_b)) + sum(diag(solve(b$Kuu, S))) -
+                 as.numeric(determinant(S)$modulus) + as.numeric(determinant(b$Kuu)$modulus) -
+                 nrow(Z1))                                                      # Prop. A.1
+  expect_equal(fo$bounds[["odvgp"]], ell - kl, tolerance = 1e-9)
+  # orthogonality (seed002 target 6): the mean at the regular inducing inputs is m_u
+  expect_equal(unname(predict(fo, Z1)$mean), unname(posterior_orthogonal(fo)$mean_u),
+               tolerance = 1e-9)
+  expect_equal(unname(predict(fo, Z1)$mean), drop(b$Kuu %*% a_b), tolerance = 1e-9)
+})
+
 test_that("the bounds are ordered: odvgp <= solve <= union <= log p(y), solve >= SGPR(Z) (T21, R5)", {
   set.seed(3)
   k <- kernel_rbf(0.6, 1)
@@ -456,6 +555,7 @@ test_that("co-located and nearly co-located Z and O: jitter, a warning, never Na
     p <- predict(f, xs1, full_cov = TRUE)
     expect_true(all(is.finite(p$mean)) && all(is.finite(p$cov)))
     expect_equal(p$mean, predict(sz, xs1, full_cov = TRUE)$mean, tolerance = 1e-4)
+    expect_equal(p$cov, predict(sz, xs1, full_cov = TRUE)$cov, tolerance = 1e-4)
     o <- objective(f)
     expect_true(all(is.finite(o$gr(o$par))))
     # without the default jitter the factorisation needs escalation, which
@@ -486,12 +586,30 @@ test_that("the g, h, l decomposition adds up (eqs 5.11, 5.16)", {
     if (type == "odvgp") expect_equal(unname(dc$h$var), numeric(9))
     else expect_true(all(dc$h$var > 0))
   }
-  # g is the regular part alone: its mean is K*u Kuu^-1 m_u
-  f <- osgpr_at(d1, k, Z1, O1, control = list(jitter = 0))
-  q <- posterior_orthogonal(f)
-  expect_equal(unname(osgpr_components(f, xs1)$g$mean),
-               drop(naive_kernel(k, xs1, Z1) %*% solve(naive_kernel(k, Z1, Z1), q$mean_u)),
-               tolerance = 1e-9)
+  # each part against eq. 5.16 written densely, for both types: g is the
+  # regular part (K*u Kuu^-1 u), h the orthogonal part (C*v Cvv^-1 v), l the
+  # rest; ODVGP's v keeps its prior, so its h variance is reported with l
+  b <- dense_blocks(k, d1$x, Z1, O1)
+  Ksu <- naive_kernel(k, xs1, Z1)
+  Csv <- naive_kernel(k, xs1, O1) - Ksu %*% solve(b$Kuu, b$Kuv)
+  Au <- t(solve(b$Kuu, t(Ksu)))
+  Av <- t(solve(b$Cvv, t(Csv)))
+  for (type in c("solve", "odvgp")) {
+    f <- osgpr_at(d1, k, Z1, O1, type = type, control = list(jitter = 0))
+    q <- posterior_orthogonal(f)
+    dc <- osgpr_components(f, xs1)
+    expect_equal(unname(dc$g$mean), drop(Au %*% q$mean_u), tolerance = 1e-9)
+    expect_equal(unname(dc$g$var), rowSums((Au %*% q$cov_u) * Au), tolerance = 1e-9)
+    expect_equal(unname(dc$h$mean), drop(Av %*% q$mean_v), tolerance = 1e-9)
+    h_var <- rowSums((Av %*% q$cov_v) * Av)
+    l_var <- diag(naive_kernel(k, xs1, xs1)) - rowSums(Au * Ksu) - rowSums(Av * Csv)
+    if (type == "solve") {
+      expect_equal(unname(dc$h$var), h_var, tolerance = 1e-9)
+      expect_equal(unname(dc$l$var), l_var, tolerance = 1e-9)
+    } else {
+      expect_equal(unname(dc$l$var), h_var + l_var, tolerance = 1e-9)
+    }
+  }
 })
 
 test_that("the Gaussian KL is the dense formula; the KL of SOLVE-GPR to SGPR(Z, O) vanishes far apart (T16)", {
