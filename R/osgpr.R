@@ -64,6 +64,14 @@
 #' inputs at (or very near) regular ones make \eqn{C_{vv}} singular: the
 #' Cholesky jitter then decides the result, and a warning says so.
 #'
+#' \strong{Scope.} Both types are collapsed: \eqn{q} is always the optimum
+#' for a Gaussian likelihood. \code{type = "odvgp"} is the optimum of
+#' Salimbeni et al.'s ODVGP ELBO (their Appendix E, with the noise variance
+#' put back; the tests check that the two agree). Their uncollapsed model is
+#' not provided: free \eqn{(a_\gamma, a_\beta, L_S)}, natural gradients,
+#' minibatches, column-sampled KL and non-Gaussian likelihoods. For
+#' classification use \code{\link{pgpr}()} or \code{\link{svgp}()}.
+#'
 #' @inheritParams sgpr
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
 #'   \eqn{M_1} (\code{0} for none) or a \code{select_inducing()} result. By

@@ -72,14 +72,18 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
   graphics::lines(gy, py$mean + 2 * sy, lty = 2, col = "steelblue4")
   graphics::lines(g, pf$mean, lwd = 2, col = "steelblue4")
   marks <- .inducing_marks(object)
+  # symbols on the lower edge, so that the two sets of an osgpr fit differ
+  # in shape as well as colour (legible in grey scale)
+  y_edge <- graphics::par("usr")[3L]
   for (mk in marks) {
-    graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
+    graphics::points(mk$at, rep(y_edge, length(mk$at)), pch = mk$pch, col = mk$col,
+                     lwd = 2, xpd = TRUE)
   }
   leg <- c("data", "mean", "f: +/- 2 sd", "y: +/- 2 sd",
            vapply(marks, function(m) m$label, ""))
   graphics::legend("topleft", legend = leg, bty = "n", cex = 0.8,
-                   pch = c(16, NA, 15, NA, rep(NA, length(marks))),
-                   lty = c(NA, 1, NA, 2, rep(1, length(marks))),
+                   pch = c(16, NA, 15, NA, vapply(marks, function(m) m$pch, 0)),
+                   lty = c(NA, 1, NA, 2, rep(NA, length(marks))),
                    lwd = c(NA, 2, NA, 1, rep(2, length(marks))),
                    col = c(grDevices::grey(0.45), "steelblue4",
                            grDevices::adjustcolor("steelblue", 0.3), "steelblue4",
@@ -89,16 +93,16 @@ plot.sparsevgp <- function(x, n = 200L, xlab = NULL, ylab = NULL, main = NULL, .
   out
 }
 
-# Inducing inputs to mark on plots: list(list(at, col, label)).
+# Inducing inputs to mark on plots: list(list(at, col, pch, label)).
 .inducing_marks <- function(object) {
   out <- list()
   if (!is.null(object$params$Z)) {
     out[[length(out) + 1L]] <- list(at = object$params$Z[, 1L], col = "firebrick",
-                                    label = "inducing inputs")
+                                    pch = 3, label = "inducing inputs")
   }
   if (!is.null(object$params$O)) {
     out[[length(out) + 1L]] <- list(at = object$params$O[, 1L], col = "darkorange",
-                                    label = "orthogonal inputs")
+                                    pch = 2, label = "orthogonal inputs")
   }
   out
 }

@@ -669,6 +669,11 @@ test_that("fitting on Snelson: both types, both bounds, methods", {
   pd <- plot(f)
   grDevices::dev.off()
   expect_named(pd, c("x", "mean", "sd_f", "sd_y"))
+  mk <- sparsevgp:::.inducing_marks(f)
+  expect_length(mk, 2L)
+  expect_equal(mk[[1]]$at, f$params$Z[, 1])
+  expect_equal(mk[[2]]$at, f$params$O[, 1])
+  expect_false(mk[[1]]$pch == mk[[2]]$pch)
   # warm-started update with fixed orthogonal inputs
   f2 <- update(f, fixed = "O")
   expect_equal(f2$params$O, f$params$O)
