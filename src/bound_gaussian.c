@@ -218,8 +218,8 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
     for (int n = 0; n < N; n++)
         if (!(REAL(lambda)[n] > 0.0))
             error("noise variances 'lambda' must be positive");
-    const double jb = chk_scalar(jitter, "jitter"),
-                 jc = chk_scalar(jitter_cap, "jitter_cap");
+    double jb, jc;
+    chk_jitter(jitter, jitter_cap, &jb, &jc);
     const int g = chk_flag(grad, "grad");
 
     int nprot = 0;

@@ -397,8 +397,8 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
         INTEGER(variant)[0] < BO_UNION || INTEGER(variant)[0] > BO_ODVGP)
         error("'variant' must be 0 (union), 1 (solve) or 2 (odvgp)");
     const int var = INTEGER(variant)[0];
-    const double jb = chk_scalar(jitter, "jitter"),
-                 jc = chk_scalar(jitter_cap, "jitter_cap");
+    double jb, jc;
+    chk_jitter(jitter, jitter_cap, &jb, &jc);
     if (jb < 0.0 || jc < jb)
         error("'jitter' must be >= 0 and 'jitter_cap' >= 'jitter'");
     const int g = chk_flag(grad, "grad");

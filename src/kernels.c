@@ -77,13 +77,13 @@ static inline double k_and_h(spv_family fam, double var, double r2, double *h)
     case KERN_MATERN32:
         r = SQRT3 * sqrt(r2);
         e = exp(-r);
-        *h = -3.0 * var * e;
-        return var * (1.0 + r) * e;
+        *h = -3.0 * (var * e);
+        return var * ((1.0 + r) * e);
     case KERN_MATERN52:
         r = SQRT5 * sqrt(r2);
         e = exp(-r);
-        *h = -(5.0 / 3.0) * var * (1.0 + r) * e;
-        return var * (1.0 + r + r * r / 3.0) * e;
+        *h = -(5.0 / 3.0) * var * ((1.0 + r) * e);
+        return var * ((1.0 + r + r * r / 3.0) * e);
     }
     *h = NA_REAL;
     return NA_REAL;
@@ -103,13 +103,13 @@ static void k_of_r2_column(spv_family fam, double var, double *c, size_t n)
     case KERN_MATERN32:
         for (size_t i = 0; i < n; i++) {
             const double r = SQRT3 * sqrt(c[i]);
-            c[i] = var * (1.0 + r) * exp(-r);
+            c[i] = var * ((1.0 + r) * exp(-r));
         }
         break;
     case KERN_MATERN52:
         for (size_t i = 0; i < n; i++) {
             const double r = SQRT5 * sqrt(c[i]);
-            c[i] = var * (1.0 + r + r * r / 3.0) * exp(-r);
+            c[i] = var * ((1.0 + r + r * r / 3.0) * exp(-r));
         }
         break;
     }
@@ -290,6 +290,7 @@ void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
                      const double *Bs, size_t nB, const double *G,
                      const double *K, double *dtheta, double *dA)
 {
+    if (nA == 0 || nB == 0) return;
     kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA);
 }
 
@@ -301,6 +302,7 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
     const spv_family fam = k->family;
     const double var = k->variance;
     const int sym = (Bs == NULL);
+    if (nA == 0 || (!sym && nB == 0)) return;   /* nothing to contract */
     if (!sym) {
         kern_grad_cross(k, As, nA, Bs, nB, G, NULL, dtheta, dA);
         return;
@@ -470,6 +472,7 @@ SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
     chk_real_matrix(K, "K", m);
     if (nrows(K) != n)
         error("'K' must have %d rows", n);
+    chk_finite(K, "K");
     const int wx = chk_flag(want_x, "want_x");
     int nprot = 0;
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;

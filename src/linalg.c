@@ -114,7 +114,8 @@ SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap)
     if (ncols(S) != n)
         error("'S' must be square");
     chk_finite(S, "S");
-    const double b = chk_scalar(base, "base"), c = chk_scalar(cap, "cap");
+    double b, c;
+    chk_jitter(base, cap, &b, &c);
     int nprot = 0;
     SEXP L = PROTECT(allocMatrix(REALSXP, n, n)); nprot++;
     memset(REAL(L), 0, (size_t) n * n * sizeof(double));

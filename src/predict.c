@@ -35,14 +35,16 @@ static void pred_gaussian(const double *L, const double *LB, const double *v,
             for (int m = 0; m < M; m++) a += t[m] * t[m];
             var[s] -= a;
         }
-    } else if (S > 0) {
+    } else if (S > 0 && M > 0) {
         /* cov <- cov - T1'T1 (lower), later + T2'T2 */
         F77_CALL(dsyrk)("L", "T", &S, &M, &mone, T1, &M, &one, cov, &S
                         FCONE FCONE);
     }
     memcpy(T2, T1, (size_t) M * S * sizeof(double));
     la_trsm_left(LB, M, T2, S, 'N');
-    if (S > 0)
+    if (S > 0 && M == 0)
+        memset(mean, 0, (size_t) S * sizeof(double));
+    else if (S > 0)
         F77_CALL(dgemv)("T", &M, &S, &one, T2, &M, v, &ione, &zero, mean,
                         &ione FCONE);
     if (var) {
@@ -52,11 +54,11 @@ static void pred_gaussian(const double *L, const double *LB, const double *v,
             for (int m = 0; m < M; m++) a += t[m] * t[m];
             var[s] += a;
         }
-    } else if (S > 0) {
+    } else if (S > 0 && M > 0) {
         F77_CALL(dsyrk)("L", "T", &S, &M, &one, T2, &M, &one, cov, &S
                         FCONE FCONE);
-        la_symmetrize_lower(cov, S);
     }
+    if (!var) la_symmetrize_lower(cov, S);
 }
 
 /* list(mean, var) or list(mean, cov) at S new points.
@@ -66,12 +68,11 @@ static void pred_gaussian(const double *L, const double *LB, const double *v,
 SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
                        SEXP full)
 {
-    chk_real_matrix(L, "L", -1);
+    chk_chol_factor(L, "L", -1);
     const int M = nrows(L);
-    if (ncols(L) != M) error("'L' must be square");
-    chk_real_matrix(LB, "LB", M);
-    if (nrows(LB) != M) error("'LB' must be %d x %d", M, M);
+    chk_chol_factor(LB, "LB", M);
     chk_real_vector(v, "v", M);
+    chk_finite(v, "v");
     chk_real_matrix(Kus, "Kus", -1);
     if (nrows(Kus) != M) error("'Kus' must have %d rows", M);
     const int S = ncols(Kus);

@@ -117,5 +117,7 @@ void chk_finite(SEXP x, const char *name);
 void chk_kernel(SEXP kern, int D, spv_kernel *out);
 double chk_scalar(SEXP x, const char *name);
 int chk_flag(SEXP x, const char *name);
+void chk_jitter(SEXP base, SEXP cap, double *b, double *c);
+void chk_chol_factor(SEXP L, const char *name, int n);
 
 #endif

@@ -48,6 +48,33 @@ int chk_flag(SEXP x, const char *name)
     return LOGICAL(x)[0];
 }
 
+/* Relative jitter settings: 0 <= base <= cap, both finite. */
+void chk_jitter(SEXP base, SEXP cap, double *b, double *c)
+{
+    *b = chk_scalar(base, "jitter");
+    *c = chk_scalar(cap, "jitter_cap");
+    if (*b < 0.0)
+        error("'jitter' must be non-negative");
+    if (*c < *b)
+        error("'jitter_cap' must be at least 'jitter'");
+}
+
+/* A lower Cholesky factor handed back by R (a cached L or LB): n x n
+ * (n < 0: any square size), finite, with a positive diagonal, so that the
+ * triangular solves that use it cannot produce NaN. */
+void chk_chol_factor(SEXP L, const char *name, int n)
+{
+    chk_real_matrix(L, name, n);
+    const int m = nrows(L);
+    if (ncols(L) != m)
+        error("'%s' must be square", name);
+    chk_finite(L, name);
+    const double *p = REAL(L);
+    for (int i = 0; i < m; i++)
+        if (!(p[i + (size_t) m * i] > 0.0))
+            error("'%s' must be a Cholesky factor (positive diagonal)", name);
+}
+
 /* A kernel arrives as list(family = integer code, variance = double,
  * lengthscale = double vector of length 1 or D), built by the R function
  * .kern_c(). */

@@ -99,6 +99,30 @@ test_that("the C entry points reject malformed input instead of crashing", {
   ch <- .Call(sparsevgp:::ffi_la_chol, matrix(1, 2, 2), 0, 1e-2)
   expect_gt(ch$jitter, 0)
   expect_equal(tcrossprod(ch$L), matrix(1, 2, 2) + diag(ch$jitter, 2))
+  expect_error(.Call(sparsevgp:::ffi_la_chol, diag(2), -0.5, 1e-2), "'jitter' must be non-negative")
+  expect_error(.Call(sparsevgp:::ffi_la_chol, diag(2), 1e-2, 1e-3), "'jitter_cap'")
+  # cached factors are checked before any triangular solve
+  pg <- sparsevgp:::ffi_pred_gaussian
+  expect_error(.Call(pg, matrix(0, 2, 2), diag(2), c(1, 1), matrix(1, 2, 3), rep(1, 3), FALSE),
+               "'L' must be a Cholesky factor")
+  expect_error(.Call(pg, diag(2), diag(2), c(1, NA), matrix(1, 2, 3), rep(1, 3), FALSE), "'v'")
+  # no inducing points: the prior
+  p0 <- .Call(pg, matrix(0, 0, 0), matrix(0, 0, 0), numeric(0), matrix(0, 0, 3), rep(2, 3), FALSE)
+  expect_equal(p0$mean, numeric(3))
+  expect_equal(p0$var, rep(2, 3))
+  p0 <- .Call(pg, matrix(0, 0, 0), matrix(0, 0, 0), numeric(0), matrix(0, 0, 2), diag(2), TRUE)
+  expect_equal(p0$cov, diag(2))
+  expect_error(.Call(sparsevgp:::ffi_kern_grad_given, kc, matrix(1, 2, 1), matrix(2, 3, 1),
+                     matrix(1, 2, 3), matrix(NaN, 2, 3), TRUE), "'K'")
+  # empty sets contract to zero
+  g0 <- .Call(sparsevgp:::ffi_kern_grad, kc, matrix(0, 0, 1), matrix(1, 3, 1), matrix(0, 0, 3), TRUE)
+  expect_equal(g0$theta, c(0, 0))
+  expect_equal(dim(g0$x), c(0L, 1L))
+  # the variance multiplies last, so that no kernel overflows below the largest double
+  for (k in list(kernel_rbf(1, 1e308), kernel_matern12(1, 1e308), kernel_matern32(1, 1e308),
+                 kernel_matern52(1, 1e308))) {
+    expect_true(all(is.finite(kernel_matrix(k, matrix(c(0, 0.1, 3, 1e-9))))))
+  }
 })
 
 # The cross contraction (a BLAS product over column blocks) against the
