@@ -16,7 +16,8 @@ regression_fits <- function() {
     sgpr_model = sgpr(d$x, d$y, inducing = Z, noise = ~ x1, optimize = FALSE),
     osgpr_solve = osgpr(d$x, d$y, inducing = Z, orthogonal = O, optimize = FALSE),
     osgpr_odvgp_union = osgpr(d$x, d$y, inducing = Z, orthogonal = O, type = "odvgp",
-                              bound = "union", optimize = FALSE))
+                              bound = "union", optimize = FALSE),
+    svgp_gaussian = svgp(d$x, d$y, inducing = Z, likelihood = "gaussian", optimize = FALSE))
 }
 
 test_that("every regression model honours the prediction contract", {
@@ -43,7 +44,10 @@ test_that("every regression model honours the prediction contract", {
     ll <- logLik(fit)
     expect_s3_class(ll, "logLik")
     expect_equal(attr(ll, "nobs"), 30L)
-    expect_equal(attr(ll, "df"), sum(!fit$fixed))
+    # df counts model parameters; svgp's variational parameters are not among them
+    var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower)", names(fit$fixed))
+    expect_equal(attr(ll, "df"), sum(!fit$fixed & !var_par), label = nm)
+    expect_equal(any(var_par), inherits(fit, "svgp"), label = nm)
     expect_true(is.finite(as.numeric(ll)))
     cf <- coef(fit)
     expect_true(is.numeric(cf) && !is.null(names(cf)) && all(is.finite(cf)), label = nm)
