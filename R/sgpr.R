@@ -46,7 +46,9 @@
 #'   break ties: \code{set.seed()} makes it reproducible. A learned noise
 #'   model starts from a constant variance, so its first selection is
 #'   unweighted; \code{\link{reinit_inducing}()} re-selects with the fitted
-#'   variances.
+#'   variances. At most \eqn{N} inducing inputs are accepted: more cannot
+#'   raise the bound above what \eqn{Z = X} gives (the exact GP), and a
+#'   larger \eqn{M} is almost always a mistake in the call.
 #' @param noise a number, a vector of \eqn{N} known variances, or a
 #'   one-sided formula; see Details. By default one variance starting at a
 #'   tenth of the variance of \code{y}.
