@@ -1,10 +1,11 @@
-# The uncollapsed, whitened SVGP (Hensman et al. 2015; seed001; seed004
-# section 6.1): q(u) = N(L b, L W W' L') with L = chol(Kuu), fitted jointly
-# with the kernel parameters by L-BFGS-B. The ELBO, its gradient in the
-# variational parameters and its adjoints for the kernel matrices are
-# computed by src/svgp.c. With a Bernoulli-logit likelihood it is seed004's
-# baseline classifier; with a Gaussian likelihood it must agree with SGPR at
-# SGPR's optimal q(u).
+# The uncollapsed SVGP (Hensman et al. 2013, 2015; seed001; seed004 section
+# 6.1): q(u) = N(L b, L W W' L') with L = chol(Kuu) (whitened, the default)
+# or q(u) = N(b, W W') (whiten = FALSE), fitted jointly with the kernel
+# parameters by L-BFGS-B on the full batch or by Adam on minibatches
+# (R/optim_adam.R). The ELBO, its gradient in the variational parameters
+# and its adjoints for the kernel matrices are computed by src/svgp.c.
+# With a Bernoulli-logit likelihood it is seed004's baseline classifier;
+# with a Gaussian likelihood it must agree with SGPR at SGPR's optimal q(u).
 
 #' Stochastic variational Gaussian process (SVGP), uncollapsed
 #'
@@ -15,21 +16,47 @@
 #' the kernel parameters (and the noise and mean) and, optionally, the
 #' inducing inputs, with L-BFGS-B on the analytic gradient (full batch).
 #'
-#' The variational distribution is whitened, as GPflow does by default:
+#' By default the variational distribution is whitened, as GPflow does:
 #' \eqn{u = L v} with \eqn{L L^\top = K_{uu}} and \eqn{q(v) = N(b, W W^\top)},
 #' \eqn{W} lower triangular with a positive diagonal (optimised on the log
-#' scale). It starts at the prior (\eqn{b = 0}, \eqn{W = I}) unless
-#' \code{q_u} is given. Then \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
-#' \log W_{ii})}.
+#' scale), so that \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
+#' \log W_{ii})}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}
+#' directly and \eqn{KL[N(b, W W^\top) \| N(0, K_{uu})] = \frac12(\|L^{-1}W\|_F^2
+#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}} (seed001
+#' sections 2 and 5); the predictive is that of seed001 section 6. Both
+#' start at the prior (\eqn{q(u) = p(u)}) unless \code{q_u} is given, and
+#' both give the same ELBO and predictions for the same \eqn{q(u)}; the
+#' whitened form is usually better conditioned for gradient-based
+#' optimisation.
 #'
 #' Likelihoods: \code{"bernoulli"}, the logistic
 #' \eqn{p(y | f) = \sigma(y f)} with \eqn{y \in \{-1, +1\}}, whose expectations
-#' are computed by 20-point Gauss-Hermite quadrature (the baseline of seed004's
-#' tables); \code{"gaussian"}, \eqn{N(y; f, \sigma^2)} with a learned
+#' are computed by Gauss-Hermite quadrature with \code{quadrature} points
+#' (20 by default, GPflow's choice and the baseline of seed004's tables; at
+#' a latent variance of 100 the 20-point rule is biased by about 0.035 nats
+#' per point, so raise it for very uncertain latent functions);
+#' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)} with a learned
 #' variance, whose expectations are exact. With the Gaussian likelihood and
 #' \eqn{q(u)} set to the optimal distribution of an \code{\link{sgpr}()} fit
 #' with the same parameters, the ELBO equals the SGPR bound; otherwise it is
-#' lower.
+#' lower. \code{\link{natgrad_step}()} moves \eqn{q(u)} by a natural-gradient
+#' step (of size 1, it lands on that optimum for the Gaussian likelihood).
+#'
+#' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
+#' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
+#' \code{control$maxit} Adam iterations (Kingma and Ba 2015; \eqn{\beta_1 =
+#' 0.9}, \eqn{\beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}) uses the unbiased
+#' minibatch estimate \deqn{\frac{N}{B}\sum_{n \in \mathcal B} E_{q(f_n)}[\log
+#' p(y_n | f_n)] - KL[q(u) \| p(u)]} and its gradient on a batch of
+#' \eqn{B} points drawn uniformly without replacement (seed001 section 5;
+#' Hensman et al. 2013), at a cost of \eqn{O(B M^2 + M^3)} per iteration;
+#' the batches come from R's random number generator, so
+#' \code{set.seed()} makes fits reproducible. The step size is
+#' \code{control$lr} (default 0.01); parameters are scaled as for
+#' L-BFGS-B (inducing inputs in units of the inputs' standard deviations).
+#' There is no convergence test: \code{fit$optim$trace} holds the minibatch
+#' ELBO estimate of every iteration for judging convergence, and the
+#' reported ELBO (\code{logLik()}) is the full-batch value at the end.
 #'
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} labels as in
@@ -41,7 +68,8 @@
 #'   \code{"greedy"}, \code{"kmeans"}, \code{"random"} (chosen by
 #'   \code{\link{select_inducing}()} as in \code{\link{sgpr}()}), or the
 #'   result of \code{select_inducing()}. By default \eqn{M = \min(N, 100)} by
-#'   greedy conditional variance.
+#'   greedy conditional variance. More inducing inputs than data points
+#'   (\eqn{M > N}) are refused.
 #' @param likelihood \code{"bernoulli"} (logit link) or \code{"gaussian"}.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}).
@@ -59,10 +87,18 @@
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   \code{"Z"}, \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or
 #'   single entries.
-#' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000.
+#' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000
+#'   (with \code{batch_size}, the number of Adam iterations), and
+#'   \code{lr} is Adam's step size (default 0.01).
 #' @param start a previous \code{svgp} fit whose parameters (including
 #'   \eqn{q(u)} when the inducing inputs keep their number) are the starting
 #'   values.
+#' @param whiten if \code{TRUE} (the default), \eqn{q(u)} is parameterised
+#'   through \eqn{u = L v}; if \code{FALSE}, directly.
+#' @param batch_size \code{NULL} for full-batch L-BFGS-B, or the number of
+#'   points in each minibatch of Adam (values above \eqn{N} mean \eqn{N}).
+#' @param quadrature the number of Gauss-Hermite points for the Bernoulli
+#'   expectations (1 to 500).
 #' @return An object of class \code{c("svgp", "sparsevgp")}. Methods:
 #'   \code{print}, \code{summary}, \code{coef}, \code{predict} (see
 #'   \code{\link{predict.pgpr}} for Bernoulli, \code{\link{predict.sparsevgp}}
@@ -73,7 +109,13 @@
 #'
 #'   Tiao, L. C. (2020). A handbook for sparse variational Gaussian processes
 #'   (seed001).
-#' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}
+#'
+#'   Kingma, D. P. and Ba, J. (2015). Adam: a method for stochastic
+#'   optimization. ICLR.
+#'
+#'   Hensman, J., Fusi, N. and Lawrence, N. D. (2013). Gaussian processes
+#'   for big data. UAI.
+#' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}, \code{\link{natgrad_step}}
 #' @examples
 #' d <- classification_data("banana")
 #' set.seed(1)
@@ -89,6 +131,12 @@
 #'           noise = s$params$noise, mean = s$params$mean,
 #'           q_u = posterior_inducing(s), optimize = FALSE)
 #' c(svgp = logLik(g), sgpr = logLik(s))
+#'
+#' # minibatches of 50 points, Adam
+#' set.seed(1)
+#' a <- svgp(y ~ x, data = snelson, inducing = s$params$Z, likelihood = "gaussian",
+#'           optimize_inducing = FALSE, batch_size = 50, control = list(maxit = 300, lr = 0.05))
+#' c(adam = logLik(a), sgpr = logLik(s))
 #' @export
 svgp <- function(x, ...) UseMethod("svgp")
 

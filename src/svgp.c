@@ -45,7 +45,6 @@
  *   Bernoulli-logit: log p = log sigmoid(y f), expectation by Gauss-Hermite,
  *     E[g(f)] ~ sum_i w_i / sqrt(pi) g(mu + sqrt(2) s t_i) (seed001 sec. 5);
  *     g and h are the exact derivatives of that sum.
- *   Bernoulli-probit: log p = log Phi(y f), by Gauss-Hermite likewise.
  *   Gaussian with variance s2y: ELL_n = log N(y_n; mu_n, s2y) - s2_n/(2 s2y).
  *
  * Cost O(N M^2 + M^3 + N n_gh); memory A, V, Guf (M x N); nothing N x N.
@@ -55,7 +54,6 @@
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <Rmath.h>
 #include <R_ext/BLAS.h>
 #include "spv.h"
 #ifndef FCONE
@@ -66,7 +64,7 @@
 #define INV_SQRT_PI 0.56418958354775628695
 #define SQRT2 1.4142135623730950488
 
-enum { LIK_BERNOULLI = 1, LIK_GAUSSIAN = 2, LIK_PROBIT = 3 };
+enum { LIK_BERNOULLI = 1, LIK_GAUSSIAN = 2 };
 
 typedef struct {
     double elbo, ell, kl, jitter;
@@ -113,44 +111,6 @@ static double svgp_bernoulli_gh(double y, double mu, double s2, int ngh,
             dh += wi * (-0.5) * sn * (1.0 - sn);      /* 1/2 d2/df2 */
         else
             dh += wi * y * sn * t[i];
-    }
-    *g = dg;
-    *h = tiny ? dh : dh / (SQRT2 * s);
-    return e;
-}
-
-/* log Phi(z) and the inverse Mills ratio phi(z) / Phi(z), stable in both
- * tails through R's log-scale pnorm. */
-static inline double svgp_log_Phi(double z)
-{
-    return pnorm(z, 0.0, 1.0, 1, 1);
-}
-
-static inline double svgp_mills(double z)
-{
-    return exp(dnorm(z, 0.0, 1.0, 1) - pnorm(z, 0.0, 1.0, 1, 1));
-}
-
-/* One Bernoulli-probit expectation E[log Phi(y f)] by Gauss-Hermite, with
- * the exact derivatives of the sum as for the logit (tiny variance: half
- * the expected second derivative, d2/df2 log Phi(y f) = -r (y f + r),
- * r = phi(y f) / Phi(y f)). */
-static double svgp_probit_gh(double y, double mu, double s2, int ngh,
-                             const double *t, const double *w, double *g,
-                             double *h)
-{
-    const double s = sqrt(s2);
-    const int tiny = s2 < 1e-16;
-    double e = 0.0, dg = 0.0, dh = 0.0;
-    for (int i = 0; i < ngh; i++) {
-        const double f = mu + SQRT2 * s * t[i], wi = w[i] * INV_SQRT_PI;
-        const double z = y * f, r = svgp_mills(z);
-        e += wi * svgp_log_Phi(z);
-        dg += wi * y * r;
-        if (tiny)
-            dh += wi * (-0.5) * r * (z + r);
-        else
-            dh += wi * y * r * t[i];
     }
     *g = dg;
     *h = tiny ? dh : dh / (SQRT2 * s);
@@ -221,9 +181,6 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
         if (lik == LIK_BERNOULLI) {
             ell += svgp_bernoulli_gh(y[n], out->mu[n], s2, ngh, ght, ghw,
                                      g + n, h + n);
-        } else if (lik == LIK_PROBIT) {
-            ell += svgp_probit_gh(y[n], out->mu[n], s2, ngh, ght, ghw,
-                                  g + n, h + n);
         } else {
             const double r = y[n] - out->mu[n];
             ell += -0.5 * (LOG_2PI + log(noise)) - 0.5 * (r * r + s2) / noise;
@@ -350,7 +307,7 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
 /* The SVGP ELBO and, when grad is TRUE, its gradient.
  * Kuu: M x M; Kuf: M x N; kdiag, y: length N; q_mu: M; q_sqrt: M x M (lower
  * triangle read, non-zero diagonal); lik: 1 Bernoulli-logit (y in {-1, 1}),
- * 2 Gaussian, 3 Bernoulli-probit; noise: Gaussian variance (ignored for Bernoulli); mean: the
+ * 2 Gaussian; noise: Gaussian variance (ignored for Bernoulli); mean: the
  * constant prior mean; gh_x, gh_w: Gauss-Hermite nodes and weights for
  * int exp(-t^2) g(t) dt; jitter, jitter_cap relative to mean diag Kuu;
  * whiten: TRUE for q(v) = N(q_mu, q_sqrt q_sqrt'), u = L v, FALSE for
@@ -383,9 +340,8 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
         if (REAL(q_sqrt)[i + (size_t) M * i] == 0.0)
             error("'q_sqrt' must have a non-zero diagonal");
     if (!isInteger(lik) || XLENGTH(lik) != 1 ||
-        INTEGER(lik)[0] < LIK_BERNOULLI || INTEGER(lik)[0] > LIK_PROBIT)
-        error("'lik' must be 1 (Bernoulli-logit), 2 (Gaussian) or 3 "
-              "(Bernoulli-probit)");
+        INTEGER(lik)[0] < LIK_BERNOULLI || INTEGER(lik)[0] > LIK_GAUSSIAN)
+        error("'lik' must be 1 (Bernoulli-logit) or 2 (Gaussian)");
     const int lk = INTEGER(lik)[0];
     const double s2y = chk_scalar(noise, "noise");
     if (lk == LIK_GAUSSIAN && !(s2y > 0.0))
