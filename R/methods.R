@@ -185,7 +185,8 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
   if (is.null(x$optim)) {
     cat("Not optimised (optimize = FALSE)\n")
   } else {
-    cat(sprintf("Optimiser: L-BFGS-B %s; %d function and %d gradient evaluations, %.2f s\n",
+    cat(sprintf("Optimiser: %s %s; %d function and %d gradient evaluations, %.2f s\n",
+                if (is.null(x$optim$method)) "L-BFGS-B" else x$optim$method,
                 .optim_status(x$optim), x$optim$counts[[1L]], x$optim$counts[[2L]],
                 x$time))
   }

@@ -1,10 +1,11 @@
-# The uncollapsed, whitened SVGP (Hensman et al. 2015; seed001; seed004
-# section 6.1): q(u) = N(L b, L W W' L') with L = chol(Kuu), fitted jointly
-# with the kernel parameters by L-BFGS-B. The ELBO, its gradient in the
-# variational parameters and its adjoints for the kernel matrices are
-# computed by src/svgp.c. With a Bernoulli-logit likelihood it is seed004's
-# baseline classifier; with a Gaussian likelihood it must agree with SGPR at
-# SGPR's optimal q(u).
+# The uncollapsed SVGP (Hensman et al. 2013, 2015; seed001; seed004 section
+# 6.1): q(u) = N(L b, L W W' L') with L = chol(Kuu) (whitened, the default)
+# or q(u) = N(b, W W') (whiten = FALSE), fitted jointly with the kernel
+# parameters by L-BFGS-B on the full batch or by Adam on minibatches
+# (R/optim_adam.R). The ELBO, its gradient in the variational parameters
+# and its adjoints for the kernel matrices are computed by src/svgp.c.
+# With a Bernoulli-logit likelihood it is seed004's baseline classifier;
+# with a Gaussian likelihood it must agree with SGPR at SGPR's optimal q(u).
 
 #' Stochastic variational Gaussian process (SVGP), uncollapsed
 #'
@@ -15,21 +16,47 @@
 #' the kernel parameters (and the noise and mean) and, optionally, the
 #' inducing inputs, with L-BFGS-B on the analytic gradient (full batch).
 #'
-#' The variational distribution is whitened, as GPflow does by default:
+#' By default the variational distribution is whitened, as GPflow does:
 #' \eqn{u = L v} with \eqn{L L^\top = K_{uu}} and \eqn{q(v) = N(b, W W^\top)},
 #' \eqn{W} lower triangular with a positive diagonal (optimised on the log
-#' scale). It starts at the prior (\eqn{b = 0}, \eqn{W = I}) unless
-#' \code{q_u} is given. Then \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
-#' \log W_{ii})}.
+#' scale), so that \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
+#' \log W_{ii})}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}
+#' directly and \eqn{KL[N(b, W W^\top) \| N(0, K_{uu})] = \frac12(\|L^{-1}W\|_F^2
+#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}} (seed001
+#' sections 2 and 5); the predictive is that of seed001 section 6. Both
+#' start at the prior (\eqn{q(u) = p(u)}) unless \code{q_u} is given, and
+#' both give the same ELBO and predictions for the same \eqn{q(u)}; the
+#' whitened form is usually better conditioned for gradient-based
+#' optimisation.
 #'
 #' Likelihoods: \code{"bernoulli"}, the logistic
 #' \eqn{p(y | f) = \sigma(y f)} with \eqn{y \in \{-1, +1\}}, whose expectations
-#' are computed by 20-point Gauss-Hermite quadrature (the baseline of seed004's
-#' tables); \code{"gaussian"}, \eqn{N(y; f, \sigma^2)} with a learned
+#' are computed by Gauss-Hermite quadrature with \code{quadrature} points
+#' (20 by default, GPflow's choice and the baseline of seed004's tables; at
+#' a latent variance of 100 the 20-point rule is biased by about 0.035 nats
+#' per point, so raise it for very uncertain latent functions);
+#' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)} with a learned
 #' variance, whose expectations are exact. With the Gaussian likelihood and
 #' \eqn{q(u)} set to the optimal distribution of an \code{\link{sgpr}()} fit
 #' with the same parameters, the ELBO equals the SGPR bound; otherwise it is
-#' lower.
+#' lower. \code{\link{natgrad_step}()} moves \eqn{q(u)} by a natural-gradient
+#' step (of size 1, it lands on that optimum for the Gaussian likelihood).
+#'
+#' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
+#' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
+#' \code{control$maxit} Adam iterations (Kingma and Ba 2015; \eqn{\beta_1 =
+#' 0.9}, \eqn{\beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}) uses the unbiased
+#' minibatch estimate \deqn{\frac{N}{B}\sum_{n \in \mathcal B} E_{q(f_n)}[\log
+#' p(y_n | f_n)] - KL[q(u) \| p(u)]} and its gradient on a batch of
+#' \eqn{B} points drawn uniformly without replacement (seed001 section 5;
+#' Hensman et al. 2013), at a cost of \eqn{O(B M^2 + M^3)} per iteration;
+#' the batches come from R's random number generator, so
+#' \code{set.seed()} makes fits reproducible. The step size is
+#' \code{control$lr} (default 0.01); parameters are scaled as for
+#' L-BFGS-B (inducing inputs in units of the inputs' standard deviations).
+#' There is no convergence test: \code{fit$optim$trace} holds the minibatch
+#' ELBO estimate of every iteration for judging convergence, and the
+#' reported ELBO (\code{logLik()}) is the full-batch value at the end.
 #'
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} labels as in
@@ -41,7 +68,8 @@
 #'   \code{"greedy"}, \code{"kmeans"}, \code{"random"} (chosen by
 #'   \code{\link{select_inducing}()} as in \code{\link{sgpr}()}), or the
 #'   result of \code{select_inducing()}. By default \eqn{M = \min(N, 100)} by
-#'   greedy conditional variance.
+#'   greedy conditional variance. More inducing inputs than data points
+#'   (\eqn{M > N}) are refused.
 #' @param likelihood \code{"bernoulli"} (logit link) or \code{"gaussian"}.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}).
@@ -59,10 +87,18 @@
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   \code{"Z"}, \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or
 #'   single entries.
-#' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000.
+#' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000
+#'   (with \code{batch_size}, the number of Adam iterations), and
+#'   \code{lr} is Adam's step size (default 0.01).
 #' @param start a previous \code{svgp} fit whose parameters (including
 #'   \eqn{q(u)} when the inducing inputs keep their number) are the starting
 #'   values.
+#' @param whiten if \code{TRUE} (the default), \eqn{q(u)} is parameterised
+#'   through \eqn{u = L v}; if \code{FALSE}, directly.
+#' @param batch_size \code{NULL} for full-batch L-BFGS-B, or the number of
+#'   points in each minibatch of Adam (values above \eqn{N} mean \eqn{N}).
+#' @param quadrature the number of Gauss-Hermite points for the Bernoulli
+#'   expectations (1 to 500).
 #' @return An object of class \code{c("svgp", "sparsevgp")}. Methods:
 #'   \code{print}, \code{summary}, \code{coef}, \code{predict} (see
 #'   \code{\link{predict.pgpr}} for Bernoulli, \code{\link{predict.sparsevgp}}
@@ -73,7 +109,13 @@
 #'
 #'   Tiao, L. C. (2020). A handbook for sparse variational Gaussian processes
 #'   (seed001).
-#' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}
+#'
+#'   Kingma, D. P. and Ba, J. (2015). Adam: a method for stochastic
+#'   optimization. ICLR.
+#'
+#'   Hensman, J., Fusi, N. and Lawrence, N. D. (2013). Gaussian processes
+#'   for big data. UAI.
+#' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}, \code{\link{natgrad_step}}
 #' @examples
 #' d <- classification_data("banana")
 #' set.seed(1)
@@ -89,6 +131,12 @@
 #'           noise = s$params$noise, mean = s$params$mean,
 #'           q_u = posterior_inducing(s), optimize = FALSE)
 #' c(svgp = logLik(g), sgpr = logLik(s))
+#'
+#' # minibatches of 50 points, Adam
+#' set.seed(1)
+#' a <- svgp(y ~ x, data = snelson, inducing = s$params$Z, likelihood = "gaussian",
+#'           optimize_inducing = FALSE, batch_size = 50, control = list(maxit = 300, lr = 0.05))
+#' c(adam = logLik(a), sgpr = logLik(s))
 #' @export
 svgp <- function(x, ...) UseMethod("svgp")
 
@@ -108,7 +156,8 @@ svgp.formula <- function(x, data = NULL, ...) {
 svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                          likelihood = c("bernoulli", "gaussian"), noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
-                         control = list(), start = NULL, ...) {
+                         control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
+                         quadrature = 20L, ...) {
   call <- match.call()
   call[[1L]] <- as.name("svgp")
   call$start <- NULL
@@ -125,6 +174,10 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   }
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  whiten <- .check_flag(whiten, "whiten")
+  quadrature <- .svgp_check_quadrature(quadrature, bern)
+  batch_size <- .svgp_check_batch(batch_size, N)
+  adam <- .svgp_adam_control(control)
   if (!is.null(start)) {
     if (!inherits(start, "svgp")) stop("'start' must be an svgp fit", call. = FALSE)
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
@@ -148,27 +201,74 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                            q_sqrt_lower = numeric(M * (M - 1L) / 2)))
   transforms <- c(transforms, mean = "identity", Z = "identity", q_mu = "identity",
                   q_sqrt_diag = "log", q_sqrt_lower = "identity")
-  control <- .check_control(utils::modifyList(list(maxit = 1000L), control))
+  control <- .check_control(utils::modifyList(list(maxit = 1000L), adam$rest))
   if (!is.null(start)) {
-    params <- .warm_params(params, start$params, skip = c("Z", if (mn$fixed) "mean"))
+    # q(u)'s parameters mean different things in the two parameterisations
+    same_q <- identical(!isFALSE(start$whiten), whiten)
+    params <- .warm_params(params, start$params,
+                           skip = c("Z", if (mn$fixed) "mean",
+                                    if (!same_q) c("q_mu", "q_sqrt_diag", "q_sqrt_lower")))
   }
-  if (!is.null(q_u)) params <- .svgp_whiten(q_u, params, kernel, control)
+  copied <- !is.null(start) && identical(!isFALSE(start$whiten), whiten) &&
+    length(start$params$q_mu) == M
+  if (!is.null(q_u) && (!is.list(q_u) || is.null(q_u$cov))) {
+    stop("'q_u' must be list(mean, cov)", call. = FALSE)
+  }
+  if (!whiten && is.null(q_u) && !copied) {
+    # the prior q(u) = p(u): W = chol(Kuu), as the whitened start W = I
+    params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
+                          control, whiten)
+  }
+  if (!is.null(q_u)) params <- .svgp_set_q(q_u, params, kernel, control, whiten)
   fit <- structure(list(
     call = call, x = x, y = if (bern) lab$y01 else target, target = target,
-    labels = if (bern) lab$coding else NULL, likelihood = likelihood,
+    labels = if (bern) lab$coding else NULL, likelihood = likelihood, whiten = whiten,
+    quadrature = quadrature, batch_size = batch_size, lr = adam$lr,
     kernel = kernel, params = params, transforms = transforms,
     fixed = .fixed_mask(fixed, params, transforms,
                         c(if (mn$fixed) "mean", if (!optimize_inducing) "Z")),
     control = control, eval_fun = .svgp_eval, predict_fun = .svgp_predict_latent,
     noise_fun = .noise_constant,
-    model = sprintf("Uncollapsed whitened SVGP, %s likelihood%s",
-                    if (bern) "Bernoulli-logit (20-point Gauss-Hermite)" else "Gaussian",
+    model = sprintf("Uncollapsed %s SVGP, %s likelihood%s",
+                    if (whiten) "whitened" else "non-whitened",
+                    if (bern) sprintf("Bernoulli-logit (%d-point Gauss-Hermite)", quadrature)
+                    else "Gaussian",
                     if (optimize_inducing) "" else ", fixed inducing inputs")),
     class = c("svgp", "sparsevgp"))
-  .build_or_fit(fit, optimize)
+  if (is.null(batch_size)) return(.build_or_fit(fit, optimize))
+  if (.check_flag(optimize, "optimize")) {
+    fit <- .fit_adam(fit)
+  } else {
+    fit$optim <- NULL
+    fit$time <- 0
+  }
+  fit <- .finish(fit)
+  if (!is.null(fit$optim)) fit$optim$value <- fit$bound
+  fit
 }
 
-# The whitened q(v) = N(b, W W') with W = tril(diag = exp(log diag), lower).
+# The Gauss-Hermite order: a whole number from 1 to 500 (used only by the
+# Bernoulli likelihood; the Gaussian expectations are exact).
+.svgp_check_quadrature <- function(quadrature, bern) {
+  if (!is.numeric(quadrature) || length(quadrature) != 1L || !is.finite(quadrature) ||
+      quadrature < 1 || quadrature > 500 || quadrature != round(quadrature)) {
+    stop("'quadrature' must be a whole number from 1 to 500", call. = FALSE)
+  }
+  as.integer(quadrature)
+}
+
+# NULL (full batch, L-BFGS-B) or a whole number from 1 to N.
+.svgp_check_batch <- function(batch_size, N) {
+  if (is.null(batch_size)) return(NULL)
+  if (!is.numeric(batch_size) || length(batch_size) != 1L || !is.finite(batch_size) ||
+      batch_size < 1 || batch_size != round(batch_size)) {
+    stop("'batch_size' must be NULL or a whole number >= 1", call. = FALSE)
+  }
+  as.integer(min(batch_size, N))
+}
+
+# The whitened q(v) = N(b, W W') (or q(u) when not whitened) with
+# W = tril(diag = exp(log diag), lower).
 .svgp_qsqrt <- function(params) {
   M <- length(params$q_mu)
   W <- diag(params$q_sqrt_diag, M)
@@ -176,24 +276,35 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   W
 }
 
-# q(u) = N(mean, cov) (mean including the constant prior mean) to whitened
-# parameters: b = L^-1 (mean - m), W = chol(L^-1 cov L^-T), L = chol(Kuu)
-# with the same jitter as the bound.
-.svgp_whiten <- function(q_u, params, kernel, control) {
+# L = chol(Kuu + jitter I) at `params`, with the jitter of the bound.
+.svgp_chol <- function(params, kernel, control) {
+  kc <- .kern_c(.kernel_at(kernel, params))
+  Kuu <- .Call(ffi_kern_matrix, kc, params$Z, NULL)
+  .chol_jitter(Kuu, control$jitter, control$jitter_cap)$L
+}
+
+# q(u) = N(mean, cov) (mean including the constant prior mean; cov = NULL
+# means Kuu, the prior) to the variational parameters: whitened
+# b = L^-1 (mean - m), W = chol(L^-1 cov L^-T); non-whitened b = mean - m,
+# W = chol(cov). L = chol(Kuu) with the same jitter as the bound.
+.svgp_set_q <- function(q_u, params, kernel, control, whiten) {
   M <- length(params$q_mu)
-  if (!is.list(q_u) || is.null(q_u$mean) || is.null(q_u$cov) || length(q_u$mean) != M ||
-      !is.matrix(q_u$cov) || any(dim(q_u$cov) != M) ||
-      any(!is.finite(q_u$mean)) || any(!is.finite(q_u$cov))) {
+  if (!is.list(q_u) || is.null(q_u$mean) || length(q_u$mean) != M ||
+      any(!is.finite(q_u$mean)) ||
+      (!is.null(q_u$cov) && (!is.matrix(q_u$cov) || any(dim(q_u$cov) != M) ||
+                               any(!is.finite(q_u$cov))))) {
     stop(sprintf("'q_u' must be list(mean, cov) with a mean of length %d and a %d x %d covariance",
                  M, M, M), call. = FALSE)
   }
-  kc <- .kern_c(.kernel_at(kernel, params))
-  Kuu <- .Call(ffi_kern_matrix, kc, params$Z, NULL)
-  L <- .chol_jitter(Kuu, control$jitter, control$jitter_cap)$L
-  b <- forwardsolve(L, q_u$mean - params$mean)
-  Sw <- forwardsolve(L, t(forwardsolve(L, q_u$cov)))
-  Sw <- (Sw + t(Sw)) / 2
-  W <- tryCatch(t(chol(Sw)), error = function(e) {
+  L <- .svgp_chol(params, kernel, control)
+  b <- q_u$mean - params$mean
+  cov <- if (is.null(q_u$cov)) tcrossprod(L) else q_u$cov
+  if (whiten) {
+    b <- forwardsolve(L, b)
+    cov <- forwardsolve(L, t(forwardsolve(L, cov)))
+  }
+  cov <- (cov + t(cov)) / 2
+  W <- tryCatch(t(chol(cov)), error = function(e) {
     stop("'q_u$cov' must be positive definite", call. = FALSE)
   })
   params$q_mu <- drop(b)
@@ -202,25 +313,47 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   params
 }
 
-# The ELBO at `params` and its gradient on the unconstrained scale: the
-# variational blocks from src/svgp.c directly, the kernel parameters and Z
-# by contracting the adjoints Guu, Guf, gdiag with the kernel derivatives.
-.svgp_eval <- function(fit, params, grad = TRUE) {
+# One call of src/svgp.c at `params`, on the rows `batch` of the data
+# (NULL: all), with the data term scaled by N / |batch| (seed001 section 5,
+# minibatching).
+.svgp_call <- function(fit, params, grad, batch = NULL) {
   x <- fit$x
+  target <- fit$target
+  scale <- 1
+  if (!is.null(batch)) {
+    scale <- nrow(x) / length(batch)
+    x <- x[batch, , drop = FALSE]
+    target <- target[batch]
+  }
   kc <- .kern_c(.kernel_at(fit$kernel, params))
-  Z <- params$Z
-  Kuu <- .Call(ffi_kern_matrix, kc, Z, NULL)
-  Kuf <- .Call(ffi_kern_matrix, kc, Z, x)
+  Kuu <- .Call(ffi_kern_matrix, kc, params$Z, NULL)
+  Kuf <- .Call(ffi_kern_matrix, kc, params$Z, x)
   kdiag <- .Call(ffi_kern_diag, kc, x)
-  W <- .svgp_qsqrt(params)
-  gh <- .gauss_hermite(20L)
+  gh <- .gauss_hermite(if (is.null(fit$quadrature)) 20L else fit$quadrature)
   bern <- fit$likelihood == "bernoulli"
-  r <- .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, as.double(params$q_mu), W, fit$target,
-             if (bern) 1L else 2L, if (bern) 1 else params$noise, params$mean, gh$x, gh$w,
-             fit$control$jitter, fit$control$jitter_cap, grad)
-  out <- list(value = r$elbo, terms = c(ell = r$ell, kl = -r$kl), jitter = r$jitter,
-              jitter_scale = mean(diag(Kuu)),
-              posterior = list(L = r$L, q_mu = params$q_mu, q_sqrt = W))
+  r <- .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, as.double(params$q_mu), .svgp_qsqrt(params),
+             target, if (bern) 1L else 2L, if (bern) 1 else params$noise, params$mean,
+             gh$x, gh$w, fit$control$jitter, fit$control$jitter_cap, !isFALSE(fit$whiten),
+             scale, grad)
+  c(r, list(kc = kc, x = x, Kuu = Kuu, Kuf = Kuf))
+}
+
+# The ELBO at `params` (a minibatch estimate when `batch` is given) and its
+# gradient on the unconstrained scale: the variational blocks from
+# src/svgp.c directly, the kernel parameters and Z by contracting the
+# adjoints Guu, Guf, gdiag with the kernel derivatives.
+.svgp_eval <- function(fit, params, grad = TRUE, batch = NULL) {
+  r <- .svgp_call(fit, params, grad, batch)
+  kc <- r$kc
+  x <- r$x
+  Z <- params$Z
+  W <- .svgp_qsqrt(params)
+  bern <- fit$likelihood == "bernoulli"
+  # terms sum to the bound: the expected log-likelihood and minus the KL
+  out <- list(value = r$elbo, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
+              jitter_scale = mean(diag(r$Kuu)),
+              posterior = list(L = r$L, q_mu = params$q_mu, q_sqrt = W,
+                               whiten = !isFALSE(fit$whiten)))
   if (!grad) return(out)
   wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
   g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, r$Guu, wantZ)
@@ -238,40 +371,69 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   out
 }
 
-# q(f*) = N(m + A' b, k** - |A|^2 + |W' A|^2), A = L^-1 K_u* (seed001
-# section 6, whitened), in blocks of 1000 rows.
+# q(f*) (seed001 section 6): A = L^-1 K_u*; whitened mean m + A' b,
+# variance k** - |A|^2 + |W' A|^2; non-whitened the same with
+# Psi = L^-T A in place of A in the mean and in W' Psi. Blocks of 1000 rows.
 .svgp_predict_latent <- function(object, xnew, full_cov) {
   kc <- .kern_c(.kernel_at(object$kernel, object$params))
   post <- object$posterior
   Z <- object$params$Z
   m <- object$params$mean
+  proj <- function(Ku) {
+    A <- forwardsolve(post$L, Ku)
+    P <- if (isFALSE(post$whiten)) backsolve(t(post$L), A) else A
+    list(A = A, P = P, V = crossprod(post$q_sqrt, P))
+  }
   if (full_cov) {
-    A <- forwardsolve(post$L, .Call(ffi_kern_matrix, kc, Z, xnew))
-    V <- crossprod(post$q_sqrt, A)
-    return(list(mean = drop(crossprod(A, post$q_mu)) + m,
-                cov = .Call(ffi_kern_matrix, kc, xnew, NULL) - crossprod(A) + crossprod(V)))
+    p <- proj(.Call(ffi_kern_matrix, kc, Z, xnew))
+    return(list(mean = drop(crossprod(p$P, post$q_mu)) + m,
+                cov = .Call(ffi_kern_matrix, kc, xnew, NULL) - crossprod(p$A) + crossprod(p$V)))
   }
   mean <- var <- numeric(nrow(xnew))
   for (b in .row_blocks(nrow(xnew))) {
     xb <- xnew[b, , drop = FALSE]
-    A <- forwardsolve(post$L, .Call(ffi_kern_matrix, kc, Z, xb))
-    V <- crossprod(post$q_sqrt, A)
-    mean[b] <- drop(crossprod(A, post$q_mu)) + m
-    var[b] <- .Call(ffi_kern_diag, kc, xb) - colSums(A^2) + colSums(V^2)
+    p <- proj(.Call(ffi_kern_matrix, kc, Z, xb))
+    mean[b] <- drop(crossprod(p$P, post$q_mu)) + m
+    var[b] <- .Call(ffi_kern_diag, kc, xb) - colSums(p$A^2) + colSums(p$V^2)
   }
   list(mean = mean, var = var)
 }
 
 #' @rdname predict.pgpr
 #' @export
-predict.svgp <- function(object, newdata = NULL, type = NULL,
-                         method = c("quadrature", "probit", "plugin"), full_cov = FALSE, ...) {
-  if (object$likelihood == "gaussian") {
-    if (is.null(type)) type <- "latent"
-    return(predict.sparsevgp(object, newdata, type = type, full_cov = full_cov))
+predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, full_cov = FALSE,
+                         ...) {
+  gauss <- object$likelihood == "gaussian"
+  if (gauss && !is.null(method)) {
+    stop("'method' applies to the Bernoulli likelihood only (the Gaussian predictive is exact)",
+         call. = FALSE)
   }
-  if (is.null(type)) type <- "link"
-  .predict_classifier(object, newdata, type[1L], method[1L], full_cov)
+  types <- if (gauss) c("latent", "response") else .classifier_types
+  type <- if (is.null(type)) types[1L] else match.arg(type, unique(types))
+  if (!gauss) {
+    method <- if (is.null(method)) "quadrature" else
+      match.arg(method, c("quadrature", "probit", "plugin"))
+  }
+  if (!is.null(newdata) && NROW(newdata) == 0L) {
+    return(.svgp_predict_empty(object, type, .check_flag(full_cov, "full_cov")))
+  }
+  if (gauss) return(predict.sparsevgp(object, newdata, type = type, full_cov = full_cov))
+  .predict_classifier(object, newdata, type, method, full_cov)
+}
+
+# predict() on zero rows of new data: empty results of the usual shapes.
+.svgp_predict_empty <- function(object, type, full_cov) {
+  e <- setNames(numeric(0), character(0))
+  if (type == "class") return(.labels_from_prob(e, object$labels))
+  if (type == "pg_variance") return(e)
+  if (full_cov) {
+    if (!type %in% c("link", "latent", "response") ||
+        (object$likelihood != "gaussian" && type == "response")) {
+      stop("'full_cov = TRUE' is only available for type = \"link\"", call. = FALSE)
+    }
+    return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
+  }
+  list(mean = e, var = e)
 }
 
 #' @export
@@ -295,6 +457,11 @@ coef.svgp <- function(object, ...) {
 summary.svgp <- function(object, ...) {
   s <- NextMethod()
   s$parameters <- s$parameters[!grepl("^q_", rownames(s$parameters)), , drop = FALSE]
+  if (!is.null(object$batch_size)) {
+    s$extra <- c(s$extra, list(Minibatches = sprintf(
+      "%d of %d points, Adam with learning rate %g; the ELBO is the full-batch value",
+      object$batch_size, length(object$y), object$lr)))
+  }
   s
 }
 

@@ -31,6 +31,7 @@ SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor);
 SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
                    SEXP y, SEXP lik, SEXP noise, SEXP mean, SEXP gh_x,
-                   SEXP gh_w, SEXP jitter, SEXP jitter_cap, SEXP grad);
+                   SEXP gh_w, SEXP jitter, SEXP jitter_cap, SEXP whiten,
+                   SEXP ell_scale, SEXP grad);
 
 #endif

@@ -23,7 +23,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_pred_gaussian, 6),
     CALLDEF(ffi_sel_greedy, 9),
     CALLDEF(ffi_sel_trace, 6),
-    CALLDEF(ffi_svgp_elbo, 14),
+    CALLDEF(ffi_svgp_elbo, 16),
     {NULL, NULL, 0}
 };
 

@@ -5,8 +5,22 @@
  * (closed form), with its gradient with respect to the variational
  * parameters and its adjoints with respect to the kernel matrices.
  *
- * Whitened parametrisation: u = L v, L = chol(Kuu + jitter I),
+ * Whitened parametrisation (whiten = TRUE): u = L v, L = chol(Kuu + jitter I),
  * q(v) = N(b, W W') with b = q_mu (M) and W = q_sqrt (M x M, lower).
+ * Non-whitened (whiten = FALSE; seed001 section 2, items 3-4 of section 10):
+ * q(u) = N(b, W W') directly. It is evaluated as the whitened form with
+ * b' = L^-1 b and W' = L^-1 W (full M x M; seed001 section 7, last item),
+ * which gives the predictive of seed001 section 6 (Psi' b = A' L^-1 b) and
+ *   KL = 1/2 (|W'|_F^2 + |b'|^2 - M) - sum log |W_ii| + sum log L_ii
+ * (seed001 section 5, closed form); the dependence of b', W' and log det L
+ * on L is added to the adjoint of L before the Cholesky backward pass:
+ *   Lbar += -tril(bbar b'^T + Wbar W'^T) - diag(1 / L_ii)
+ * with bbar = L^-T (A g - b'), Wbar = L^-T (2 A diag(h) V' - W').
+ *
+ * Minibatches (seed001 section 5, "Minibatching"; target 11): Kuf, kdiag
+ * and y hold the columns of a batch B and the expected log-likelihood and
+ * its derivatives are multiplied by ell_scale = N / |B|, which makes the
+ * ELBO and its gradient unbiased estimates of the full-batch ones.
  *   A       = L^-1 Kuf                                   M x N
  *   V       = W' A                                       M x N
  *   mu_n    = mean + a_n' b                              (seed001 sec. 6)
@@ -56,7 +70,7 @@ typedef struct {
     double elbo, ell, kl, jitter;
     double *L, *mu, *var;                       /* M x M, N, N */
     /* gradients (NULL when not wanted) */
-    double *Guu, *Guf, *gdiag, *gq_mu, *gq_sqrt;
+    double *Guu, *Guf, *gdiag, *gmu, *gq_mu, *gq_sqrt;
     double gmean, gnoise;
 } svgp_out;
 
@@ -106,10 +120,11 @@ static double svgp_bernoulli_gh(double y, double mu, double s2, int ngh,
 /* Returns 0 on success, 1 if Kuu could not be factorised within the jitter
  * cap. */
 static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
-                     const double *b, const double *W, const double *y,
+                     const double *bq, const double *W, const double *y,
                      int lik, double noise, double mean, int ngh,
                      const double *ght, const double *ghw, int M, int N,
-                     double jit_base, double jit_cap, svgp_out *out)
+                     double jit_base, double jit_cap, int whiten,
+                     double ell_scale, svgp_out *out)
 {
     const size_t MN = (size_t) M * N, MM = (size_t) M * M;
     const int grad = out->Guf != NULL;
@@ -120,21 +135,30 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
     if (out->jitter < 0.0) return 1;
     const double *L = out->L;
 
-    /* Wl = tril(W): the upper triangle of the argument is ignored */
-    double *Wl = (double *) R_alloc(MM, sizeof(double));
+    /* Wt = tril(W): the upper triangle of the argument is ignored */
+    double *Wt = (double *) R_alloc(MM, sizeof(double));
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++)
-            Wl[i + (size_t) M * j] = i >= j ? W[i + (size_t) M * j] : 0.0;
+            Wt[i + (size_t) M * j] = i >= j ? W[i + (size_t) M * j] : 0.0;
+    /* whitened factors: b = b', Wl = W' (lower when whiten, else full
+     * W' = L^-1 W and b' = L^-1 b) */
+    double *Wl = Wt, *b = (double *) R_alloc((size_t) M, sizeof(double));
+    memcpy(b, bq, (size_t) M * sizeof(double));
+    if (!whiten) {
+        Wl = (double *) R_alloc(MM, sizeof(double));
+        memcpy(Wl, Wt, MM * sizeof(double));
+        la_trsm_left(L, M, Wl, M, 'N');
+        la_trsm_left(L, M, b, 1, 'N');
+    }
 
     /* A = L^-1 Kuf: M x N */
     double *A = (double *) R_alloc(MN, sizeof(double));
     memcpy(A, Kuf, MN * sizeof(double));
     la_trsm_left(L, M, A, N, 'N');
-    /* V = W' A: M x N */
+    /* V = W'^T A: M x N */
     double *V = (double *) R_alloc(MN, sizeof(double));
-    memcpy(V, A, MN * sizeof(double));
-    F77_CALL(dtrmm)("L", "L", "T", "N", &M, &N, &one, Wl, &M, V, &M
-                    FCONE FCONE FCONE FCONE);
+    F77_CALL(dgemm)("T", "N", &M, &N, &M, &one, Wl, &M, A, &M, &zero, V, &M
+                    FCONE FCONE);
     /* mu = mean + A' b */
     F77_CALL(dgemv)("T", &M, &N, &one, A, &M, b, &ione, &zero, out->mu, &ione
                     FCONE);
@@ -165,11 +189,21 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
             gnoise += -0.5 / noise + 0.5 * (r * r + s2) / (noise * noise);
         }
     }
+    /* minibatch scaling N / |B| of the data term (1 for the full batch) */
+    ell *= ell_scale;
+    gnoise *= ell_scale;
+    for (int n = 0; n < N; n++) {
+        g[n] *= ell_scale;
+        h[n] *= ell_scale;
+    }
 
+    /* KL = 1/2 (|W'|_F^2 + |b'|^2 - M) - log|det W'|, with
+     * log|det W'| = sum log |W_ii| - [non-whitened] sum log L_ii */
     double kl = 0.0;
     for (int j = 0; j < M; j++) {
-        kl += b[j] * b[j] - 1.0 - 2.0 * log(fabs(Wl[j + (size_t) M * j]));
-        for (int i = j; i < M; i++) {
+        kl += b[j] * b[j] - 1.0 - 2.0 * log(fabs(Wt[j + (size_t) M * j]));
+        if (!whiten) kl += 2.0 * log(L[j + (size_t) M * j]);
+        for (int i = whiten ? j : 0; i < M; i++) {
             const double wij = Wl[i + (size_t) M * j];
             kl += wij * wij;
         }
@@ -185,38 +219,51 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
     for (int n = 0; n < N; n++) gm += g[n];
     out->gmean = gm;
     memcpy(out->gdiag, h, (size_t) N * sizeof(double));
+    memcpy(out->gmu, g, (size_t) N * sizeof(double));
 
-    /* dELBO/db = A g - b */
-    F77_CALL(dgemv)("N", &M, &N, &one, A, &M, g, &ione, &zero, out->gq_mu,
+    /* bbar = dELBO/db' = A g - b' */
+    double *bbar = (double *) R_alloc((size_t) M, sizeof(double));
+    F77_CALL(dgemv)("N", &M, &N, &one, A, &M, g, &ione, &zero, bbar,
                     &ione FCONE);
-    for (int m = 0; m < M; m++) out->gq_mu[m] -= b[m];
+    for (int m = 0; m < M; m++) bbar[m] -= b[m];
 
-    /* Ah = A diag(h): M x N (reused below) */
+    /* Ah = A diag(h): M x N */
     double *Ah = (double *) R_alloc(MN, sizeof(double));
     for (int n = 0; n < N; n++) {
         const double *an = A + (size_t) M * n;
         double *o = Ah + (size_t) M * n;
         for (int m = 0; m < M; m++) o[m] = an[m] * h[n];
     }
-    /* dELBO/dW = tril(2 Ah V') - tril(W) + diag(1/W_ii) */
+    /* Wbar = dELBO/dW' (full) = 2 Ah V' - W' (the log det part is added
+     * to the triangular W below) */
     const double two = 2.0;
+    double *Wbar = (double *) R_alloc(MM, sizeof(double));
     F77_CALL(dgemm)("N", "T", &M, &M, &N, &two, Ah, &M, V, &M, &zero,
-                    out->gq_sqrt, &M FCONE FCONE);
+                    Wbar, &M FCONE FCONE);
+    for (size_t ij = 0; ij < MM; ij++) Wbar[ij] -= Wl[ij];
+    if (!whiten) {
+        /* chain through b' = L^-1 b, W' = L^-1 W: bbar <- L^-T bbar,
+         * Wbar <- L^-T Wbar */
+        la_trsm_left(L, M, bbar, 1, 'T');
+        la_trsm_left(L, M, Wbar, M, 'T');
+    }
+    memcpy(out->gq_mu, bbar, (size_t) M * sizeof(double));
+    /* dELBO/dW = tril(Wbar) + diag(1 / W_ii) */
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++) {
             const size_t ij = i + (size_t) M * j;
-            if (i < j) out->gq_sqrt[ij] = 0.0;
-            else out->gq_sqrt[ij] -= Wl[ij];
+            out->gq_sqrt[ij] = i < j ? 0.0 : Wbar[ij];
         }
     for (int i = 0; i < M; i++)
-        out->gq_sqrt[i + (size_t) M * i] += 1.0 / Wl[i + (size_t) M * i];
+        out->gq_sqrt[i + (size_t) M * i] += 1.0 / Wt[i + (size_t) M * i];
 
-    /* Abar = b g' + 2 (W V - A) diag(h), built in Guf: W V - A into V */
-    F77_CALL(dtrmm)("L", "L", "N", "N", &M, &N, &one, Wl, &M, V, &M
-                    FCONE FCONE FCONE FCONE);
+    /* Abar = b' g' + 2 (W' V - A) diag(h), built in Guf: W' V - A into V */
+    double *WV = (double *) R_alloc(MN, sizeof(double));
+    F77_CALL(dgemm)("N", "N", &M, &N, &M, &one, Wl, &M, V, &M, &zero, WV, &M
+                    FCONE FCONE);
     double *Gf = out->Guf;
     for (int n = 0; n < N; n++) {
-        const double *an = A + (size_t) M * n, *vn = V + (size_t) M * n;
+        const double *an = A + (size_t) M * n, *vn = WV + (size_t) M * n;
         double *o = Gf + (size_t) M * n;
         for (int m = 0; m < M; m++)
             o[m] = b[m] * g[n] + 2.0 * (vn[m] - an[m]) * h[n];
@@ -224,10 +271,17 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
     /* Guf = L^-T Abar */
     la_trsm_left(L, M, Gf, N, 'T');
 
-    /* Lbar = -tril(Guf A'): M x M */
+    /* Lbar = -tril(Guf A' [+ bbar b'^T + Wbar W'^T - diag(1/L_ii)]) */
     double *Lbar = (double *) R_alloc(MM, sizeof(double));
     F77_CALL(dgemm)("N", "T", &M, &M, &N, &mone, Gf, &M, A, &M, &zero, Lbar,
                     &M FCONE FCONE);
+    if (!whiten) {
+        F77_CALL(dger)(&M, &M, &mone, bbar, &ione, b, &ione, Lbar, &M);
+        F77_CALL(dgemm)("N", "T", &M, &M, &M, &mone, Wbar, &M, Wl, &M, &one,
+                        Lbar, &M FCONE FCONE);
+        for (int i = 0; i < M; i++)
+            Lbar[i + (size_t) M * i] -= 1.0 / L[i + (size_t) M * i];
+    }
     for (int j = 1; j < M; j++)
         memset(Lbar + (size_t) M * j, 0, (size_t) j * sizeof(double));
     /* X = L' Lbar; Phi(X) = tril(X) with halved diagonal */
@@ -250,15 +304,19 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
 
 /* ---- .Call entry point ------------------------------------------------ */
 
-/* The whitened SVGP ELBO and, when grad is TRUE, its gradient.
+/* The SVGP ELBO and, when grad is TRUE, its gradient.
  * Kuu: M x M; Kuf: M x N; kdiag, y: length N; q_mu: M; q_sqrt: M x M (lower
  * triangle read, non-zero diagonal); lik: 1 Bernoulli-logit (y in {-1, 1}),
  * 2 Gaussian; noise: Gaussian variance (ignored for Bernoulli); mean: the
  * constant prior mean; gh_x, gh_w: Gauss-Hermite nodes and weights for
- * int exp(-t^2) g(t) dt; jitter, jitter_cap relative to mean diag Kuu. */
+ * int exp(-t^2) g(t) dt; jitter, jitter_cap relative to mean diag Kuu;
+ * whiten: TRUE for q(v) = N(q_mu, q_sqrt q_sqrt'), u = L v, FALSE for
+ * q(u) itself; ell_scale: the factor N / |B| of the data term of a
+ * minibatch (1 for the full batch). */
 SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
                    SEXP y, SEXP lik, SEXP noise, SEXP mean, SEXP gh_x,
-                   SEXP gh_w, SEXP jitter, SEXP jitter_cap, SEXP grad)
+                   SEXP gh_w, SEXP jitter, SEXP jitter_cap, SEXP whiten,
+                   SEXP ell_scale, SEXP grad)
 {
     chk_real_matrix(Kuu, "Kuu", -1);
     const int M = nrows(Kuu);
@@ -282,13 +340,13 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
         if (REAL(q_sqrt)[i + (size_t) M * i] == 0.0)
             error("'q_sqrt' must have a non-zero diagonal");
     if (!isInteger(lik) || XLENGTH(lik) != 1 ||
-        (INTEGER(lik)[0] != LIK_BERNOULLI && INTEGER(lik)[0] != LIK_GAUSSIAN))
-        error("'lik' must be 1 (Bernoulli) or 2 (Gaussian)");
+        INTEGER(lik)[0] < LIK_BERNOULLI || INTEGER(lik)[0] > LIK_GAUSSIAN)
+        error("'lik' must be 1 (Bernoulli-logit) or 2 (Gaussian)");
     const int lk = INTEGER(lik)[0];
     const double s2y = chk_scalar(noise, "noise");
     if (lk == LIK_GAUSSIAN && !(s2y > 0.0))
         error("'noise' must be positive");
-    if (lk == LIK_BERNOULLI)
+    if (lk != LIK_GAUSSIAN)
         for (int n = 0; n < N; n++)
             if (REAL(y)[n] != 1.0 && REAL(y)[n] != -1.0)
                 error("'y' must be -1 or 1 for the Bernoulli likelihood");
@@ -301,6 +359,11 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
     chk_finite(gh_w, "gh_w");
     const double jb = chk_scalar(jitter, "jitter"),
                  jc = chk_scalar(jitter_cap, "jitter_cap");
+    if (!(jb >= 0.0)) error("'jitter' must be >= 0");
+    if (!(jc >= jb)) error("'jitter_cap' must be >= 'jitter'");
+    const int wh = chk_flag(whiten, "whiten");
+    const double es = chk_scalar(ell_scale, "ell_scale");
+    if (!(es > 0.0)) error("'ell_scale' must be positive");
     const int gr = chk_flag(grad, "grad");
 
     int nprot = 0;
@@ -312,20 +375,22 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
     memset(REAL(sL), 0, (size_t) M * M * sizeof(double));
     o.L = REAL(sL); o.mu = REAL(smu); o.var = REAL(svar);
     SEXP sGuu = R_NilValue, sGuf = R_NilValue, sgd = R_NilValue,
-         sgm = R_NilValue, sgs = R_NilValue;
+         sgf = R_NilValue, sgm = R_NilValue, sgs = R_NilValue;
     if (gr) {
         sGuu = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
         sGuf = PROTECT(allocMatrix(REALSXP, M, N)); nprot++;
         sgd = PROTECT(allocVector(REALSXP, N)); nprot++;
+        sgf = PROTECT(allocVector(REALSXP, N)); nprot++;
         sgm = PROTECT(allocVector(REALSXP, M)); nprot++;
         sgs = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
         o.Guu = REAL(sGuu); o.Guf = REAL(sGuf); o.gdiag = REAL(sgd);
+        o.gmu = REAL(sgf);
         o.gq_mu = REAL(sgm); o.gq_sqrt = REAL(sgs);
     }
     const int status = svgp_elbo(REAL(Kuu), REAL(Kuf), REAL(kdiag),
                                  REAL(q_mu), REAL(q_sqrt), REAL(y), lk, s2y,
                                  mn, ngh, REAL(gh_x), REAL(gh_w), M, N, jb,
-                                 jc, &o);
+                                 jc, wh, es, &o);
     if (status == 1)
         error("Kuu is not positive definite even with jitter %g times its "
               "mean diagonal: are inducing inputs duplicated?", jc);
@@ -334,7 +399,7 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
 
     const char *names[] = {"elbo", "ell", "kl", "jitter", "L", "mu", "var",
                            "Guu", "Guf", "gdiag", "gq_mu", "gq_sqrt",
-                           "gmean", "gnoise", ""};
+                           "gmean", "gnoise", "gmu", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, ScalarReal(o.elbo));
     SET_VECTOR_ELT(out, 1, ScalarReal(o.ell));
@@ -350,6 +415,7 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
     SET_VECTOR_ELT(out, 11, sgs);
     SET_VECTOR_ELT(out, 12, gr ? ScalarReal(o.gmean) : R_NilValue);
     SET_VECTOR_ELT(out, 13, gr ? ScalarReal(o.gnoise) : R_NilValue);
+    SET_VECTOR_ELT(out, 14, sgf);
     UNPROTECT(nprot);
     return out;
 }

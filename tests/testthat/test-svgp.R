@@ -39,7 +39,7 @@ test_that("the Gaussian ELBO and the KL equal the dense formulas", {
                     mean = 0.2, optimize = FALSE, control = list(jitter = 0)), q)
     D <- dense_qf(k, d$x, Z, q, 0.2)
     ell <- sum(dnorm(d$y, D$mu, sqrt(0.07), log = TRUE) - D$s2 / (2 * 0.07))
-    expect_equal(f$bound_terms[["kl"]], -D$kl, tolerance = 1e-10)
+    expect_equal(f$bound_terms[["neg_kl"]], -D$kl, tolerance = 1e-10)
     expect_equal(f$bound, ell - D$kl, tolerance = 1e-10)
     p <- predict(f)
     expect_equal(unname(p$mean), D$mu, tolerance = 1e-10)
@@ -51,7 +51,7 @@ test_that("the Gaussian ELBO and the KL equal the dense formulas", {
   # q = prior: KL = 0 and the predictive is the prior
   f0 <- svgp(d$x, d$y, kernel = kernel_rbf(0.7, 1.3), inducing = Z, likelihood = "gaussian",
              mean = 0, optimize = FALSE)
-  expect_equal(f0$bound_terms[["kl"]], 0)
+  expect_equal(f0$bound_terms[["neg_kl"]], 0)
   expect_equal(unname(predict(f0)$mean), rep(0, 30))
   expect_equal(unname(predict(f0)$var), rep(1.3, 30), tolerance = 1e-6)
 })
@@ -177,4 +177,291 @@ test_that("bad svgp arguments give clear errors", {
                "positive definite")
   expect_error(svgp(d$x, y01, inducing = 30), "only N = 20")
   expect_error(svgp(d$x, y01, inducing = 3, start = lm(d$y ~ d$x)), "'start'")
+})
+
+# ---- non-whitened parameterisation (seed001 sections 2, 5, 6; target 2) ----
+
+# Set the non-whitened q(u) = N(m, S) of a fit from a whitened q(v):
+# m = L b, S = L W W' L', so that W_u = chol(S) = L W.
+set_q_nw <- function(fit, q) {
+  L <- sparsevgp:::.svgp_chol(fit$params, fit$kernel, fit$control)
+  Wu <- L %*% q$W
+  fit$params$q_mu <- drop(L %*% q$b)
+  fit$params$q_sqrt_diag <- diag(Wu)
+  fit$params$q_sqrt_lower <- Wu[lower.tri(Wu)]
+  sparsevgp:::.finish(fit)
+}
+
+test_that("whitened and non-whitened SVGP agree at m = L b, S = L W W' L'", {
+  d <- toy_data(30, 2)
+  y01 <- as.integer(d$y > 0)
+  Z <- d$x[c(3, 9, 16, 24), ] + 0.01
+  q <- random_q(4, seed = 7)
+  for (k in all_kernels(2)[c("rbf", "matern32_ard")]) {
+    for (lik in c("gaussian", "bernoulli")) {
+      yy <- if (lik == "gaussian") d$y else y01
+      args <- list(d$x, yy, kernel = k, inducing = Z, likelihood = lik, mean = 0.2,
+                   optimize = FALSE)
+      if (lik == "gaussian") args$noise <- 0.07
+      fw <- set_q(do.call(svgp, args), q)
+      fn <- set_q_nw(do.call(svgp, c(args, whiten = FALSE)), q)
+      expect_false(fn$whiten)
+      expect_equal(fn$bound, fw$bound, tolerance = 1e-9)
+      expect_equal(fn$bound_terms, fw$bound_terms, tolerance = 1e-9)
+      xs <- rbind(d$x[1:4, ], c(2, -2))
+      expect_equal(predict(fn, xs, full_cov = TRUE), predict(fw, xs, full_cov = TRUE),
+                   tolerance = 1e-9)
+      expect_equal(predict(fn), predict(fw), tolerance = 1e-9)
+    }
+  }
+  # the non-whitened KL against the dense Gaussian KL, and q = p gives KL = 0
+  k <- kernel_matern52(0.8, 1.4)
+  fn <- set_q_nw(svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.1,
+                      mean = 0, optimize = FALSE, whiten = FALSE, control = list(jitter = 0)), q)
+  D <- dense_qf(k, d$x, Z, q)
+  expect_equal(fn$bound_terms[["neg_kl"]], -D$kl, tolerance = 1e-10)
+  expect_equal(unname(predict(fn)$var), D$s2, tolerance = 1e-10)
+  f0 <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", mean = 0,
+             optimize = FALSE, whiten = FALSE)
+  expect_equal(f0$bound_terms[["neg_kl"]], 0, tolerance = 1e-10)
+  expect_equal(unname(predict(f0)$var), rep(1.4, 30), tolerance = 1e-6)
+  # q_u given: the same q(u) in both parameterisations gives the same ELBO
+  s <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = 0.1, mean = 0.1, optimize = FALSE)
+  gw <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.1,
+             mean = 0.1, q_u = posterior_inducing(s), optimize = FALSE)
+  gn <- update(gw, whiten = FALSE, warm_start = FALSE)
+  expect_equal(gn$bound, s$bound, tolerance = 1e-9)
+  expect_equal(gw$bound, s$bound, tolerance = 1e-9)
+})
+
+test_that("non-whitened SVGP gradients match finite differences", {
+  d <- toy_data(25, 2)
+  y01 <- as.integer(d$y > 0)
+  Z <- d$x[c(1, 7, 13, 20), ] + 0.02
+  q <- random_q(4, seed = 11)
+  for (k in all_kernels(2)) {
+    fb <- set_q_nw(svgp(d$x, y01, kernel = k, inducing = Z, mean = "constant", optimize = FALSE,
+                        whiten = FALSE), q)
+    expect_grad(fb)
+    fg <- set_q_nw(svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian",
+                        noise = 0.1, optimize = FALSE, whiten = FALSE), q)
+    expect_grad(fg)
+  }
+  expect_true(all(c("log_variance", "log_lengthscale[2]", "log_noise", "mean", "Z[1,1]",
+                    "q_mu[2]", "log_q_sqrt_diag[3]", "q_sqrt_lower[1]") %in%
+                    names(objective(fg)$par)))
+  # with jitter escalation in play (inducing inputs at training inputs)
+  fz <- set_q_nw(svgp(d$x, y01, kernel = kernel_rbf(1, 1), inducing = d$x[1:4, ],
+                      optimize = FALSE, whiten = FALSE), list(b = q$b, W = diag(0.1, 4)))
+  expect_grad(fz, tol = 1e-5)
+})
+
+# ---- minibatches (seed001 item 6, target 11) ---------------------------------
+
+test_that("the minibatch ELBO and its gradient are unbiased", {
+  d <- toy_data(40, 2)
+  y01 <- as.integer(d$y > 0)
+  Z <- d$x[c(2, 11, 19, 33), ]
+  q <- random_q(4, seed = 2)
+  for (lik in c("bernoulli", "gaussian")) {
+    yy <- if (lik == "gaussian") d$y else y01
+    f <- set_q(svgp(d$x, yy, kernel = kernel_matern52(c(0.8, 1.2), 1.3), inducing = Z,
+                    likelihood = lik, mean = "constant", optimize = FALSE), q)
+    ev <- function(batch) {
+      r <- sparsevgp:::.svgp_eval(f, f$params, grad = TRUE, batch = batch)
+      c(value = r$value, unlist(lapply(r$grad, as.vector)))
+    }
+    full <- ev(NULL)
+    expect_equal(full[["value"]], f$bound, tolerance = 1e-12)
+    # exactly: the mean over the batches of a partition is the full-batch value
+    part <- split(sample(40), rep(1:5, 8))
+    expect_equal(Reduce(`+`, lapply(part, ev)) / 5, full, tolerance = 1e-10)
+    # Monte Carlo: random batches of 8 without replacement
+    set.seed(3)
+    draws <- t(vapply(1:400, function(i) ev(sample.int(40, 8)), full))
+    se <- apply(draws, 2, sd) / sqrt(nrow(draws))
+    z <- (colMeans(draws) - full) / pmax(se, 1e-12)
+    expect_lt(abs(z[["value"]]), 3)
+    expect_lt(max(abs(z)), 4)   # worst of ~30 components
+    # the estimates do vary (the scaling is not trivially exact)
+    expect_gt(se[["value"]], 0.01)
+  }
+})
+
+test_that("minibatch Adam reaches the L-BFGS-B optimum on a small Gaussian problem", {
+  d <- snelson[seq(1, 200, by = 4), ]
+  Z <- matrix(seq(0.5, 5.5, length.out = 5))
+  full <- svgp(y ~ x, data = d, likelihood = "gaussian", inducing = Z, optimize_inducing = FALSE)
+  set.seed(1)
+  a <- svgp(y ~ x, data = d, likelihood = "gaussian", inducing = Z, optimize_inducing = FALSE,
+            batch_size = 25, control = list(maxit = 1500, lr = 0.1))
+  expect_lt(full$bound - a$bound, 1)
+  expect_gt(full$bound - a$bound, -1e-3)
+  # the reported bound is the full-batch ELBO; the trace holds minibatch estimates
+  expect_equal(a$bound, sparsevgp:::.svgp_eval(a, a$params, grad = FALSE)$value)
+  expect_equal(as.numeric(logLik(a)), a$bound)
+  expect_equal(a$optim$value, a$bound)
+  expect_length(a$optim$trace, 1500L)
+  expect_equal(a$optim$method, "Adam")
+  expect_gt(mean(tail(a$optim$trace, 100)), a$optim$trace[1] + 10)
+  expect_output(print(summary(a)), "Adam")
+  expect_output(print(summary(a)), "25 of 50 points")
+  # reproducible under set.seed()
+  set.seed(1)
+  a2 <- svgp(y ~ x, data = d, likelihood = "gaussian", inducing = Z, optimize_inducing = FALSE,
+             batch_size = 25, control = list(maxit = 50, lr = 0.1))
+  set.seed(1)
+  a3 <- update(a2, warm_start = FALSE)
+  expect_identical(a2$params, a3$params)
+  # batch_size >= N: full-batch Adam
+  a4 <- svgp(y ~ x, data = d, likelihood = "gaussian", inducing = Z, optimize_inducing = FALSE,
+             batch_size = 1000, control = list(maxit = 5))
+  expect_equal(a4$batch_size, 50L)
+  expect_error(svgp(y ~ x, data = d, likelihood = "gaussian", batch_size = 0), "'batch_size'")
+  expect_error(svgp(y ~ x, data = d, likelihood = "gaussian", batch_size = 2.5), "'batch_size'")
+  expect_error(svgp(y ~ x, data = d, likelihood = "gaussian", inducing = Z, batch_size = 5,
+                    control = list(lr = -1)), "'control\\$lr'")
+})
+
+# ---- natural gradients (target 12) -------------------------------------------
+
+test_that("one natural-gradient step of size 1 gives SGPR's q(u) (Gaussian)", {
+  d <- toy_data(35, 2)
+  Z <- d$x[c(4, 12, 20, 29), ]
+  k <- kernel_matern32(c(0.9, 1.1), 1.2)
+  s <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = 0.08, mean = 0.1, optimize = FALSE)
+  qs <- posterior_inducing(s)
+  for (wh in c(TRUE, FALSE)) {
+    g <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.08,
+              mean = 0.1, optimize = FALSE, whiten = wh)
+    g <- if (wh) set_q(g, random_q(4, 9)) else set_q_nw(g, random_q(4, 9))
+    expect_lt(g$bound, s$bound - 1)
+    g1 <- natgrad_step(g)
+    expect_equal(g1$bound, s$bound, tolerance = 1e-9)
+    xs <- rbind(Z, c(0, 3))
+    expect_equal(predict(g1, xs, full_cov = TRUE), predict(s, xs, full_cov = TRUE),
+                 tolerance = 1e-8)
+    # a second step stays there; a half step is in between
+    expect_equal(natgrad_step(g1)$bound, s$bound, tolerance = 1e-9)
+    gh <- natgrad_step(g, 0.5)$bound
+    expect_gt(gh, g$bound)
+    expect_lt(gh, s$bound)
+  }
+  expect_error(natgrad_step(g, 0), "'step'")
+  expect_error(natgrad_step(g, 1.5), "'step'")
+  expect_error(natgrad_step(s), "svgp fit")
+})
+
+test_that("natural-gradient steps increase the Bernoulli ELBO", {
+  d <- toy_data(30, 1)
+  y01 <- as.integer(d$y > 0)
+  Z <- matrix(c(-1.5, -0.5, 0.5, 1.5))
+  for (wh in c(TRUE, FALSE)) {
+    f <- svgp(d$x, y01, kernel = kernel_rbf(0.8, 2), inducing = Z, optimize = FALSE,
+              whiten = wh)
+    f <- if (wh) set_q(f, random_q(4, 4)) else set_q_nw(f, random_q(4, 4))
+    b <- f$bound
+    for (i in 1:5) {
+      f <- natgrad_step(f, 0.3)
+      expect_gt(f$bound, b)
+      b <- f$bound
+    }
+    # converges to the optimum of q(u): the variational gradient vanishes
+    for (i in 1:30) f <- natgrad_step(f, 0.8)
+    gr <- objective(f)$gr(objective(f)$par)
+    expect_lt(max(abs(gr[grepl("q_", names(gr))])), 1e-6)
+  }
+})
+
+# ---- Gauss-Hermite order (seed001 section 10 item 5) --------------------------
+
+test_that("the Bernoulli ELL converges to integrate() as the quadrature order grows", {
+  d <- toy_data(6, 1)
+  y01 <- c(0, 1, 1, 0, 1, 1)
+  ypm <- 2 * y01 - 1
+  Z <- matrix(c(-1, 1))
+  exact <- function(s2, mu) {
+    sum(vapply(ypm, function(y) {
+      integrate(function(t) plogis(y * t, log.p = TRUE) * dnorm(t, mu, sqrt(s2)), -Inf, Inf,
+                rel.tol = 1e-12)$value
+    }, 1))
+  }
+  err <- function(s2, n) {
+    # q = prior: q(f_n) = N(mean, variance), with the mean held at 0.5
+    f <- svgp(d$x, y01, kernel = kernel_rbf(1, s2), inducing = Z, mean = 0.5, optimize = FALSE,
+              quadrature = n)
+    abs(f$bound_terms[["ell"]] - exact(s2, 0.5))
+  }
+  e100 <- vapply(c(5, 10, 20, 50, 100, 200), function(n) err(100, n), 1)
+  # at s2 = 100, 20 points are biased by about 0.035 nats per point
+  expect_gt(e100[3] / 6, 0.02)
+  expect_lt(e100[3] / 6, 0.05)
+  expect_true(all(diff(e100) < 0))
+  expect_lt(e100[6], 1e-4)
+  expect_lt(err(1, 20), 1e-9)
+  f <- svgp(d$x, y01, inducing = Z, quadrature = 7, optimize = FALSE)
+  expect_match(f$model, "7-point")
+  expect_error(svgp(d$x, y01, inducing = Z, quadrature = 0), "'quadrature'")
+  expect_error(svgp(d$x, y01, inducing = Z, quadrature = 2.5), "'quadrature'")
+})
+
+# ---- envelope identity (target 13) --------------------------------------------
+
+test_that("the SGPR gradient equals the SVGP partial gradient at SGPR's q(u)", {
+  d <- toy_data(30, 2)
+  Z <- d$x[c(3, 10, 18, 26), ] + 0.05
+  for (k in all_kernels(2)[c("rbf", "matern52_ard")]) {
+    s <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = 0.06, mean = 0.2, optimize = FALSE)
+    gs <- objective(s)$gr(objective(s)$par)
+    for (wh in c(TRUE, FALSE)) {
+      g <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.06,
+                mean = 0.2, q_u = posterior_inducing(s), optimize = FALSE, whiten = wh)
+      gg <- objective(g)$gr(objective(g)$par)
+      hyp <- names(gs)
+      expect_true(all(hyp %in% names(gg)))
+      expect_true(any(grepl("^Z", hyp)) && "log_noise" %in% hyp)
+      expect_equal(gg[hyp], gs, tolerance = 1e-6)
+      # away from q* the identity fails
+      g2 <- natgrad_step(set_q(g, random_q(4, 1)), 0.5)
+      gg2 <- objective(g2)$gr(objective(g2)$par)
+      expect_gt(max(abs(gg2[hyp] - gs)), 1e-3)
+    }
+  }
+})
+
+# ---- small fixes --------------------------------------------------------------
+
+test_that("svgp edge cases: jitter checks, empty newdata, type, method, labels", {
+  d <- toy_data(20, 1)
+  y01 <- as.integer(d$y > 0)
+  f <- svgp(d$x, y01, inducing = 3, optimize = FALSE)
+  g <- svgp(d$x, d$y, likelihood = "gaussian", inducing = 3, optimize = FALSE)
+  args <- function(jit, cap) {
+    kc <- sparsevgp:::.kern_c(kernel_rbf(1, 1))
+    Z <- f$params$Z
+    list(base::.Call(sparsevgp:::ffi_kern_matrix, kc, Z, NULL),
+         base::.Call(sparsevgp:::ffi_kern_matrix, kc, Z, d$x), rep(1, 20), numeric(3),
+         diag(3), f$target, 1L, 1, 0, 0, sqrt(pi), jit, cap, TRUE, 1, FALSE)
+  }
+  ffi <- function(...) do.call(base::.Call, c(list(sparsevgp:::ffi_svgp_elbo), args(...)))
+  expect_error(ffi(-1e-8, 1e-2), "'jitter' must be >= 0")
+  expect_error(ffi(1e-4, 1e-6), "'jitter_cap' must be >= 'jitter'")
+  expect_true(is.finite(ffi(1e-8, 1e-2)$elbo))
+  # zero rows of new data
+  e <- predict(f, d$x[0, , drop = FALSE])
+  expect_equal(lengths(e), c(mean = 0L, var = 0L))
+  expect_length(predict(f, d$x[0, , drop = FALSE], type = "class"), 0L)
+  expect_length(predict(f, d$x[0, , drop = FALSE], type = "prob")$mean, 0L)
+  expect_equal(dim(predict(g, d$x[0, , drop = FALSE], full_cov = TRUE)$cov), c(0L, 0L))
+  expect_length(predict(g, d$x[0, , drop = FALSE], type = "response")$var, 0L)
+  # type by match.arg (partial matching), method only for Bernoulli
+  expect_equal(predict(f, type = "pr"), predict(f, type = "prob"))
+  expect_error(predict(f, type = "bogus"), "should be one of")
+  expect_error(predict(g, type = "prob"), "should be one of")
+  expect_error(predict(g, method = "plugin"), "'method' applies to the Bernoulli")
+  expect_error(predict(f, method = "bogus"), "should be one of")
+  # summary: the KL enters with its sign, under the label neg_kl
+  expect_equal(sum(g$bound_terms), g$bound)
+  expect_output(print(summary(g)), "neg_kl")
+  expect_error(svgp(d$x, y01, inducing = 3, whiten = NA), "'whiten'")
 })
