@@ -357,10 +357,8 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
     chk_real_vector(gh_w, "gh_w", ngh);
     chk_finite(gh_x, "gh_x");
     chk_finite(gh_w, "gh_w");
-    const double jb = chk_scalar(jitter, "jitter"),
-                 jc = chk_scalar(jitter_cap, "jitter_cap");
-    if (!(jb >= 0.0)) error("'jitter' must be >= 0");
-    if (!(jc >= jb)) error("'jitter_cap' must be >= 'jitter'");
+    double jb, jc;
+    chk_jitter(jitter, jitter_cap, &jb, &jc);
     const int wh = chk_flag(whiten, "whiten");
     const double es = chk_scalar(ell_scale, "ell_scale");
     if (!(es > 0.0)) error("'ell_scale' must be positive");

@@ -444,8 +444,8 @@ test_that("svgp edge cases: jitter checks, empty newdata, type, method, labels",
          diag(3), f$target, 1L, 1, 0, 0, sqrt(pi), jit, cap, TRUE, 1, FALSE)
   }
   ffi <- function(...) do.call(base::.Call, c(list(sparsevgp:::ffi_svgp_elbo), args(...)))
-  expect_error(ffi(-1e-8, 1e-2), "'jitter' must be >= 0")
-  expect_error(ffi(1e-4, 1e-6), "'jitter_cap' must be >= 'jitter'")
+  expect_error(ffi(-1e-8, 1e-2), "'jitter' must be non-negative")
+  expect_error(ffi(1e-4, 1e-6), "'jitter_cap' must be at least 'jitter'")
   expect_true(is.finite(ffi(1e-8, 1e-2)$elbo))
   # zero rows of new data
   e <- predict(f, d$x[0, , drop = FALSE])
