@@ -31,10 +31,11 @@ pg_dense <- function(k, x, Z, c) {
 
 # The uncollapsed PG ELBO (seed004 eq. 2.23, derived as
 # E_q[y f / 2 - theta f^2 / 2] - N log 2 - KL_omega - KL[q(u) || p(u)]) for
-# q(u) = N(m, S) with zero prior mean.
-pg_uncollapsed <- function(D, y, m, S, c) {
+# q(u - m0) = N(m, S) under the prior mean m0 (q(u) of the zero-mean part
+# g = f - m0, so that KL[q || p] has no m0).
+pg_uncollapsed <- function(D, y, m, S, c, m0 = 0) {
   P <- solve(D$Kuu, D$Kuf)
-  mu <- drop(crossprod(P, m))
+  mu <- m0 + drop(crossprod(P, m))
   s2 <- diag(D$Kff) - colSums(D$Kuf * P) + colSums(P * (S %*% P))
   M <- length(m)
   klu <- 0.5 * (sum(diag(solve(D$Kuu, S))) + sum(m * solve(D$Kuu, m)) - M +
@@ -136,6 +137,74 @@ test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel 
     expect_equal(f$bound, pg_uncollapsed(D, y, m, S, c), tolerance = 1e-9)
     # ... and any other q(u) is worse
     expect_lt(pg_uncollapsed(D, y, m + 0.05, S, c), f$bound)
+  }
+})
+
+test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and predictions (target 9)", {
+  # With f = m + g, g ~ GP(0, k), the PG likelihood term y f / 2 - theta f^2 / 2
+  # is linear in g with coefficient b = y / 2 - theta m, so every zero-mean
+  # formula holds with y / 2 replaced by b, plus sum(y m / 2 - theta m^2 / 2);
+  # q*(u) is that of heteroscedastic SGPR on the pseudo-targets
+  # y / (2 theta) - m = b / theta (seed004 section 5.6).
+  d <- toy_class(40, 2)
+  set.seed(15)
+  c <- runif(40, 0.05, 4)
+  Z <- d$x[c(3, 8, 14, 22, 30, 35), ] + 0.01
+  y <- d$ypm
+  N <- 40
+  xs <- matrix(c(-1.2, 0.1, 1.7, 0.4, -0.6, 0.9, 1.3, -1.5), 4)
+  for (m0 in c(0.3, -0.7)) for (k in all_kernels(2)[c("rbf", "matern32_ard")]) {
+    f <- pgpr_at(d, k, Z, c, mean = m0)
+    D <- pg_dense(k, d$x, Z, c)
+    th <- D$th
+    Kt <- D$Kff - D$Q
+    b <- y / 2 - th * m0
+    ytil <- y / (2 * th) - m0
+    lin <- sum(y * m0 / 2 - th * m0^2 / 2)
+    # eq. 4.7 with the linear coefficient b
+    e47 <- -0.5 * as.numeric(determinant(solve(D$Kuu, D$Sig))$modulus) -
+      0.5 * sum(th * diag(Kt)) + 0.5 * sum(b * (t(D$Kuf) %*% solve(D$Sig, D$Kuf %*% b))) +
+      lin - N * log(2) + D$pg
+    expect_equal(f$bound, e47, tolerance = 1e-10)
+    # eq. 4.14 (augmented form): y becomes y - 2 theta m = 2 theta ytil
+    e414 <- dense_log_normal(y - 2 * th * m0,
+                             4 * diag(th) %*% (diag(1 / th) + D$Q) %*% diag(th)) -
+      0.5 * sum(th * diag(Kt)) + 0.5 * sum(log(th)) + sum(y^2 / th) / 8 +
+      N / 2 * log(2 * pi) + D$pg
+    expect_equal(f$bound, e414, tolerance = 1e-10)
+    # App. C.3 first stage, after completing the square in g
+    C <- diag(1 / th) + D$Q
+    e_c3 <- -0.5 * sum(log(th)) - 0.5 * as.numeric(determinant(C)$modulus) +
+      sum(th * ytil^2) / 2 - 0.5 * sum(ytil * solve(C, ytil)) + lin -
+      0.5 * sum(th * diag(Kt)) - N * log(2) + D$pg
+    expect_equal(f$bound, e_c3, tolerance = 1e-10)
+    # the Wenzel bound (eq. 2.23) at q*(u): mean m + Kuu Sig^-1 Kuf b
+    mg <- drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% b))
+    S <- D$Kuu %*% solve(D$Sig, D$Kuu)
+    expect_equal(f$bound, pg_uncollapsed(D, y, mg, S, c, m0), tolerance = 1e-10)
+    expect_lt(pg_uncollapsed(D, y, mg + 0.05, S, c, m0), f$bound)
+    # ... which is heteroscedastic SGPR's q*(u) on the pseudo-targets
+    qu <- sparsevgp:::.collapsed_qu(f)
+    expect_equal(qu$mean, m0 + drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% (th * ytil))),
+                 tolerance = 1e-10)
+    expect_equal(qu$mean, m0 + mg, tolerance = 1e-10)
+    expect_equal(qu$cov, S, tolerance = 1e-10)
+    # one c update (eq. 4.9-4.11): c = sqrt(mu^2 + s^2) under q*(f), mu with the mean
+    mu <- m0 + drop(crossprod(D$Kuf, solve(D$Sig, D$Kuf %*% b)))
+    s2 <- diag(Kt) + colSums(D$Kuf * solve(D$Sig, D$Kuf))
+    g <- sparsevgp:::.pgpr_update_c(f, 1L)
+    expect_equal(g$c, sqrt(mu^2 + s2), tolerance = 1e-10)
+    expect_gte(g$bound, f$bound - 1e-10)
+    # predictions (eq. C.2 with the mean): m + K*u Sig^-1 Kuf b,
+    # K** - K*u Kuu^-1 Ku* + K*u Sig^-1 Ku*
+    Ksu <- naive_kernel(k, xs, Z)
+    p <- predict(f, xs, type = "link", full_cov = TRUE)
+    expect_equal(unname(p$mean), m0 + drop(Ksu %*% solve(D$Sig, D$Kuf %*% b)),
+                 tolerance = 1e-10)
+    cov <- naive_kernel(k, xs, xs) - Ksu %*% solve(D$Kuu, t(Ksu)) +
+      Ksu %*% solve(D$Sig, t(Ksu))
+    expect_equal(unname(p$cov), cov, tolerance = 1e-10)
+    expect_equal(unname(predict(f, xs)$var), diag(cov), tolerance = 1e-10)
   }
 })
 
