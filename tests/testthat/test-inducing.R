@@ -224,6 +224,43 @@ test_that("the SGPR bound never decreases along the greedy sequence; the increme
   }
 })
 
+test_that("the PGPR bound never decreases along the theta-weighted greedy sequence; the increment is seed004 section 5.7's (target 15)", {
+  d <- toy_data(40, 2)
+  ypm <- ifelse(d$y > 0, 1, -1)
+  set.seed(9)
+  cc <- runif(40, 0.05, 3)
+  th <- pg_theta(cc)
+  k <- kernel_matern52(c(0.7, 1.0), 1.3)
+  set.seed(10)
+  s <- select_inducing(d$x, k, M = 12, weights = th, factor = TRUE)
+  for (m0 in c(0, 0.4)) {
+    bound <- function(m) {
+      f <- pgpr(d$x, ypm, kernel = k, inducing = s$Z[seq_len(m), , drop = FALSE],
+                mean = m0, optimize = FALSE, control = list(jitter = 0))
+      f$c <- cc
+      sparsevgp:::.finish(f)$bound
+    }
+    b <- vapply(1:12, bound, 1)
+    expect_true(all(diff(b) > -1e-10))
+    # 2 (L+ - L) = -log(1 + b'S^-1 b) + b' Theta b
+    #              + 1/4 (y' Theta^-1 S^-1 b)^2 / (1 + b'S^-1 b),  S = Theta^-1 + Q,
+    # with b the new column of the partial Cholesky factor and c, theta and
+    # the kernel fixed; a prior mean m replaces y by y - 2 theta m (the
+    # linear coefficient of f - m, see test-pgpr.R)
+    yb <- ypm - 2 * th * m0
+    for (m in c(2, 5, 8, 11)) {
+      C <- s$factor[, 1:m]
+      S <- diag(1 / th) + tcrossprod(C)
+      bb <- s$factor[, m + 1]
+      Sb <- solve(S, bb)
+      a <- sum(bb * Sb)
+      inc <- 0.5 * (-log1p(a) + sum(th * bb^2) + 0.25 * sum((yb / th) * Sb)^2 / (1 + a))
+      expect_equal(b[m + 1] - b[m], inc, tolerance = 1e-8)
+      expect_gte(inc, 0)
+    }
+  }
+})
+
 test_that("random and k-means selections (target 21) and their traces", {
   d <- toy_data(60, 2)
   x <- rbind(d$x, d$x[1:10, ])            # some repeated rows
