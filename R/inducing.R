@@ -55,7 +55,12 @@
 #' }
 #' Ties (for instance the first pick when all weights are equal) are broken
 #' in the order of a random permutation drawn with \code{sample.int()}, so
-#' \code{set.seed()} reproduces a selection.
+#' \code{set.seed()} reproduces a selection. Give that permutation as the
+#' option \code{perm} to break ties the same way in several selections:
+#' \code{\link{reinit_inducing}()} and \code{\link{pgpr}()} draw it once
+#' and reuse it in every pass, so that the unweighted selection, whose first
+#' pick is a tie among all inputs of a stationary kernel, does not change
+#' from pass to pass by the tie-break alone.
 #'
 #' \strong{k-means} runs \code{\link[stats]{kmeans}} on the distinct inputs
 #' (on a random subset of \code{max_points} of them when there are more) and
@@ -92,6 +97,9 @@
 #'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
 #'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
 #'       Q_{ff}} (default \code{FALSE});}
+#'     \item{\code{perm}}{greedy: the tie-breaking order, a permutation of
+#'       \code{1:N} (the first in \code{perm} wins a tie); by default drawn
+#'       with \code{sample.int(N)};}
 #'     \item{\code{max_threshold_points}}{greedy with a \code{threshold} and
 #'       no \code{M}: the most points to select (default 2000, with a
 #'       warning when the threshold is not reached by then);}
@@ -179,7 +187,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 # The options a method takes in `...`, with their defaults.
 .select_defaults <- list(
-  greedy = list(tol = 0, factor = FALSE, block = 16L, max_threshold_points = 2000L),
+  greedy = list(tol = 0, factor = FALSE, block = 16L, max_threshold_points = 2000L,
+                perm = NULL),
   kmeans = list(iter.max = 50L, nstart = 1L, max_points = 20000L, trace = TRUE),
   random = list(trace = TRUE))
 
@@ -247,7 +256,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # the repeated work is at most a third of the total.
 .select_greedy <- function(x, kc, M, w, threshold, opts) {
   N <- nrow(x)
-  perm <- sample.int(N)
+  perm <- if (is.null(opts$perm)) sample.int(N) else .check_perm(opts$perm, N)
   thr <- if (is.null(threshold)) 0 else threshold
   cap <- if (is.na(M)) min(N, 128L) else M
   # with a threshold and no M, stop growing at max_threshold_points: past a
@@ -265,6 +274,16 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   }
   list(Z = x[r$index, , drop = FALSE], index = r$index, trace = r$trace,
        trace0 = r$trace0, residual = r$d, stop = r$stop, factor = r$factor)
+}
+
+# A tie-breaking order for greedy selection: a permutation of 1..N.
+.check_perm <- function(perm, N) {
+  if (!is.numeric(perm) || length(perm) != N || anyNA(perm) ||
+      !identical(sort(as.integer(perm)), seq_len(N)) || any(perm != round(perm))) {
+    stop(sprintf("'perm' must be a permutation of 1:%d (one entry per input)", N),
+         call. = FALSE)
+  }
+  as.integer(perm)
 }
 
 .select_trace <- function(x, kc, Z, w, opts) {
@@ -462,7 +481,8 @@ n_inducing <- function(selection, threshold) {
 #' loop of the variational EM of seed004 (section 8.3): selection adapts to
 #' the learned lengthscales (and noise), and the fit adapts to the selection.
 #'
-#' Each pass selects afresh with \code{\link{select_inducing}()}; for
+#' Each pass selects afresh with \code{\link{select_inducing}()}, breaking
+#' ties in one random order drawn once per call (option \code{perm}); for
 #' \code{\link{sgpr}} fits the weights are \eqn{1/\lambda_n} at the current
 #' noise variances, so that heteroscedastic models favour low-noise inputs
 #' and a \code{threshold} is on the KL scale of \code{\link{kl_threshold}}
@@ -541,6 +561,12 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
     if (is.function(fit$select_weights)) fit$select_weights else .model_select_weights
   refit <- if (is.function(fit$refit_fun)) fit$refit_fun else .refit_fixed_Z
 
+  # one tie-breaking order for every pass: otherwise the unweighted first
+  # pick (a tie among all inputs of a stationary kernel) is re-drawn in each
+  # pass, the selection changes by chance alone and the loop cannot settle
+  sel_opts <- list(...)
+  if (is.null(sel_opts$perm)) sel_opts$perm <- sample.int(nrow(fit$x))
+
   hist <- data.frame(pass = 0L, M = nrow(fit$params$Z), bound = fit$bound,
                      trace = NA_real_)
   best <- fit
@@ -549,8 +575,9 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   stop_reason <- "max_passes"
   for (pass in seq_len(max_passes)) {
     kern <- .kernel_at(cur$kernel, cur$params)
-    sel <- select_inducing(cur$x, kern, M = M, method = "greedy",
-                           weights = weight_fun(cur), threshold = threshold, ...)
+    sel <- do.call(select_inducing, c(list(cur$x, kern, M = M, method = "greedy",
+                                           weights = weight_fun(cur), threshold = threshold),
+                                      sel_opts))
     same <- identical(unname(sel$Z), unname(cur$params$Z))
     new <- if (same) cur else tryCatch(refit(cur, sel$Z), error = function(e) e)
     if (inherits(new, "error")) {
