@@ -183,8 +183,13 @@ test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and 
     S <- D$Kuu %*% solve(D$Sig, D$Kuu)
     expect_equal(f$bound, pg_uncollapsed(D, y, mg, S, c, m0), tolerance = 1e-10)
     expect_lt(pg_uncollapsed(D, y, mg + 0.05, S, c, m0), f$bound)
-    # ... which is heteroscedastic SGPR's q*(u) on the pseudo-targets
-    qu <- sparsevgp:::.collapsed_qu(f)
+    # ... which is heteroscedastic SGPR's q*(u) on the pseudo-targets, as
+    # posterior_inducing() reports it, and the latent predictive at Z
+    qu <- posterior_inducing(f)
+    expect_identical(qu$Z, f$params$Z)
+    pz <- predict(f, Z, full_cov = TRUE)
+    expect_equal(unname(pz$mean), qu$mean, tolerance = 1e-10)
+    expect_equal(unname(pz$cov), qu$cov, tolerance = 1e-9)
     expect_equal(qu$mean, m0 + drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% (th * ytil))),
                  tolerance = 1e-10)
     expect_equal(qu$mean, m0 + mg, tolerance = 1e-10)
@@ -222,7 +227,8 @@ test_that("PGPR at fixed c is the Gaussian bound on pseudo-targets (target 10)",
     sum(log(cosh(c / 2)) - c / 4 * tanh(c / 2))
   expect_equal(p$bound, h$bound + const, tolerance = 1e-10)
   # the same q*(u) (seed004 section 5.6) and the same gradient
-  qp <- sparsevgp:::.collapsed_qu(p)
+  qp <- posterior_inducing(p)
+  expect_identical(qp, sparsevgp:::.collapsed_qu(p))
   qh <- posterior_inducing(h)
   expect_equal(qp$mean, qh$mean, tolerance = 1e-10)
   expect_equal(qp$cov, qh$cov, tolerance = 1e-10)
@@ -372,6 +378,8 @@ test_that("bad arguments give clear errors", {
   expect_error(predict(f, d$x[, 1]), "2 columns")
   expect_error(predict(f, type = "prob", full_cov = TRUE), "full_cov")
   expect_error(predict(f, type = "odds"), "should be one of")
+  expect_error(posterior_inducing(svgp(d$x, d$y, inducing = d$x[1:4, ], optimize = FALSE)),
+               "'fit' must be an sgpr or pgpr fit")
 })
 
 test_that("PGPR fits banana: accuracy, the PG variance map (target 17) and the methods", {
