@@ -65,7 +65,13 @@
 #' \strong{k-means} runs \code{\link[stats]{kmeans}} on the distinct inputs
 #' (on a random subset of \code{max_points} of them when there are more) and
 #' returns the centres, which are not training inputs (\code{index} is
-#' \code{NULL}). \strong{random} draws \eqn{M} distinct inputs uniformly
+#' \code{NULL}). When a cluster empties (R's default Hartigan-Wong algorithm
+#' then stops with an error), Lloyd's algorithm is run from the same start,
+#' the empty clusters are dropped, and the centres are padded to \eqn{M} with
+#' distinct inputs drawn at random, as the thesis does (seed004 section 7.2).
+#' With \eqn{M} or fewer distinct inputs, all of them are returned (with a
+#' warning when that is fewer than \eqn{M}; padding would repeat an input).
+#' \strong{random} draws \eqn{M} distinct inputs uniformly
 #' without replacement. Both ignore \code{weights} when choosing, but their
 #' \code{trace} is the weighted trace of the nested prefixes of the
 #' returned points, in their order, for comparison with the greedy curve;
@@ -293,19 +299,25 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 .select_kmeans <- function(x, kc, M, w, opts) {
   ux <- unique(x)
-  if (nrow(ux) < M) {
-    stop(sprintf("there are only %d distinct inputs, fewer than M = %d", nrow(ux), M),
-         call. = FALSE)
-  }
-  if (nrow(ux) > opts$max_points) ux <- ux[sort(sample.int(nrow(ux), opts$max_points)), , drop = FALSE]
-  Z <- if (nrow(ux) == M) ux else {
-    suppressWarnings(stats::kmeans(ux, centers = M, iter.max = opts$iter.max,
-                                   nstart = opts$nstart)$centers)
+  stop_reason <- NULL
+  if (nrow(ux) <= M) {
+    # every distinct input is its own cluster; padding with data points would
+    # repeat an input and make K_uu exactly singular, so return fewer
+    if (nrow(ux) < M) {
+      warning(sprintf("there are only %d distinct inputs, fewer than M = %d: all of them are returned",
+                      nrow(ux), M), call. = FALSE)
+      stop_reason <- "exhausted"
+    }
+    Z <- ux
+  } else {
+    keep <- max(opts$max_points, M + 1L)       # k-means needs more points than centres
+    if (nrow(ux) > keep) ux <- ux[sort(sample.int(nrow(ux), keep)), , drop = FALSE]
+    Z <- .kmeans_centres(ux, M, opts)
   }
   Z <- unname(as.matrix(Z))
   tr <- .select_trace(x, kc, Z, w, opts)
   list(Z = Z, index = NULL, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
-       stop = NULL, factor = NULL)
+       stop = stop_reason, factor = NULL)
 }
 
 .select_random <- function(x, kc, M, w, opts) {
@@ -319,6 +331,41 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   tr <- .select_trace(x, kc, Z, w, opts)
   list(Z = Z, index = index, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
        stop = NULL, factor = NULL)
+}
+
+# k-means centres of the distinct inputs ux (more than M of them), from
+# `centers` (M, or a matrix of starting centres). stats::kmeans's default
+# Hartigan-Wong algorithm stops with an error when a cluster empties; then
+# Lloyd's algorithm is run from the same start, which returns NaN for an
+# empty cluster. Centres that are not finite or repeat are dropped and the
+# set is padded with distinct inputs drawn at random, as the thesis code pads
+# scipy's kmeans when fewer than M centroids come back (seed004 section 7.2).
+.kmeans_centres <- function(ux, centers, opts) {
+  M <- if (length(centers) == 1L) as.integer(centers) else nrow(centers)
+  run <- function(algorithm) {
+    suppressWarnings(stats::kmeans(ux, centers = centers, iter.max = opts$iter.max,
+                                   nstart = opts$nstart, algorithm = algorithm)$centers)
+  }
+  Z <- tryCatch(run("Hartigan-Wong"), error = function(e) {
+    tryCatch(run("Lloyd"), error = function(e) NULL)
+  })
+  .kmeans_pad(ux, Z, M)
+}
+
+# Keep the finite, distinct rows of Z and pad to M rows with distinct rows of
+# ux that are not among them, drawn without replacement (needs nrow(ux) > M).
+.kmeans_pad <- function(ux, Z, M) {
+  Z <- if (is.null(Z)) ux[0L, , drop = FALSE] else unname(as.matrix(Z))
+  Z <- unique(Z[rowSums(!is.finite(Z)) == 0L, , drop = FALSE])
+  if (nrow(Z) > M) Z <- Z[seq_len(M), , drop = FALSE]
+  short <- M - nrow(Z)
+  if (short > 0L) {
+    dup <- duplicated(rbind(Z, unname(ux)))[nrow(Z) + seq_len(nrow(ux))]
+    cand <- which(!dup)
+    pick <- cand[sample.int(length(cand), short)]
+    Z <- rbind(Z, unname(ux[pick, , drop = FALSE]))
+  }
+  Z
 }
 
 .select_labels <- c(greedy = "greedy conditional variance", kmeans = "k-means centres",

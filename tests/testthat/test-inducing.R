@@ -466,7 +466,9 @@ test_that("bad input gives clear errors", {
   expect_error(select_inducing(d$x, kernel_rbf(c(1, 2, 3), 1)), "3 lengthscales")
   x <- d$x[c(1:3, 1:3), ]
   expect_error(select_inducing(x, k, M = 4, method = "random"), "only 3 distinct")
-  expect_error(select_inducing(x, k, M = 4, method = "kmeans"), "only 3 distinct")
+  # k-means returns all distinct inputs (padding would repeat one; see the k-means test)
+  expect_warning(km <- select_inducing(x, k, M = 4, method = "kmeans"), "only 3 distinct")
+  expect_equal(km$M, 3L)
   expect_error(n_inducing(list(), 1), "'selection'")
   # the C entry points check what they receive
   kc <- sparsevgp:::.kern_c(k)
@@ -528,4 +530,53 @@ test_that("the greedy tie-break order can be given (perm) and reinit_inducing() 
   r2 <- run(2)
   expect_identical(r1$reinit$history, r2$reinit$history)
   expect_identical(r1$params, r2$params)
+})
+
+test_that("k-means pads with data points when clusters empty (seed004 section 7.2)", {
+  # Hartigan-Wong stops at an empty cluster: from these starting centres the
+  # third cluster (at 1000) gets no point
+  ux <- matrix(c(1:10, rep(0, 10)), 10)
+  start <- matrix(c(1, 2, 1000, 0, 0, 0), 3)
+  expect_error(stats::kmeans(ux, start), "empty cluster")
+  opts <- list(iter.max = 50L, nstart = 1L)
+  set.seed(1)
+  Z <- sparsevgp:::.kmeans_centres(ux, start, opts)
+  expect_equal(dim(Z), c(3L, 2L))
+  expect_true(all(is.finite(Z)))
+  expect_equal(anyDuplicated(Z), 0L)
+  # Lloyd's two non-empty centres from that start, then one training input
+  ll <- suppressWarnings(stats::kmeans(ux, start, algorithm = "Lloyd")$centers)
+  expect_equal(unname(Z[1:2, ]), unname(ll[is.finite(ll[, 1]), ]))
+  expect_true(any(apply(ux, 1, function(r) all(r == Z[3, ]))))
+  # padding: non-finite and repeated centres are dropped, and the padded
+  # inputs are distinct from each other and from the centres kept
+  cen <- rbind(ux[2, ], c(NaN, NaN), ux[2, ], c(4.5, 0))
+  for (seed in 1:20) {
+    set.seed(seed)
+    P <- sparsevgp:::.kmeans_pad(ux, cen, 6)
+    expect_equal(nrow(P), 6L)
+    expect_equal(anyDuplicated(P), 0L)
+    expect_equal(unname(P[1:2, ]), unname(cen[c(1, 4), ]))
+    expect_true(all(apply(P[3:6, ], 1, function(r) any(colSums(t(ux) == r) == 2))))
+  }
+  # nothing back at all: M distinct data points (a uniform subset)
+  set.seed(2)
+  P <- sparsevgp:::.kmeans_pad(ux, NULL, 4)
+  expect_equal(nrow(unique(rbind(P, ux))), 10L)
+  expect_equal(anyDuplicated(P), 0L)
+  # the selection itself never errors and gives M distinct centres, also
+  # when k-means is asked for nearly as many centres as distinct inputs
+  x <- rbind(ux, ux + 0.001, c(1000, 0))
+  for (seed in 1:10) {
+    set.seed(seed)
+    km <- select_inducing(x, kernel_rbf(1, 1), M = 20, method = "kmeans", trace = FALSE)
+    expect_equal(km$M, 20L)
+    expect_equal(anyDuplicated(km$Z), 0L)
+    expect_true(all(is.finite(km$Z)))
+  }
+  # max_points below M: the subset still has more points than centres
+  set.seed(3)
+  km <- select_inducing(x, kernel_rbf(1, 1), M = 8, method = "kmeans", max_points = 5,
+                        trace = FALSE)
+  expect_equal(km$M, 8L)
 })
