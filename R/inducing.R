@@ -561,7 +561,9 @@ n_inducing <- function(selection, threshold) {
 #' @param patience stop after this many passes in a row without a new best
 #'   bound (\code{Inf}: never).
 #' @param verbose print the bound after each pass.
-#' @param ... options passed to \code{select_inducing()}, such as \code{tol}.
+#' @param ... options passed to \code{select_inducing()}, such as \code{tol},
+#'   or \code{perm} (the tie-breaking order; by default one drawn for this
+#'   call and used in every pass).
 #' @return The fit with the highest bound (normally one of the passes, with
 #'   the inducing inputs fixed; the starting fit when none beats it), with
 #'   an element \code{reinit}: a list with \code{history} (a data frame

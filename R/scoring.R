@@ -89,7 +89,7 @@
 summarise_runs <- function(runs, metrics = c("elbo", "acc", "nll"),
                            by = c("dataset", "method"), digits = NULL) {
   if (is.numeric(runs) && is.null(dim(runs))) {
-    return(.run_stats(.finite_runs(runs, "runs")))
+    return(.run_stats(.check_runs(runs, "runs")))
   }
   if (!is.data.frame(runs)) {
     stop("'runs' must be a data frame of runs or a numeric vector", call. = FALSE)
@@ -107,7 +107,7 @@ summarise_runs <- function(runs, metrics = c("elbo", "acc", "nll"),
   groups <- split(runs, runs[by], drop = TRUE, lex.order = TRUE)
   out <- lapply(groups, function(r) {
     do.call(rbind, lapply(metrics, function(m) {
-      s <- .run_stats(.finite_runs(r[[m]], sprintf("runs$%s", m)))
+      s <- .run_stats(.check_runs(r[[m]], sprintf("runs$%s", m)))
       if (!is.na(digits[[m]])) s <- round(s, digits[[m]])
       cbind(r[1L, by, drop = FALSE], metric = m, as.data.frame(as.list(s)),
             stringsAsFactors = FALSE)
@@ -167,7 +167,7 @@ rank_table <- function(tab, methods = NULL, lower_better = "nll") {
     std = sqrt(mean((v - mean(v))^2)))
 }
 
-.finite_runs <- function(v, name) {
+.check_runs <- function(v, name) {
   if (!is.numeric(v) || !length(v) || anyNA(v)) {
     stop(sprintf("'%s' must be numeric with at least one value and no NA", name),
          call. = FALSE)

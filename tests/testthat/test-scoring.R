@@ -129,6 +129,14 @@ test_that("award_points gives every tied best model a point, lower SD and NLL ar
   # ties share the better rank
   expect_equal(unname(rank_table(tab)[, 1:3]), rbind(c(0, 0, 1), c(0, 1, 0), c(1, 0, 0)))
   expect_equal(rownames(award_points(tab, c("c", "a"))), c("c", "a"))
+  # two models tied on points share first place; the next one is third
+  tie <- data.frame(dataset = "y", method = c("a", "b", "c"), metric = "acc",
+                    max = c(1, 1, 0.5), min = c(0.5, 0.5, 0.5), median = c(0.9, 0.8, 0.7),
+                    mean = c(0.8, 0.9, 0.7), std = c(0.2, 0.2, 0.1))
+  expect_equal(unname(award_points(tie)[, "total"]), c(3, 3, 2))
+  rt <- rank_table(tie)
+  expect_equal(unname(rt[, c("rank1", "rank2", "rank3")]), rbind(c(1, 0, 0), c(1, 0, 0), c(0, 0, 1)))
+  expect_equal(unname(rt[, "score"]), c(3, 3, 1))
   expect_error(award_points(tab[, -4]), "'max'")
   expect_error(award_points(rbind(tab, tab)), "more than one row")
   expect_error(award_points(tab, "zzz"), "no rows")
