@@ -55,12 +55,23 @@
 #' }
 #' Ties (for instance the first pick when all weights are equal) are broken
 #' in the order of a random permutation drawn with \code{sample.int()}, so
-#' \code{set.seed()} reproduces a selection.
+#' \code{set.seed()} reproduces a selection. Give that permutation as the
+#' option \code{perm} to break ties the same way in several selections:
+#' \code{\link{reinit_inducing}()} and \code{\link{pgpr}()} draw it once
+#' and reuse it in every pass, so that the unweighted selection, whose first
+#' pick is a tie among all inputs of a stationary kernel, does not change
+#' from pass to pass by the tie-break alone.
 #'
 #' \strong{k-means} runs \code{\link[stats]{kmeans}} on the distinct inputs
 #' (on a random subset of \code{max_points} of them when there are more) and
 #' returns the centres, which are not training inputs (\code{index} is
-#' \code{NULL}). \strong{random} draws \eqn{M} distinct inputs uniformly
+#' \code{NULL}). When a cluster empties (R's default Hartigan-Wong algorithm
+#' then stops with an error), Lloyd's algorithm is run from the same start,
+#' the empty clusters are dropped, and the centres are padded to \eqn{M} with
+#' distinct inputs drawn at random, as the thesis does (seed004 section 7.2).
+#' With \eqn{M} or fewer distinct inputs, all of them are returned (with a
+#' warning when that is fewer than \eqn{M}; padding would repeat an input).
+#' \strong{random} draws \eqn{M} distinct inputs uniformly
 #' without replacement. Both ignore \code{weights} when choosing, but their
 #' \code{trace} is the weighted trace of the nested prefixes of the
 #' returned points, in their order, for comparison with the greedy curve;
@@ -92,6 +103,9 @@
 #'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
 #'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
 #'       Q_{ff}} (default \code{FALSE});}
+#'     \item{\code{perm}}{greedy: the tie-breaking order, a permutation of
+#'       \code{1:N} (the first in \code{perm} wins a tie); by default drawn
+#'       with \code{sample.int(N)};}
 #'     \item{\code{max_threshold_points}}{greedy with a \code{threshold} and
 #'       no \code{M}: the most points to select (default 2000, with a
 #'       warning when the threshold is not reached by then);}
@@ -179,7 +193,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 # The options a method takes in `...`, with their defaults.
 .select_defaults <- list(
-  greedy = list(tol = 0, factor = FALSE, block = 16L, max_threshold_points = 2000L),
+  greedy = list(tol = 0, factor = FALSE, block = 16L, max_threshold_points = 2000L,
+                perm = NULL),
   kmeans = list(iter.max = 50L, nstart = 1L, max_points = 20000L, trace = TRUE),
   random = list(trace = TRUE))
 
@@ -247,7 +262,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # the repeated work is at most a third of the total.
 .select_greedy <- function(x, kc, M, w, threshold, opts) {
   N <- nrow(x)
-  perm <- sample.int(N)
+  perm <- if (is.null(opts$perm)) sample.int(N) else .check_perm(opts$perm, N)
   thr <- if (is.null(threshold)) 0 else threshold
   cap <- if (is.na(M)) min(N, 128L) else M
   # with a threshold and no M, stop growing at max_threshold_points: past a
@@ -267,6 +282,16 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
        trace0 = r$trace0, residual = r$d, stop = r$stop, factor = r$factor)
 }
 
+# A tie-breaking order for greedy selection: a permutation of 1..N.
+.check_perm <- function(perm, N) {
+  if (!is.numeric(perm) || length(perm) != N || anyNA(perm) ||
+      !identical(sort(as.integer(perm)), seq_len(N)) || any(perm != round(perm))) {
+    stop(sprintf("'perm' must be a permutation of 1:%d (one entry per input)", N),
+         call. = FALSE)
+  }
+  as.integer(perm)
+}
+
 .select_trace <- function(x, kc, Z, w, opts) {
   if (!isTRUE(opts$trace)) return(list(trace = NULL, trace0 = NULL, d = NULL))
   .Call(ffi_sel_trace, kc, x, w, Z, 1e-10, FALSE)
@@ -274,19 +299,25 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 
 .select_kmeans <- function(x, kc, M, w, opts) {
   ux <- unique(x)
-  if (nrow(ux) < M) {
-    stop(sprintf("there are only %d distinct inputs, fewer than M = %d", nrow(ux), M),
-         call. = FALSE)
-  }
-  if (nrow(ux) > opts$max_points) ux <- ux[sort(sample.int(nrow(ux), opts$max_points)), , drop = FALSE]
-  Z <- if (nrow(ux) == M) ux else {
-    suppressWarnings(stats::kmeans(ux, centers = M, iter.max = opts$iter.max,
-                                   nstart = opts$nstart)$centers)
+  stop_reason <- NULL
+  if (nrow(ux) <= M) {
+    # every distinct input is its own cluster; padding with data points would
+    # repeat an input and make K_uu exactly singular, so return fewer
+    if (nrow(ux) < M) {
+      warning(sprintf("there are only %d distinct inputs, fewer than M = %d: all of them are returned",
+                      nrow(ux), M), call. = FALSE)
+      stop_reason <- "exhausted"
+    }
+    Z <- ux
+  } else {
+    keep <- max(opts$max_points, M + 1L)       # k-means needs more points than centres
+    if (nrow(ux) > keep) ux <- ux[sort(sample.int(nrow(ux), keep)), , drop = FALSE]
+    Z <- .kmeans_centres(ux, M, opts)
   }
   Z <- unname(as.matrix(Z))
   tr <- .select_trace(x, kc, Z, w, opts)
   list(Z = Z, index = NULL, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
-       stop = NULL, factor = NULL)
+       stop = stop_reason, factor = NULL)
 }
 
 .select_random <- function(x, kc, M, w, opts) {
@@ -300,6 +331,41 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   tr <- .select_trace(x, kc, Z, w, opts)
   list(Z = Z, index = index, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
        stop = NULL, factor = NULL)
+}
+
+# k-means centres of the distinct inputs ux (more than M of them), from
+# `centers` (M, or a matrix of starting centres). stats::kmeans's default
+# Hartigan-Wong algorithm stops with an error when a cluster empties; then
+# Lloyd's algorithm is run from the same start, which returns NaN for an
+# empty cluster. Centres that are not finite or repeat are dropped and the
+# set is padded with distinct inputs drawn at random, as the thesis code pads
+# scipy's kmeans when fewer than M centroids come back (seed004 section 7.2).
+.kmeans_centres <- function(ux, centers, opts) {
+  M <- if (length(centers) == 1L) as.integer(centers) else nrow(centers)
+  run <- function(algorithm) {
+    suppressWarnings(stats::kmeans(ux, centers = centers, iter.max = opts$iter.max,
+                                   nstart = opts$nstart, algorithm = algorithm)$centers)
+  }
+  Z <- tryCatch(run("Hartigan-Wong"), error = function(e) {
+    tryCatch(run("Lloyd"), error = function(e) NULL)
+  })
+  .kmeans_pad(ux, Z, M)
+}
+
+# Keep the finite, distinct rows of Z and pad to M rows with distinct rows of
+# ux that are not among them, drawn without replacement (needs nrow(ux) > M).
+.kmeans_pad <- function(ux, Z, M) {
+  Z <- if (is.null(Z)) ux[0L, , drop = FALSE] else unname(as.matrix(Z))
+  Z <- unique(Z[rowSums(!is.finite(Z)) == 0L, , drop = FALSE])
+  if (nrow(Z) > M) Z <- Z[seq_len(M), , drop = FALSE]
+  short <- M - nrow(Z)
+  if (short > 0L) {
+    dup <- duplicated(rbind(Z, unname(ux)))[nrow(Z) + seq_len(nrow(ux))]
+    cand <- which(!dup)
+    pick <- cand[sample.int(length(cand), short)]
+    Z <- rbind(Z, unname(ux[pick, , drop = FALSE]))
+  }
+  Z
 }
 
 .select_labels <- c(greedy = "greedy conditional variance", kmeans = "k-means centres",
@@ -462,7 +528,8 @@ n_inducing <- function(selection, threshold) {
 #' loop of the variational EM of seed004 (section 8.3): selection adapts to
 #' the learned lengthscales (and noise), and the fit adapts to the selection.
 #'
-#' Each pass selects afresh with \code{\link{select_inducing}()}; for
+#' Each pass selects afresh with \code{\link{select_inducing}()}, breaking
+#' ties in one random order drawn once per call (option \code{perm}); for
 #' \code{\link{sgpr}} fits the weights are \eqn{1/\lambda_n} at the current
 #' noise variances, so that heteroscedastic models favour low-noise inputs
 #' and a \code{threshold} is on the KL scale of \code{\link{kl_threshold}}
@@ -494,7 +561,9 @@ n_inducing <- function(selection, threshold) {
 #' @param patience stop after this many passes in a row without a new best
 #'   bound (\code{Inf}: never).
 #' @param verbose print the bound after each pass.
-#' @param ... options passed to \code{select_inducing()}, such as \code{tol}.
+#' @param ... options passed to \code{select_inducing()}, such as \code{tol},
+#'   or \code{perm} (the tie-breaking order; by default one drawn for this
+#'   call and used in every pass).
 #' @return The fit with the highest bound (normally one of the passes, with
 #'   the inducing inputs fixed; the starting fit when none beats it), with
 #'   an element \code{reinit}: a list with \code{history} (a data frame
@@ -541,6 +610,12 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
     if (is.function(fit$select_weights)) fit$select_weights else .model_select_weights
   refit <- if (is.function(fit$refit_fun)) fit$refit_fun else .refit_fixed_Z
 
+  # one tie-breaking order for every pass: otherwise the unweighted first
+  # pick (a tie among all inputs of a stationary kernel) is re-drawn in each
+  # pass, the selection changes by chance alone and the loop cannot settle
+  sel_opts <- list(...)
+  if (is.null(sel_opts$perm)) sel_opts$perm <- sample.int(nrow(fit$x))
+
   hist <- data.frame(pass = 0L, M = nrow(fit$params$Z), bound = fit$bound,
                      trace = NA_real_)
   best <- fit
@@ -549,8 +624,9 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   stop_reason <- "max_passes"
   for (pass in seq_len(max_passes)) {
     kern <- .kernel_at(cur$kernel, cur$params)
-    sel <- select_inducing(cur$x, kern, M = M, method = "greedy",
-                           weights = weight_fun(cur), threshold = threshold, ...)
+    sel <- do.call(select_inducing, c(list(cur$x, kern, M = M, method = "greedy",
+                                           weights = weight_fun(cur), threshold = threshold),
+                                      sel_opts))
     same <- identical(unname(sel$Z), unname(cur$params$Z))
     new <- if (same) cur else tryCatch(refit(cur, sel$Z), error = function(e) e)
     if (inherits(new, "error")) {

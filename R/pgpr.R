@@ -37,7 +37,9 @@
 #' greedy conditional variance weighted by \eqn{\theta} (heteroscedastic
 #' greedy variance, HGV, which favours points near the decision boundary;
 #' seed004 sections 5.8 and 7.4) or unweighted (GV), at the current kernel
-#' and \eqn{c}. Both loops stop when the bound changes by less than
+#' and \eqn{c}; ties are broken in one random order drawn once per fit, so
+#' that a selection changes between passes only through the kernel and
+#' \eqn{c}. Both loops stop when the bound changes by less than
 #' \code{control$tol} or after \code{control$outer_max} and
 #' \code{control$inner_max} rounds; the outer loop keeps the state with the
 #' highest bound. The per-pass record is in \code{fit$history}.
@@ -151,8 +153,11 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   spec <- .pgpr_inducing_spec(inducing, M, threshold, x, kernel)
   mn <- .pgpr_mean_start(mean, lab$y01)
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
+  # the greedy selections break ties in one order drawn once per fit and
+  # reused in every outer pass (see .pgpr_select)
+  if (spec$method %in% c("hgv", "gv")) spec$perm <- sample.int(N)
   Z <- if (is.null(spec$Z)) {
-    .pgpr_select(x, kernel, spec$M, pg_theta(c0), spec$method, spec$threshold)
+    .pgpr_select(x, kernel, spec$M, pg_theta(c0), spec$method, spec$threshold, spec$perm)
   } else {
     spec$Z
   }
@@ -290,12 +295,18 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
 # (Burt et al. 2020), "kmeans" k-means centres, "uniform" distinct training
 # inputs drawn without replacement (seed004 sections 7.1, 7.2). With a
 # threshold (greedy only) the selection stops once the weighted trace
-# tr(W (Kff - Qff)) falls below it, with M (if given) as a cap.
-.pgpr_select <- function(x, kernel, M, theta, method, threshold = NULL) {
+# tr(W (Kff - Qff)) falls below it, with M (if given) as a cap. `perm` is the
+# greedy tie-breaking order (NULL: a fresh one). The double loop passes the
+# same order in every pass: with a stationary kernel all prior variances are
+# equal, so GV's first pick is a tie among all inputs, and a fresh order in
+# each pass would change the selection by chance alone, so that the bound
+# kept moving and the loop seldom converged.
+.pgpr_select <- function(x, kernel, M, theta, method, threshold = NULL, perm = NULL) {
   sel <- switch(method,
     hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = theta,
-                          threshold = threshold),
-    gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = threshold),
+                          threshold = threshold, perm = perm),
+    gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = threshold,
+                         perm = perm),
     kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
     uniform = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
   sel$Z
@@ -451,7 +462,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
     if (reselect && pass > 1L) {
       kern <- .kernel_at(fit$kernel, fit$params)
       fit$params$Z <- .pgpr_select(fit$x, kern, spec$M, pg_theta(fit$c), spec$method,
-                                   spec$threshold)
+                                   spec$threshold, spec$perm)
       fit$fixed <- .fixed_mask(fit$fixed_names$user, fit$params, fit$transforms,
                                fit$fixed_names$always)
     }

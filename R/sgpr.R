@@ -424,20 +424,34 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 #' The constant mean \eqn{m} is added to \eqn{\mu}, so that \eqn{q(u)} equals
 #' \code{predict(fit, Z, full_cov = TRUE)} up to the jitter.
 #'
-#' @param fit an \code{\link{sgpr}} fit.
+#' For a \code{\link{pgpr}} fit it is the optimal \eqn{q(u)} of the collapsed
+#' Polya-Gamma bound at the fit's local parameters \eqn{c} (seed004 eq. 4.5),
+#' the same expression with \eqn{\Lambda = \Theta^{-1}},
+#' \eqn{\theta_n = \tanh(c_n/2)/(2c_n)}, and the pseudo-targets
+#' \eqn{y_n/(2\theta_n)} in place of \eqn{y} (labels \eqn{y_n = \pm 1}):
+#' \eqn{\mu = m + K_{uu}\Sigma^{-1}K_{uf}(y/2 - \Theta m)},
+#' \eqn{\Sigma = K_{uu} + K_{uf}\Theta K_{fu}} (seed004 section 5.6).
+#'
+#' @param fit an \code{\link{sgpr}} or \code{\link{pgpr}} fit.
 #' @return A list with \code{Z} (the inducing inputs), \code{mean} and
 #'   \code{cov}.
 #' @examples
 #' fit <- sgpr(y ~ x, data = snelson, inducing = 10)
 #' qu <- posterior_inducing(fit)
 #' cbind(Z = qu$Z[, 1], mean = qu$mean, sd = sqrt(diag(qu$cov)))
+#'
+#' # a classifier's latent function at its inducing inputs
+#' d <- classification_data("banana")
+#' set.seed(1)
+#' pf <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 10,
+#'            control = list(inner_max = 2))
+#' str(posterior_inducing(pf))
 #' @export
 posterior_inducing <- function(fit) {
-  if (!inherits(fit, "sgpr")) stop("'fit' must be an sgpr fit", call. = FALSE)
-  post <- fit$posterior
-  # mean = L LB^-T v; cov = L B^-1 L'  (whitened forms of the expressions above)
-  w <- backsolve(t(post$LB), post$v)
-  mean <- drop(post$L %*% w) + fit$params$mean
-  LiLB <- forwardsolve(post$LB, t(post$L))      # LB^-1 L'
-  list(Z = fit$params$Z, mean = mean, cov = crossprod(LiLB))
+  if (!inherits(fit, c("sgpr", "pgpr"))) {
+    stop("'fit' must be an sgpr or pgpr fit", call. = FALSE)
+  }
+  # mean = L LB^-T v + m; cov = L B^-1 L' (whitened forms of the expressions
+  # above; for pgpr, v holds the pseudo-targets' projection)
+  .collapsed_qu(fit)
 }

@@ -224,6 +224,43 @@ test_that("the SGPR bound never decreases along the greedy sequence; the increme
   }
 })
 
+test_that("the PGPR bound never decreases along the theta-weighted greedy sequence; the increment is seed004 section 5.7's (target 15)", {
+  d <- toy_data(40, 2)
+  ypm <- ifelse(d$y > 0, 1, -1)
+  set.seed(9)
+  cc <- runif(40, 0.05, 3)
+  th <- pg_theta(cc)
+  k <- kernel_matern52(c(0.7, 1.0), 1.3)
+  set.seed(10)
+  s <- select_inducing(d$x, k, M = 12, weights = th, factor = TRUE)
+  for (m0 in c(0, 0.4)) {
+    bound <- function(m) {
+      f <- pgpr(d$x, ypm, kernel = k, inducing = s$Z[seq_len(m), , drop = FALSE],
+                mean = m0, optimize = FALSE, control = list(jitter = 0))
+      f$c <- cc
+      sparsevgp:::.finish(f)$bound
+    }
+    b <- vapply(1:12, bound, 1)
+    expect_true(all(diff(b) > -1e-10))
+    # 2 (L+ - L) = -log(1 + b'S^-1 b) + b' Theta b
+    #              + 1/4 (y' Theta^-1 S^-1 b)^2 / (1 + b'S^-1 b),  S = Theta^-1 + Q,
+    # with b the new column of the partial Cholesky factor and c, theta and
+    # the kernel fixed; a prior mean m replaces y by y - 2 theta m (the
+    # linear coefficient of f - m, see test-pgpr.R)
+    yb <- ypm - 2 * th * m0
+    for (m in c(2, 5, 8, 11)) {
+      C <- s$factor[, 1:m]
+      S <- diag(1 / th) + tcrossprod(C)
+      bb <- s$factor[, m + 1]
+      Sb <- solve(S, bb)
+      a <- sum(bb * Sb)
+      inc <- 0.5 * (-log1p(a) + sum(th * bb^2) + 0.25 * sum((yb / th) * Sb)^2 / (1 + a))
+      expect_equal(b[m + 1] - b[m], inc, tolerance = 1e-8)
+      expect_gte(inc, 0)
+    }
+  }
+})
+
 test_that("random and k-means selections (target 21) and their traces", {
   d <- toy_data(60, 2)
   x <- rbind(d$x, d$x[1:10, ])            # some repeated rows
@@ -429,7 +466,9 @@ test_that("bad input gives clear errors", {
   expect_error(select_inducing(d$x, kernel_rbf(c(1, 2, 3), 1)), "3 lengthscales")
   x <- d$x[c(1:3, 1:3), ]
   expect_error(select_inducing(x, k, M = 4, method = "random"), "only 3 distinct")
-  expect_error(select_inducing(x, k, M = 4, method = "kmeans"), "only 3 distinct")
+  # k-means returns all distinct inputs (padding would repeat one; see the k-means test)
+  expect_warning(km <- select_inducing(x, k, M = 4, method = "kmeans"), "only 3 distinct")
+  expect_equal(km$M, 3L)
   expect_error(n_inducing(list(), 1), "'selection'")
   # the C entry points check what they receive
   kc <- sparsevgp:::.kern_c(k)
@@ -459,4 +498,85 @@ test_that("print and plot", {
   km <- select_inducing(d$x, kernel_rbf(0.5, 1), M = 5, method = "kmeans", trace = FALSE)
   expect_error(plot(km), "no trace")
   expect_match(capture.output(print(km))[1], "k-means")
+})
+
+test_that("the greedy tie-break order can be given (perm) and reinit_inducing() reuses one", {
+  x <- matrix(seq(0, 3, length.out = 30))
+  k <- kernel_rbf(0.5, 1)
+  p <- c(17L, setdiff(30:1, 17L))
+  # all prior variances tie: the first pick is the first of perm
+  for (seed in 1:3) {
+    set.seed(seed)
+    s <- select_inducing(x, k, M = 6, perm = p)
+    expect_identical(s$index[1], 17L)
+  }
+  set.seed(1)
+  a <- select_inducing(x, k, M = 6)
+  set.seed(1)
+  b <- select_inducing(x, k, M = 6, perm = sample.int(30))
+  expect_identical(a$index, b$index)
+  expect_error(select_inducing(x, k, M = 6, perm = 1:29), "'perm' must be a permutation of 1:30")
+  expect_error(select_inducing(x, k, M = 6, perm = c(1:29, 29L)), "'perm'")
+  expect_error(select_inducing(x, k, M = 6, method = "random", perm = 1:30), "unknown options")
+  # reinit_inducing() passes a given order to every pass: with it, the
+  # unweighted loop no longer depends on the random seed
+  y <- sin(2 * x[, 1])
+  fit <- sgpr(x, y, kernel = k, inducing = 5, fixed = "Z", noise = 0.1)
+  run <- function(seed) {
+    set.seed(seed)
+    suppressWarnings(reinit_inducing(fit, weights = "none", max_passes = 3, perm = p))
+  }
+  r1 <- run(1)
+  r2 <- run(2)
+  expect_identical(r1$reinit$history, r2$reinit$history)
+  expect_identical(r1$params, r2$params)
+})
+
+test_that("k-means pads with data points when clusters empty (seed004 section 7.2)", {
+  # Hartigan-Wong stops at an empty cluster: from these starting centres the
+  # third cluster (at 1000) gets no point
+  ux <- matrix(c(1:10, rep(0, 10)), 10)
+  start <- matrix(c(1, 2, 1000, 0, 0, 0), 3)
+  expect_error(stats::kmeans(ux, start), "empty cluster")
+  opts <- list(iter.max = 50L, nstart = 1L)
+  set.seed(1)
+  Z <- sparsevgp:::.kmeans_centres(ux, start, opts)
+  expect_equal(dim(Z), c(3L, 2L))
+  expect_true(all(is.finite(Z)))
+  expect_equal(anyDuplicated(Z), 0L)
+  # Lloyd's two non-empty centres from that start, then one training input
+  ll <- suppressWarnings(stats::kmeans(ux, start, algorithm = "Lloyd")$centers)
+  expect_equal(unname(Z[1:2, ]), unname(ll[is.finite(ll[, 1]), ]))
+  expect_true(any(apply(ux, 1, function(r) all(r == Z[3, ]))))
+  # padding: non-finite and repeated centres are dropped, and the padded
+  # inputs are distinct from each other and from the centres kept
+  cen <- rbind(ux[2, ], c(NaN, NaN), ux[2, ], c(4.5, 0))
+  for (seed in 1:20) {
+    set.seed(seed)
+    P <- sparsevgp:::.kmeans_pad(ux, cen, 6)
+    expect_equal(nrow(P), 6L)
+    expect_equal(anyDuplicated(P), 0L)
+    expect_equal(unname(P[1:2, ]), unname(cen[c(1, 4), ]))
+    expect_true(all(apply(P[3:6, ], 1, function(r) any(colSums(t(ux) == r) == 2))))
+  }
+  # nothing back at all: M distinct data points (a uniform subset)
+  set.seed(2)
+  P <- sparsevgp:::.kmeans_pad(ux, NULL, 4)
+  expect_equal(nrow(unique(rbind(P, ux))), 10L)
+  expect_equal(anyDuplicated(P), 0L)
+  # the selection itself never errors and gives M distinct centres, also
+  # when k-means is asked for nearly as many centres as distinct inputs
+  x <- rbind(ux, ux + 0.001, c(1000, 0))
+  for (seed in 1:10) {
+    set.seed(seed)
+    km <- select_inducing(x, kernel_rbf(1, 1), M = 20, method = "kmeans", trace = FALSE)
+    expect_equal(km$M, 20L)
+    expect_equal(anyDuplicated(km$Z), 0L)
+    expect_true(all(is.finite(km$Z)))
+  }
+  # max_points below M: the subset still has more points than centres
+  set.seed(3)
+  km <- select_inducing(x, kernel_rbf(1, 1), M = 8, method = "kmeans", max_points = 5,
+                        trace = FALSE)
+  expect_equal(km$M, 8L)
 })

@@ -136,6 +136,20 @@ test_that("predictions equal the dense formulas (seed000 T2)", {
   expect_equal(unname(predict(f, xs)$var), diag(S), tolerance = 1e-9)
   expect_equal(unname(predict(f, xs, type = "response")$var), diag(S) + 0.04, tolerance = 1e-9)
   expect_equal(unname(fitted(f)), unname(predict(f)$mean))
+  # heteroscedastic: known per-point variances Lambda, Sigma = Kuu + Kuf Lambda^-1 Kfu
+  # (seed004 eq. B.2 against the dense form)
+  lam <- seq(0.01, 0.3, length.out = 30)^1.5 + 0.005
+  fh <- sgpr_at(d, k, Z, noise = lam, mean = -0.2, control = list(jitter = 0))
+  Sig <- Kuu + Kuf %*% (t(Kuf) / lam)
+  mu <- -0.2 + drop(Ksu %*% solve(Sig, Kuf %*% ((d$y + 0.2) / lam)))
+  S <- naive_kernel(k, xs, xs) - Ksu %*% solve(Kuu, t(Ksu)) + Ksu %*% solve(Sig, t(Ksu))
+  p <- predict(fh, xs, full_cov = TRUE)
+  expect_equal(unname(p$mean), mu, tolerance = 1e-9)
+  expect_equal(unname(p$cov), S, tolerance = 1e-9)
+  expect_equal(unname(predict(fh, xs)$var), diag(S), tolerance = 1e-9)
+  # and they differ from the homoscedastic prediction at the mean variance
+  fm <- sgpr_at(d, k, Z, noise = mean(lam), mean = -0.2, control = list(jitter = 0))
+  expect_gt(max(abs(predict(fm, xs)$mean - p$mean)), 1e-3)
 })
 
 test_that("heteroscedastic SGPR with equal variances equals homoscedastic (seed004 target 1)", {
@@ -173,11 +187,11 @@ test_that("the upper bound brackets the exact log marginal likelihood (seed004 t
   d <- toy_data(30, 1)
   k <- kernel_rbf(0.6, 1)
   lam <- seq(0.03, 0.2, length.out = 30)
-  for (M in c(3, 6, 10)) {
-    f <- sgpr_at(d, k, matrix(seq(-1.8, 1.8, length.out = M)), noise = lam,
+  for (m0 in c(0, 0.5)) for (M in c(3, 6, 10)) {
+    f <- sgpr_at(d, k, matrix(seq(-1.8, 1.8, length.out = M)), noise = lam, mean = m0,
                  control = list(jitter = 0))
     Kff <- naive_kernel(k, d$x, d$x)
-    exact <- dense_log_normal(d$y, Kff + diag(lam))
+    exact <- dense_log_normal(d$y - m0, Kff + diag(lam))
     expect_lte(f$bound, exact)
     expect_gte(f$upper_bound, exact)
     # dense seed004 eq. 3.4
@@ -185,8 +199,9 @@ test_that("the upper bound brackets the exact log marginal likelihood (seed004 t
     Q <- crossprod(naive_kernel(k, Z, d$x), solve(naive_kernel(k, Z, Z), naive_kernel(k, Z, d$x)))
     t <- sum(diag(Kff - Q))
     U <- -0.5 * 30 * log(2 * pi) - 0.5 * determinant(Q + diag(lam))$modulus -
-      0.5 * sum(d$y * solve(Q + diag(t, 30) + diag(lam), d$y))
+      0.5 * sum((d$y - m0) * solve(Q + diag(t, 30) + diag(lam), d$y - m0))
     expect_equal(f$upper_bound, as.numeric(U), tolerance = 1e-7)
+    expect_equal(f$bound, dense_sgpr_bound(k, d$x, d$y, Z, lam, mean = m0), tolerance = 1e-9)
   }
 })
 
