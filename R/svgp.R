@@ -79,7 +79,12 @@
 #' @param optimize_inducing if \code{TRUE} (the default, as in GPflow), the
 #'   inducing inputs are optimised with the other parameters; seed004's
 #'   "SVGP K-means" baseline holds them at the k-means centres
-#'   (\code{FALSE}).
+#'   (\code{FALSE}). Full-batch fits then run L-BFGS-B twice: first with the
+#'   inducing inputs held at their start, then with everything free. Joint
+#'   optimisation from the prior \eqn{q(u)} can collapse the inducing inputs
+#'   into clusters while the kernel variance is still small, a poor local
+#'   optimum that the first stage avoids; \code{fit$optim$stages} gives the
+#'   ELBO after each stage.
 #' @param q_u the starting \eqn{q(u)}: \code{list(mean, cov)} in the
 #'   convention of \code{\link{posterior_inducing}()} (the mean includes the
 #'   constant prior mean), which is converted to the whitened parameters.
@@ -235,7 +240,10 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                     else "Gaussian",
                     if (optimize_inducing) "" else ", fixed inducing inputs")),
     class = c("svgp", "sparsevgp"))
-  if (is.null(batch_size)) return(.build_or_fit(fit, optimize))
+  if (is.null(batch_size)) {
+    if (!.check_flag(optimize, "optimize")) return(.build_or_fit(fit, FALSE))
+    return(.finish(.svgp_fit_staged(fit)))
+  }
   if (.check_flag(optimize, "optimize")) {
     fit <- .fit_adam(fit)
   } else {
@@ -244,6 +252,30 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   }
   fit <- .finish(fit)
   if (!is.null(fit$optim)) fit$optim$value <- fit$bound
+  fit
+}
+
+# Full-batch L-BFGS-B in two stages when the inducing inputs are free: first
+# with Z held at its start, then everything. Optimised jointly from the
+# prior q(u), Z tends to collapse into clusters of near-duplicate points
+# while the kernel variance is still small, a poor local optimum (on a 1-D
+# logistic toy with N = 2000, M = 15: ELBO -399 and -375 in two of six
+# starts against -355.45 for the others); the first stage reaches the good
+# basin, and the second refines Z from there.
+.svgp_fit_staged <- function(fit) {
+  is_z <- grepl("^Z\\[", names(fit$fixed))
+  if (!any(is_z & !fit$fixed)) return(.fit_optim(fit))
+  keep <- fit$fixed
+  fit$fixed[is_z] <- TRUE
+  fit <- .fit_optim(fit)
+  first <- fit$optim
+  first_time <- fit$time
+  fit$fixed <- keep
+  fit <- .fit_optim(fit)
+  fit$optim$counts <- fit$optim$counts + first$counts
+  fit$optim$failed_evaluations <- fit$optim$failed_evaluations + first$failed_evaluations
+  fit$optim$stages <- c(fixed_Z = first$value, all = fit$optim$value)
+  fit$time <- fit$time + first_time
   fit
 }
 
