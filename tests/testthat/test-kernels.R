@@ -177,3 +177,23 @@ test_that("the contraction with a given kernel matrix checks its arguments", {
   expect_error(.Call(sparsevgp:::ffi_kern_grad_given, kc, x, y, matrix(0, 2, 3), matrix(0, 3, 2), TRUE),
                "'K'")
 })
+
+test_that("large RBF cross-covariances (the BLAS path) equal the direct loop, also far from the origin", {
+  set.seed(21)
+  for (D in c(3L, 5L)) {
+    a <- matrix(rnorm(40 * D), 40, D)
+    b <- rbind(matrix(rnorm(150 * D), 150, D), a[1:5, ])   # includes points of a exactly
+    for (shift in c(0, 1000)) {
+      for (k in list(kernel_rbf(0.7, 1.3), kernel_rbf(seq(0.5, 1.5, length.out = D), 0.8))) {
+        K <- kernel_matrix(k, a + shift, b + shift)
+        expect_equal(K, naive_kernel(k, a, b), tolerance = 1e-12)
+        # coincident points: the kernel variance to rounding
+        expect_equal(diag(K[1:5, 151:155]), rep(k$variance, 5), tolerance = 1e-14)
+        expect_true(all(K <= k$variance * (1 + 1e-15)))
+      }
+    }
+  }
+  # the symmetric K(x, x) keeps an exact diagonal
+  x <- matrix(rnorm(300), 100, 3)
+  expect_identical(diag(kernel_matrix(kernel_rbf(0.9, 1.7), x)), rep(1.7, 100))
+})
