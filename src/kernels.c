@@ -21,7 +21,6 @@
  */
 #define USE_FC_LEN_T
 #include <math.h>
-#include <limits.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
@@ -116,81 +115,10 @@ static void k_of_r2_column(spv_family fam, double var, double *c, size_t n)
     }
 }
 
-/* RBF cross-covariance through one BLAS product: with centred coordinates
- * a, b, r^2 = |a|^2 + |b|^2 - 2 a'b, the O(nA nB D) part is a dgemm.
- * Only for RBF: there k depends on r^2 linearly in the exponent, so the
- * rounding of r^2 (about 1e-16 times the squared spread of the centred
- * points) changes k by as little; the Matern kernels take sqrt(r^2), which
- * would turn a rounding error of 1e-16 at coincident points into 1e-8.
- * Centring on the mean of the smaller set (the kernel is translation
- * invariant) keeps that spread at the data's, not at its offset. */
-static void kern_K_rbf_gemm(const spv_kernel *k, const double *As, size_t nA,
-                            const double *Bs, size_t nB, double *K)
-{
-    const void *vmax = vmaxget();
-    const int D = k->D, iA = (int) nA, iB = (int) nB;
-    const double *S = nA <= nB ? As : Bs;
-    const size_t nS = nA <= nB ? nA : nB;
-    double *ctr = (double *) R_alloc((size_t) D, sizeof(double));
-    for (int d = 0; d < D; d++) {
-        double t = 0.0;
-        for (size_t i = 0; i < nS; i++) t += S[(size_t) D * i + d];
-        ctr[d] = t / (double) nS;
-    }
-    double *Ac = (double *) R_alloc((size_t) D * nA, sizeof(double));
-    double *Bc = (double *) R_alloc((size_t) D * nB, sizeof(double));
-    double *na = (double *) R_alloc(nA, sizeof(double));
-    double *nb = (double *) R_alloc(nB, sizeof(double));
-    for (size_t i = 0; i < nA; i++) {
-        double t = 0.0;
-        for (int d = 0; d < D; d++) {
-            const double v = As[(size_t) D * i + d] - ctr[d];
-            Ac[(size_t) D * i + d] = v;
-            t += v * v;
-        }
-        na[i] = t;
-    }
-    for (size_t j = 0; j < nB; j++) {
-        double t = 0.0;
-        for (int d = 0; d < D; d++) {
-            const double v = Bs[(size_t) D * j + d] - ctr[d];
-            Bc[(size_t) D * j + d] = v;
-            t += v * v;
-        }
-        nb[j] = t;
-    }
-    const double mtwo = -2.0, zero = 0.0;
-    F77_CALL(dgemm)("T", "N", &iA, &iB, &D, &mtwo, Ac, &D, Bc, &D, &zero, K, &iA
-                    FCONE FCONE);
-    const double var = k->variance;
-    for (size_t j = 0; j < nB; j++) {
-        if ((j & 1023) == 1023) R_CheckUserInterrupt();
-        double *Kj = K + nA * j;
-        const double bj = nb[j];
-        for (size_t i = 0; i < nA; i++) {
-            double r2 = Kj[i] + na[i] + bj;
-            if (r2 < 0.0) r2 = 0.0;
-            Kj[i] = var * exp(-0.5 * r2);
-        }
-    }
-    vmaxset(vmax);
-}
-
-/* Use the BLAS path for RBF cross-covariances big enough to amortise the
- * centred copies (and for at least 4 columns, so that the one-column calls
- * of the greedy selection keep the direct loop). */
-#define RBF_GEMM_MIN_D 3
-#define RBF_GEMM_MIN_ENTRIES 4096
-
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
             const double *Bs, size_t nB, double *K)
 {
     const int D = k->D;
-    if (k->family == KERN_RBF && As != Bs && D >= RBF_GEMM_MIN_D && nB >= 4 &&
-        nA * nB >= RBF_GEMM_MIN_ENTRIES && nA <= INT_MAX && nB <= INT_MAX) {
-        kern_K_rbf_gemm(k, As, nA, Bs, nB, K);
-        return;
-    }
     for (size_t j = 0; j < nB; j++) {
         if ((j & 1023) == 1023) R_CheckUserInterrupt();
         const double *b = Bs + (size_t) D * j;
