@@ -203,7 +203,12 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
 #' @param ... arguments of the model function to change, as in
 #'   \code{\link[stats]{update}}.
 #' @param warm_start if \code{TRUE}, start from the fitted parameters of
-#'   \code{object} wherever their shapes still fit.
+#'   \code{object} wherever their shapes still fit. The fitted inducing
+#'   inputs (and, for \code{svgp()}, \eqn{q(u)}) are kept too, unless the
+#'   update changes \code{inducing} (or \code{orthogonal}, \code{q_u}), the
+#'   data or the formula; so \code{update(fit, optimize = FALSE)} reproduces
+#'   the fit. \code{pgpr()} re-selects its inducing inputs in every pass and
+#'   keeps its selection method.
 #' @param evaluate if \code{FALSE}, return the updated call.
 #' @return The new fit, or its call.
 #' @examples
@@ -229,11 +234,35 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   }
   if (!evaluate) return(call)
   env <- new.env(parent = parent.frame())
+  run <- call
   if (.check_flag(warm_start, "warm_start")) {
     assign(".sparsevgp_warm_start", object, envir = env)
-    call$start <- as.name(".sparsevgp_warm_start")
+    run$start <- as.name(".sparsevgp_warm_start")
+    run <- .warm_inducing_args(run, object, nms)
   }
-  fit <- eval(call, env)
+  fit <- eval(run, env)
+  # the record is the user's call with the changes, not the warm-start plumbing
+  fit$call <- call
   fit$call$start <- NULL
   fit
+}
+
+# A warm start keeps the fitted inducing inputs: re-evaluating the original
+# `inducing` (a count, a method, the starting matrix) would place Z anew
+# while the other parameters, and svgp's q(u) that belongs to Z, come from
+# the fit. Kept unless the change names them or changes the data or the
+# formula (then the old Z may mean something else). pgpr re-selects its
+# inducing inputs in every pass, so its `inducing` (a method) stays.
+.warm_inducing_args <- function(run, object, changed) {
+  if (inherits(object, "pgpr") || any(changed %in% c("", "x", "data", "formula"))) return(run)
+  sets <- c(inducing = "Z", orthogonal = "O")
+  for (a in names(sets)) {
+    if (!(a %in% changed) && !is.null(object$params[[sets[[a]]]])) {
+      run[[a]] <- call("$", call("$", as.name(".sparsevgp_warm_start"), as.name("params")),
+                       as.name(sets[[a]]))
+    }
+  }
+  # svgp: the starting q(u) of the original call gives way to the fitted one
+  if (inherits(object, "svgp") && !("q_u" %in% changed)) run$q_u <- NULL
+  run
 }

@@ -235,7 +235,8 @@ objective.sparsevgp <- function(fit, ...) {
     fit$params <- o$unpack(fit$optim$par)
   } else {
     fit$optim <- list(convergence = 0L, message = "no free parameters",
-                      counts = c("function" = 0L, gradient = 0L), value = NA_real_)
+                      counts = c("function" = 0L, gradient = 0L), value = NA_real_,
+                      failed_evaluations = 0L)
   }
   fit$time <- proc.time()[["elapsed"]] - start
   fit

@@ -79,25 +79,29 @@
 #' @param optimize_inducing if \code{TRUE} (the default, as in GPflow), the
 #'   inducing inputs are optimised with the other parameters; seed004's
 #'   "SVGP K-means" baseline holds them at the k-means centres
-#'   (\code{FALSE}). Full-batch fits then run L-BFGS-B twice: first with the
-#'   inducing inputs held at their start, then with everything free. Joint
+#'   (\code{FALSE}). With \code{TRUE}, full-batch fits run L-BFGS-B twice:
+#'   first with the inducing inputs held at their start, then with
+#'   everything free. Joint
 #'   optimisation from the prior \eqn{q(u)} can collapse the inducing inputs
 #'   into clusters while the kernel variance is still small, a poor local
 #'   optimum that the first stage avoids; \code{fit$optim$stages} gives the
 #'   ELBO after each stage.
 #' @param q_u the starting \eqn{q(u)}: \code{list(mean, cov)} in the
 #'   convention of \code{\link{posterior_inducing}()} (the mean includes the
-#'   constant prior mean), which is converted to the whitened parameters.
+#'   constant prior mean), which is converted to the fit's parameterisation
+#'   (see \code{whiten}).
 #' @param fixed names of parameters to hold at their starting values:
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   \code{"Z"}, \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or
 #'   single entries.
 #' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000
-#'   (with \code{batch_size}, the number of Adam iterations), and
-#'   \code{lr} is Adam's step size (default 0.01).
+#'   (per L-BFGS-B stage; with \code{batch_size}, the number of Adam
+#'   iterations), and \code{lr} is Adam's step size (default 0.01; used only
+#'   with \code{batch_size}).
 #' @param start a previous \code{svgp} fit whose parameters (including
-#'   \eqn{q(u)} when the inducing inputs keep their number) are the starting
-#'   values.
+#'   \eqn{q(u)} when the inducing inputs keep their number and \code{whiten}
+#'   is unchanged; otherwise \eqn{q(u)} starts at the prior) are the
+#'   starting values.
 #' @param whiten if \code{TRUE} (the default), \eqn{q(u)} is parameterised
 #'   through \eqn{u = L v}; if \code{FALSE}, directly.
 #' @param batch_size \code{NULL} for full-batch L-BFGS-B, or the number of
@@ -183,6 +187,10 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   quadrature <- .svgp_check_quadrature(quadrature, bern)
   batch_size <- .svgp_check_batch(batch_size, N)
   adam <- .svgp_adam_control(control)
+  if (is.null(batch_size) && !is.null(control$lr)) {
+    warning("'control$lr' is Adam's step size and is ignored without 'batch_size'",
+            call. = FALSE)
+  }
   if (!is.null(start)) {
     if (!inherits(start, "svgp")) stop("'start' must be an svgp fit", call. = FALSE)
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
@@ -264,7 +272,8 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 # basin, and the second refines Z from there.
 .svgp_fit_staged <- function(fit) {
   is_z <- grepl("^Z\\[", names(fit$fixed))
-  if (!any(is_z & !fit$fixed)) return(.fit_optim(fit))
+  # one stage when Z is fixed, or when nothing but Z is free
+  if (!any(is_z & !fit$fixed) || all(is_z | fit$fixed)) return(.fit_optim(fit))
   keep <- fit$fixed
   fit$fixed[is_z] <- TRUE
   fit <- .fit_optim(fit)

@@ -103,3 +103,32 @@ test_that("bad control entries are refused by name", {
   expect_error(pgpr(d$x, d$y > 0, M = 4, control = list(maxit = 0)), "control\\$maxit")
   expect_error(gpr(d$x, d$y, control = list(bogus = 1)), "unknown 'control' entries: bogus")
 })
+
+test_that("update() keeps the fitted inducing inputs (and svgp's q(u)) unless they change", {
+  s <- sgpr(y ~ x, data = snelson, inducing = 8)
+  s0 <- update(s, optimize = FALSE)
+  expect_equal(s0$params$Z, s$params$Z)
+  expect_equal(as.numeric(logLik(s0)), as.numeric(logLik(s)), tolerance = 1e-10)
+  expect_identical(s0$call$inducing, 8)          # the record is the user's call
+  # naming `inducing` re-selects; a new formula re-selects too
+  s1 <- update(s, inducing = 8, optimize = FALSE)
+  expect_false(isTRUE(all.equal(s1$params$Z, s$params$Z)))
+  o <- osgpr(y ~ x, data = snelson, inducing = 3, orthogonal = 3, control = list(maxit = 50))
+  o0 <- update(o, optimize = FALSE)
+  expect_equal(o0$params[c("Z", "O")], o$params[c("Z", "O")])
+  expect_equal(as.numeric(logLik(o0)), as.numeric(logLik(o)), tolerance = 1e-10)
+  d <- snelson[1:80, ]
+  d$lab <- d$y > 0
+  for (w in c(TRUE, FALSE)) {
+    v <- svgp(lab ~ x, data = d, inducing = as.matrix(d[c(5, 25, 45, 65), "x", drop = FALSE]),
+              whiten = w, control = list(maxit = 60))
+    v0 <- update(v, optimize = FALSE)
+    expect_equal(v0$params$Z, v$params$Z)
+    expect_equal(as.numeric(logLik(v0)), as.numeric(logLik(v)), tolerance = 1e-10)
+    # continuing from the fit does not lose ground
+    expect_gte(as.numeric(logLik(update(v, control = list(maxit = 5)))),
+               as.numeric(logLik(v)) - 1e-6)
+  }
+  expect_warning(svgp(d$x, d$lab, inducing = 4, optimize = FALSE, control = list(lr = 0.1)),
+                 "ignored without 'batch_size'")
+})
