@@ -78,7 +78,8 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   if (!is.null(nz)) cat("  noise: ", nz, "\n", sep = "")
   cat(sprintf("  %s: %s\n", .bound_label(x), format(x$bound, digits = digits + 3L)))
   if (!is.null(x$optim)) {
-    cat(sprintf("  optimiser: %s (%d evaluations)\n", .optim_status(x$optim),
+    cat(sprintf("  optimiser: %s%s (%d evaluations)\n",
+                if (identical(x$optim$method, "Adam")) "Adam " else "", .optim_status(x$optim),
                 x$optim$counts[[1L]]))
   } else {
     cat("  not optimised (optimize = FALSE)\n")
@@ -100,6 +101,8 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 
 .optim_status <- function(o) {
   if (o$convergence == 0L) return("converged")
+  # Adam runs a fixed number of iterations: there is nothing to converge
+  if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
   msg <- if (nzchar(o$message)) paste0(": ", o$message) else ""
   sprintf("did not converge (code %d%s)", o$convergence, msg)
 }

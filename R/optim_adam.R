@@ -78,7 +78,7 @@
     trace <- numeric(0)
   }
   fit$optim <- list(method = "Adam", convergence = 1L,
-                    message = sprintf("%d Adam iterations on minibatches of %d points (no convergence test)",
+                    message = sprintf("%d iterations on minibatches of %d points (no convergence test)",
                                       iters, B),
                     counts = c("function" = iters, gradient = iters), value = NA_real_,
                     par = par, trace = trace, failed_evaluations = 0L)

@@ -132,3 +132,14 @@ test_that("update() keeps the fitted inducing inputs (and svgp's q(u)) unless th
   expect_warning(svgp(d$x, d$lab, inducing = 4, optimize = FALSE, control = list(lr = 0.1)),
                  "ignored without 'batch_size'")
 })
+
+test_that("Adam fits report the iterations they ran, not a failure to converge", {
+  set.seed(1)
+  x <- matrix(runif(300, -3, 3))
+  y <- sin(x[, 1]) > 0
+  f <- svgp(x, y, inducing = 5, batch_size = 50, control = list(maxit = 20))
+  expect_output(print(f), "optimiser: Adam ran 20 iterations on minibatches of 50 points")
+  expect_output(print(summary(f)), "Optimiser: Adam ran 20 iterations")
+  g <- svgp(x, y, inducing = 5, optimize_inducing = FALSE, control = list(maxit = 2))
+  expect_output(print(g), "did not converge")
+})
