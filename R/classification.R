@@ -1,4 +1,4 @@
-# What the two binary classifiers, pgpr() and svgp(likelihood = "bernoulli"),
+# What the two binary classifiers, pgpr() and svgp(likelihood = "bernoulli" or "probit"),
 # share: label coding, class probabilities from the latent predictive
 # distribution, the Polya-Gamma variance map, and the predict/plot helpers
 # that their methods in R/pgpr.R and R/svgp.R call.
@@ -93,7 +93,11 @@
 #   "quadrature": int sigmoid(f) N(f; mu, s2) df by 20-point Gauss-Hermite,
 #   "probit":     sigmoid(mu / sqrt(1 + pi s2 / 8)) (MacKay 1992),
 #   "plugin":     sigmoid(mu), the choice of seed004's experiments ([R]).
-.class_prob <- function(mu, s2, method) {
+.class_prob <- function(mu, s2, method, link = "logit") {
+  # probit link: int Phi(f) N(f; mu, s2) df = Phi(mu / sqrt(1 + s2)) exactly
+  if (identical(link, "probit")) {
+    return(if (method == "plugin") stats::pnorm(mu) else stats::pnorm(mu / sqrt(1 + pmax(s2, 0))))
+  }
   switch(method,
     plugin = stats::plogis(mu),
     probit = stats::plogis(mu / sqrt(1 + pi * s2 / 8)),
@@ -170,10 +174,16 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
     # seed004 section 5.5 / Fig. 5.1: c* = sqrt(mu*^2 + s*^2), 1 / theta(c*)
     return(1 / pg_theta(sqrt(lat$mean^2 + lat$var)))
   }
-  p <- .class_prob(lat$mean, lat$var, method)
+  p <- .class_prob(lat$mean, lat$var, method, .class_link(object))
   names(p) <- names(lat$mean)
   if (type == "class") return(.labels_from_prob(p, object$labels))
   list(mean = p, var = p * (1 - p))
+}
+
+# The link of a classifier: "probit" for svgp(likelihood = "probit"), else
+# "logit" (pgpr and svgp's Bernoulli-logit).
+.class_link <- function(object) {
+  if (identical(object$likelihood, "probit")) "probit" else "logit"
 }
 
 # Training-set probabilities.
@@ -235,10 +245,12 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
     for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
     return(invisible(data.frame(x = g, pg_variance = v)))
   }
-  p <- .class_prob(lat$mean, lat$var, method)
+  link <- .class_link(object)
+  p <- .class_prob(lat$mean, lat$var, method, link)
   s <- sqrt(lat$var)
-  lo <- stats::plogis(lat$mean - 2 * s)
-  hi <- stats::plogis(lat$mean + 2 * s)
+  inv <- if (link == "probit") stats::pnorm else stats::plogis
+  lo <- inv(lat$mean - 2 * s)
+  hi <- inv(lat$mean + 2 * s)
   graphics::plot(object$x[, 1L], object$y, ylim = c(-0.05, 1.05), xlab = xlab,
                  ylab = if (is.null(ylab)) sprintf("p(y = %s)", object$labels$levels[2L]) else ylab,
                  main = main, pch = 16, cex = 0.6, col = grDevices::grey(0.45), ...)
@@ -249,7 +261,8 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
   for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
   k <- if (length(marks)) 4L else 3L
   graphics::legend("right", bty = "n", cex = 0.8,
-                   legend = c("labels", "probability", "sigmoid(mean +/- 2 sd)",
+                   legend = c("labels", "probability",
+                              sprintf("%s(mean +/- 2 sd)", if (link == "probit") "Phi" else "sigmoid"),
                               "inducing inputs")[1:k],
                    pch = c(16, NA, 15, NA)[1:k], lty = c(NA, 1, NA, 1)[1:k],
                    lwd = c(NA, 2, NA, 2)[1:k],
@@ -265,7 +278,7 @@ pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
   g2 <- seq(r2[1L], r2[2L], length.out = n)
   grid <- as.matrix(expand.grid(g1, g2))
   lat <- predict.sparsevgp(object, .grid_newdata(object, grid), type = "latent")
-  p <- .class_prob(lat$mean, lat$var, method)
+  p <- .class_prob(lat$mean, lat$var, method, .class_link(object))
   nm <- .input_names(object)
   if (is.null(xlab)) xlab <- nm[1L]
   if (is.null(ylab)) ylab <- nm[2L]

@@ -1,7 +1,7 @@
 /*
  * svgp.c: the uncollapsed, whitened SVGP evidence lower bound (Hensman et
  * al. 2015; seed001 sections 2.1, 5 and 7; seed004 section 6.1) for a
- * Bernoulli-logit likelihood (Gauss-Hermite quadrature) and a Gaussian one
+ * Bernoulli likelihood with a logit or probit link (Gauss-Hermite quadrature) and a Gaussian one
  * (closed form), with its gradient with respect to the variational
  * parameters and its adjoints with respect to the kernel matrices.
  *
@@ -54,6 +54,7 @@
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
+#include <Rmath.h>
 #include <R_ext/BLAS.h>
 #include "spv.h"
 #ifndef FCONE
@@ -64,7 +65,7 @@
 #define INV_SQRT_PI 0.56418958354775628695
 #define SQRT2 1.4142135623730950488
 
-enum { LIK_BERNOULLI = 1, LIK_GAUSSIAN = 2 };
+enum { LIK_BERNOULLI = 1, LIK_GAUSSIAN = 2, LIK_PROBIT = 3 };
 
 typedef struct {
     double elbo, ell, kl, jitter;
@@ -111,6 +112,34 @@ static double svgp_bernoulli_gh(double y, double mu, double s2, int ngh,
             dh += wi * (-0.5) * sn * (1.0 - sn);      /* 1/2 d2/df2 */
         else
             dh += wi * y * sn * t[i];
+    }
+    *g = dg;
+    *h = tiny ? dh : dh / (SQRT2 * s);
+    return e;
+}
+
+/* The same for the Bernoulli-probit likelihood p(y | f) = Phi(y f): with
+ * the inverse Mills ratio lam(z) = phi(z) / Phi(z), computed from R's log
+ * densities so that it stays finite far in the tail,
+ *   d/df log Phi(y f) = y lam(z),  d2/df2 = -lam(z) (z + lam(z)). */
+static double svgp_probit_gh(double y, double mu, double s2, int ngh,
+                             const double *t, const double *w, double *g,
+                             double *h)
+{
+    const double s = sqrt(s2);
+    const int tiny = s2 < 1e-16;
+    double e = 0.0, dg = 0.0, dh = 0.0;
+    for (int i = 0; i < ngh; i++) {
+        const double f = mu + SQRT2 * s * t[i], wi = w[i] * INV_SQRT_PI;
+        const double z = y * f;
+        const double lp = pnorm(z, 0.0, 1.0, 1, 1);
+        const double lam = exp(dnorm(z, 0.0, 1.0, 1) - lp);
+        e += wi * lp;
+        dg += wi * y * lam;
+        if (tiny)
+            dh += wi * (-0.5) * lam * (z + lam);
+        else
+            dh += wi * y * lam * t[i];
     }
     *g = dg;
     *h = tiny ? dh : dh / (SQRT2 * s);
@@ -181,6 +210,9 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
         if (lik == LIK_BERNOULLI) {
             ell += svgp_bernoulli_gh(y[n], out->mu[n], s2, ngh, ght, ghw,
                                      g + n, h + n);
+        } else if (lik == LIK_PROBIT) {
+            ell += svgp_probit_gh(y[n], out->mu[n], s2, ngh, ght, ghw,
+                                  g + n, h + n);
         } else {
             const double r = y[n] - out->mu[n];
             ell += -0.5 * (LOG_2PI + log(noise)) - 0.5 * (r * r + s2) / noise;
@@ -340,8 +372,8 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
         if (REAL(q_sqrt)[i + (size_t) M * i] == 0.0)
             error("'q_sqrt' must have a non-zero diagonal");
     if (!isInteger(lik) || XLENGTH(lik) != 1 ||
-        INTEGER(lik)[0] < LIK_BERNOULLI || INTEGER(lik)[0] > LIK_GAUSSIAN)
-        error("'lik' must be 1 (Bernoulli-logit) or 2 (Gaussian)");
+        INTEGER(lik)[0] < LIK_BERNOULLI || INTEGER(lik)[0] > LIK_PROBIT)
+        error("'lik' must be 1 (Bernoulli-logit), 2 (Gaussian) or 3 (Bernoulli-probit)");
     const int lk = INTEGER(lik)[0];
     const double s2y = chk_scalar(noise, "noise");
     if (lk == LIK_GAUSSIAN && !(s2y > 0.0))

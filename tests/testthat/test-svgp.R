@@ -517,3 +517,63 @@ test_that("Gaussian SVGP with Z = X is the exact GP: at fixed parameters and aft
   expect_equal(as.numeric(logLik(vo)), as.numeric(logLik(go)), tolerance = 1e-4)
   expect_equal(vo$params$noise, go$params$noise, tolerance = 1e-2)
 })
+
+test_that("the probit likelihood: expectations by integration, gradients, exact predictive probabilities", {
+  d <- toy_data(20, 1)
+  y01 <- as.integer(d$y > 0)
+  ypm <- 2 * y01 - 1
+  Z <- matrix(c(-1.5, -0.3, 0.8, 1.7))
+  q <- random_q(4, seed = 3)
+  k <- kernel_matern32(0.7, 2)
+  f <- set_q(svgp(d$x, y01, kernel = k, inducing = Z, likelihood = "probit", optimize = FALSE,
+                  quadrature = 60, control = list(jitter = 0)), q)
+  D <- dense_qf(k, d$x, Z, q)
+  ell <- sum(vapply(seq_along(ypm), function(n) {
+    integrate(function(t) pnorm(ypm[n] * t, log.p = TRUE) * dnorm(t, D$mu[n], sqrt(D$s2[n])),
+              -Inf, Inf, rel.tol = 1e-12)$value
+  }, 1))
+  expect_equal(f$bound_terms[["ell"]], ell, tolerance = 1e-7)
+  expect_equal(f$bound, ell - D$kl, tolerance = 1e-7)
+  # differs from the logit likelihood at the same q(u)
+  fl <- set_q(svgp(d$x, y01, kernel = k, inducing = Z, optimize = FALSE, quadrature = 60,
+                   control = list(jitter = 0)), q)
+  expect_gt(abs(fl$bound - f$bound), 0.1)
+  # predictive probability: int Phi(f) N(f; mu, s2) df = Phi(mu / sqrt(1 + s2))
+  xs <- matrix(c(-1.8, 0.1, 2.5))
+  lat <- predict(f, xs, type = "link")
+  num <- vapply(1:3, function(i) integrate(function(t) pnorm(t) * dnorm(t, lat$mean[i],
+                                                                        sqrt(lat$var[i])),
+                                           -Inf, Inf, rel.tol = 1e-12)$value, 1)
+  for (m in c("quadrature", "probit")) {
+    expect_equal(unname(predict(f, xs, type = "prob", method = m)$mean), num, tolerance = 1e-9)
+  }
+  expect_equal(unname(predict(f, xs, type = "prob", method = "plugin")$mean), pnorm(lat$mean))
+  expect_output(print(f), "Bernoulli-probit")
+  # gradients, whitened and not, including far in the tail (large |mu|)
+  d2 <- toy_data(25, 2)
+  y2 <- as.integer(d2$y > 0)
+  Z2 <- d2$x[c(1, 7, 13, 20), ] + 0.02
+  for (kk in all_kernels(2)[c("rbf", "matern52_ard")]) {
+    fb <- set_q(svgp(d2$x, y2, kernel = kk, inducing = Z2, likelihood = "probit",
+                     mean = "constant", optimize = FALSE), q)
+    expect_grad(fb)
+    nw <- svgp(d2$x, y2, kernel = kk, inducing = Z2, likelihood = "probit", whiten = FALSE,
+               mean = "constant", optimize = FALSE)
+    nw$params$q_mu <- c(8, -6, 5, -7)
+    expect_grad(sparsevgp:::.finish(nw))
+  }
+  # a probit fit on banana classifies like the logit fit
+  b <- classification_data("banana")[1:200, ]
+  set.seed(1)
+  fp <- svgp(y ~ x1 + x2, data = b, inducing = 15, likelihood = "probit",
+             optimize_inducing = FALSE, control = list(maxit = 300))
+  set.seed(1)
+  fo <- svgp(y ~ x1 + x2, data = b, inducing = 15, optimize_inducing = FALSE,
+             control = list(maxit = 300))
+  acc <- function(fit) mean(predict(fit, b, type = "class") == b$y)
+  expect_gt(acc(fp), 0.8)
+  expect_lt(abs(acc(fp) - acc(fo)), 0.05)
+  pdf(NULL)
+  expect_silent(plot(fp))
+  dev.off()
+})
