@@ -105,10 +105,7 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
 
     /* B = I + A A' and LB */
     double *B = (double *) R_alloc(MM, sizeof(double));
-    memset(B, 0, MM * sizeof(double));
-    la_syrk(A, M, N, 1.0, 0.0, B);
-    for (int i = 0; i < M; i++) B[i + (size_t) M * i] += 1.0;
-    la_symmetrize_lower(B, M);
+    la_identity_plus_gram(A, M, N, B);
     memcpy(out->LB, B, MM * sizeof(double));
     if (la_chol(out->LB, M) != 0) return 2;
     const double *LB = out->LB;

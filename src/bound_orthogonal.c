@@ -151,6 +151,21 @@ static void bo_put_block(double *X, int ldx, int r0, int c0, int n, int m,
                (size_t) n * sizeof(double));
 }
 
+/* The M x M block lower-triangular factor [T11 0; X' T22] (M = M1 + M2)
+ * from its diagonal blocks T11 (M1 x M1), T22 (M2 x M2) and X (M1 x M2):
+ * both L (X = Lu^-1 Kuv) and LB (X = gamma) have this form. */
+static void bo_block_lower(double *T, int M1, int M2, const double *T11,
+                           const double *X, const double *T22)
+{
+    const int M = M1 + M2;
+    memset(T, 0, (size_t) M * M * sizeof(double));
+    bo_put_block(T, M, 0, 0, M1, M1, T11);
+    bo_put_block(T, M, M1, M1, M2, M2, T22);
+    for (int j = 0; j < M1; j++)
+        for (int i = 0; i < M2; i++)
+            T[M1 + i + (size_t) M * j] = X[j + (size_t) M1 * i];
+}
+
 /* Returns 0 on success; 1 if Kuu, 2 if Cvv could not be factorised within
  * the jitter cap; 3 if B could not be factorised (non-finite values). */
 static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
@@ -189,12 +204,7 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
     out->jit_v = bo_chol_scaled(Cvv, M2, M2, scale, jit_base, jit_cap, Lv);
     if (out->jit_v < 0.0) return 2;
     double *L = out->L;
-    memset(L, 0, MM * sizeof(double));
-    bo_put_block(L, M, 0, 0, M1, M1, Lu);
-    bo_put_block(L, M, M1, M1, M2, M2, Lv);
-    for (int j = 0; j < M1; j++)          /* L21 = dv' */
-        for (int i = 0; i < M2; i++)
-            L[M1 + i + (size_t) M * j] = dv[j + (size_t) M1 * i];
+    bo_block_lower(L, M1, M2, Lu, dv, Lv);                   /* L21 = dv' */
 
     /* ---- A = [Au; Av]: M x N, Algorithm 3 lines 3, 4 and 6 -------------- */
     double *A = (double *) R_alloc(MN, sizeof(double));
@@ -238,10 +248,7 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
 
     /* ---- B = I + A A' (lines 8-10) and its block Cholesky (11-15) ------- */
     double *B = (double *) R_alloc(MM, sizeof(double));
-    memset(B, 0, MM * sizeof(double));
-    la_syrk(A, M, N, 1.0, 0.0, B);
-    for (int i = 0; i < M; i++) B[i + (size_t) M * i] += 1.0;
-    la_symmetrize_lower(B, M);
+    la_identity_plus_gram(A, M, N, B);
     double *LBu = out->LBu, *LBv = out->LBv;
     double *gam = (double *) R_alloc((size_t) M1 * M2 + 1, sizeof(double));
     double *LQ = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
@@ -258,12 +265,7 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
     if (la_chol(LQ, M2) != 0) return 3;
     if (la_chol(LBv, M2) != 0) return 3;              /* SOLVE: chol(Bv) */
     double *LB = out->LB;
-    memset(LB, 0, MM * sizeof(double));
-    bo_put_block(LB, M, 0, 0, M1, M1, LBu);
-    bo_put_block(LB, M, M1, M1, M2, M2, LQ);
-    for (int j = 0; j < M1; j++)                      /* LB21 = gamma' */
-        for (int i = 0; i < M2; i++)
-            LB[M1 + i + (size_t) M * j] = gam[j + (size_t) M1 * i];
+    bo_block_lower(LB, M1, M2, LBu, gam, LQ);                /* LB21 = gamma' */
 
     /* ---- c = LB^-1 A ys (line 16) and the bounds (line 17, R5) ---------- */
     F77_CALL(dgemv)("N", &M, &N, &one, A, &M, ys, &ione, &zero, out->c, &ione

@@ -421,10 +421,10 @@ SEXP ffi_kern_diag(SEXP kern, SEXP x)
     return out;
 }
 
-/* Contraction of the adjoint G (n x m, or n x n when y is NULL) with the
- * derivatives of K(x, y): list(theta = d/d(log variance, log lengthscales),
- * x = d/dx (n x D) when want_x is TRUE). */
-SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
+/* The two contraction entry points: validate, allocate, delegate. K is
+ * R_NilValue, or the kernel matrix K(x, y) the caller already holds. */
+static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
+                            SEXP want_x)
 {
     spv_kernel k;
     double *xs, *ys;
@@ -434,6 +434,12 @@ SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
     if (nrows(G) != n)
         error("'G' must have %d rows", n);
     chk_finite(G, "G");
+    if (!isNull(K)) {
+        chk_real_matrix(K, "K", m);
+        if (nrows(K) != n)
+            error("'K' must have %d rows", n);
+        chk_finite(K, "K");
+    }
     const int wx = chk_flag(want_x, "want_x");
     int nprot = 0;
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;
@@ -443,14 +449,26 @@ SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
         dx = PROTECT(allocMatrix(REALSXP, n, D)); nprot++;
         memset(REAL(dx), 0, (size_t) n * D * sizeof(double));
     }
-    kern_grad(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(theta),
-              wx ? REAL(dx) : NULL);
+    if (isNull(K))
+        kern_grad(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(theta),
+                  wx ? REAL(dx) : NULL);
+    else
+        kern_grad_given(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(K),
+                        REAL(theta), wx ? REAL(dx) : NULL);
     const char *names[] = {"theta", "x", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, theta);
     SET_VECTOR_ELT(out, 1, dx);
     UNPROTECT(nprot);
     return out;
+}
+
+/* Contraction of the adjoint G (n x m, or n x n when y is NULL) with the
+ * derivatives of K(x, y): list(theta = d/d(log variance, log lengthscales),
+ * x = d/dx (n x D) when want_x is TRUE). */
+SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
+{
+    return kern_grad_entry(kern, x, y, G, R_NilValue, want_x);
 }
 
 /* As ffi_kern_grad for a cross-covariance, given the kernel matrix
@@ -461,35 +479,9 @@ SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
 {
     if (isNull(y))
         error("'y' must be given: use ffi_kern_grad for K(x, x)");
-    spv_kernel k;
-    double *xs, *ys;
-    kern_args(kern, x, y, &k, &xs, &ys);
-    const int n = nrows(x), m = nrows(y), D = ncols(x);
-    chk_real_matrix(G, "G", m);
-    if (nrows(G) != n)
-        error("'G' must have %d rows", n);
-    chk_finite(G, "G");
-    chk_real_matrix(K, "K", m);
-    if (nrows(K) != n)
-        error("'K' must have %d rows", n);
-    chk_finite(K, "K");
-    const int wx = chk_flag(want_x, "want_x");
-    int nprot = 0;
-    SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;
-    memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
-    SEXP dx = R_NilValue;
-    if (wx) {
-        dx = PROTECT(allocMatrix(REALSXP, n, D)); nprot++;
-        memset(REAL(dx), 0, (size_t) n * D * sizeof(double));
-    }
-    kern_grad_given(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(K),
-                    REAL(theta), wx ? REAL(dx) : NULL);
-    const char *names[] = {"theta", "x", ""};
-    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
-    SET_VECTOR_ELT(out, 0, theta);
-    SET_VECTOR_ELT(out, 1, dx);
-    UNPROTECT(nprot);
-    return out;
+    if (isNull(K))
+        error("'K' must be the kernel matrix K(x, y)");
+    return kern_grad_entry(kern, x, y, G, K, want_x);
 }
 
 /* Contraction of the adjoint g (length n) with d diag K / d theta. */

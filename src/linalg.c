@@ -76,6 +76,16 @@ void la_syrk(const double *A, int n, int k, double alpha, double beta,
                     FCONE FCONE);
 }
 
+/* B = I + A A' (n x n, both triangles) for A n x k: the matrix B of the
+ * collapsed bounds (seed000 eq. 4.37, Algorithm 3 lines 8-10). */
+void la_identity_plus_gram(const double *A, int n, int k, double *B)
+{
+    memset(B, 0, (size_t) n * n * sizeof(double));
+    la_syrk(A, n, k, 1.0, 0.0, B);
+    for (int i = 0; i < n; i++) B[i + (size_t) n * i] += 1.0;
+    la_symmetrize_lower(B, n);
+}
+
 void la_symmetrize_lower(double *A, int n)
 {
     for (int j = 0; j < n; j++)

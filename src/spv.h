@@ -101,6 +101,8 @@ void la_syrk(const double *A, int n, int k, double alpha, double beta,
 
 /* Fill the upper triangle of the n x n matrix A from its lower triangle. */
 void la_symmetrize_lower(double *A, int n);
+/* B = I + A A' (n x n, both triangles), A n x k. */
+void la_identity_plus_gram(const double *A, int n, int k, double *B);
 
 /* Inverse of a symmetric positive definite matrix from its lower Cholesky
  * factor L: Ainv (n x n, full). */

@@ -90,39 +90,34 @@ static inline double svgp_sigmoid_neg(double z)
     return 1.0 / (1.0 + exp(z));
 }
 
-/* One Bernoulli-logit expectation by Gauss-Hermite: value, and its exact
+/* log p(y | f) of a binary likelihood as a function of z = y f, with its
+ * first and second derivatives in z (y = +-1, so d/df = y d/dz and
+ * d2/df2 = d2/dz2):
+ *   logit:  log sigmoid(z),  sigmoid(-z),  -sigmoid(z) sigmoid(-z);
+ *   probit: log Phi(z),      lam(z),       -lam(z) (z + lam(z)),
+ * with the inverse Mills ratio lam = phi / Phi from R's log densities, so
+ * that it stays finite far in the tail. */
+static inline double svgp_binary_logp(int lik, double z, double *d1, double *d2)
+{
+    if (lik == LIK_PROBIT) {
+        const double lp = pnorm(z, 0.0, 1.0, 1, 1);
+        const double lam = exp(dnorm(z, 0.0, 1.0, 1) - lp);
+        *d1 = lam;
+        *d2 = -lam * (z + lam);
+        return lp;
+    }
+    const double sn = svgp_sigmoid_neg(z);
+    *d1 = sn;
+    *d2 = -sn * (1.0 - sn);
+    return svgp_log_sigmoid(z);
+}
+
+/* One binary-likelihood expectation by Gauss-Hermite: value, and its exact
  * derivatives with respect to the mean and the variance of q(f). For a
  * variance below 1e-16 the derivative in the variance divides by a
  * vanishing sd; there its limit, half the expected second derivative, is
  * used instead. */
-static double svgp_bernoulli_gh(double y, double mu, double s2, int ngh,
-                                const double *t, const double *w, double *g,
-                                double *h)
-{
-    const double s = sqrt(s2);
-    const int tiny = s2 < 1e-16;
-    double e = 0.0, dg = 0.0, dh = 0.0;
-    for (int i = 0; i < ngh; i++) {
-        const double f = mu + SQRT2 * s * t[i], wi = w[i] * INV_SQRT_PI;
-        const double z = y * f;
-        const double sn = svgp_sigmoid_neg(z);       /* sigmoid(-y f) */
-        e += wi * svgp_log_sigmoid(z);
-        dg += wi * y * sn;                           /* d/df log sigmoid(yf) */
-        if (tiny)
-            dh += wi * (-0.5) * sn * (1.0 - sn);      /* 1/2 d2/df2 */
-        else
-            dh += wi * y * sn * t[i];
-    }
-    *g = dg;
-    *h = tiny ? dh : dh / (SQRT2 * s);
-    return e;
-}
-
-/* The same for the Bernoulli-probit likelihood p(y | f) = Phi(y f): with
- * the inverse Mills ratio lam(z) = phi(z) / Phi(z), computed from R's log
- * densities so that it stays finite far in the tail,
- *   d/df log Phi(y f) = y lam(z),  d2/df2 = -lam(z) (z + lam(z)). */
-static double svgp_probit_gh(double y, double mu, double s2, int ngh,
+static double svgp_binary_gh(int lik, double y, double mu, double s2, int ngh,
                              const double *t, const double *w, double *g,
                              double *h)
 {
@@ -131,15 +126,13 @@ static double svgp_probit_gh(double y, double mu, double s2, int ngh,
     double e = 0.0, dg = 0.0, dh = 0.0;
     for (int i = 0; i < ngh; i++) {
         const double f = mu + SQRT2 * s * t[i], wi = w[i] * INV_SQRT_PI;
-        const double z = y * f;
-        const double lp = pnorm(z, 0.0, 1.0, 1, 1);
-        const double lam = exp(dnorm(z, 0.0, 1.0, 1) - lp);
-        e += wi * lp;
-        dg += wi * y * lam;
+        double d1, d2;
+        e += wi * svgp_binary_logp(lik, y * f, &d1, &d2);
+        dg += wi * y * d1;                           /* d/df log p */
         if (tiny)
-            dh += wi * (-0.5) * lam * (z + lam);
+            dh += wi * 0.5 * d2;                     /* 1/2 d2/df2 */
         else
-            dh += wi * y * lam * t[i];
+            dh += wi * y * d1 * t[i];
     }
     *g = dg;
     *h = tiny ? dh : dh / (SQRT2 * s);
@@ -207,11 +200,8 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
         double s2 = kdiag[n] - aa + vv;
         if (s2 < 0.0) s2 = 0.0;        /* rounding when Z contains x_n */
         out->var[n] = s2;
-        if (lik == LIK_BERNOULLI) {
-            ell += svgp_bernoulli_gh(y[n], out->mu[n], s2, ngh, ght, ghw,
-                                     g + n, h + n);
-        } else if (lik == LIK_PROBIT) {
-            ell += svgp_probit_gh(y[n], out->mu[n], s2, ngh, ght, ghw,
+        if (lik != LIK_GAUSSIAN) {
+            ell += svgp_binary_gh(lik, y[n], out->mu[n], s2, ngh, ght, ghw,
                                   g + n, h + n);
         } else {
             const double r = y[n] - out->mu[n];
