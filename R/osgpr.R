@@ -266,7 +266,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   if (!grad) return(out)
   wantW <- !all(fit$fixed[grepl("^[ZO]\\[", names(fit$fixed))])
   g_ww <- .Call(ffi_kern_grad, kc, W, NULL, b$Gww, wantW)
-  g_wf <- .Call(ffi_kern_grad, kc, W, x, b$Gwf, wantW)
+  g_wf <- .Call(ffi_kern_grad_given, kc, W, x, b$Gwf, Kwf, wantW)
   theta <- g_ww$theta + g_wf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
   # the jitters are proportional to the mean diagonal of Kww, that is to the
   # kernel variance: dF/d eps_u = tr(Guu), dF/d eps_v = tr(Gvv)

@@ -363,7 +363,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   if (!grad) return(out)
   wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
   g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, b$Guu, wantZ)
-  g_uf <- .Call(ffi_kern_grad, kc, Z, x, b$Guf, wantZ)
+  g_uf <- .Call(ffi_kern_grad_given, kc, Z, x, b$Guf, Kuf, wantZ)
   th <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
   # the jitter is proportional to the kernel variance (relative jitter)
   th[1L] <- th[1L] + sum(diag(b$Guu)) * b$jitter

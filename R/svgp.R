@@ -405,7 +405,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   if (!grad) return(out)
   wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
   g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, r$Guu, wantZ)
-  g_uf <- .Call(ffi_kern_grad, kc, Z, x, r$Guf, wantZ)
+  g_uf <- .Call(ffi_kern_grad_given, kc, Z, x, r$Guf, r$Kuf, wantZ)
   th <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, r$gdiag)
   th[1L] <- th[1L] + sum(diag(r$Guu)) * r$jitter
   g <- list(variance = th[1L], lengthscale = th[-1L],
