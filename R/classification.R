@@ -52,6 +52,10 @@
   list(y01 = y01, ypm = 2 * y01 - 1, coding = coding)
 }
 
+# The starting value of a learned constant prior mean of a classifier: the
+# logit of the share of positive labels (kept within [0.01, 0.99]).
+.class_mean_start <- function(y01) stats::qlogis(min(max(mean(y01), 0.01), 0.99))
+
 # Class labels in the user's coding from the probability of the positive
 # class (p > 1/2; every probability method gives the same boundary mu = 0).
 .labels_from_prob <- function(p, coding) {
@@ -134,15 +138,15 @@ NULL
 
 #' @rdname polya_gamma
 #' @export
-pg_theta <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_theta, v))
+pg_theta <- function(c) .pg_map(c, "c", .ffi_pg_theta)
 
 #' @rdname polya_gamma
 #' @export
-pg_log_cosh <- function(x) .pg_map(x, "x", function(v) .Call(ffi_pg_log_cosh, v))
+pg_log_cosh <- function(x) .pg_map(x, "x", .ffi_pg_log_cosh)
 
 #' @rdname polya_gamma
 #' @export
-pg_kl <- function(c) .pg_map(c, "c", function(v) .Call(ffi_pg_kl, v))
+pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 
 # Elementwise C map keeping names and dimensions.
 .pg_map <- function(x, name, fun) {

@@ -1,5 +1,6 @@
-# Exact Gaussian process regression (seed000 Algorithm 1): the reference
-# that every sparse model is tested against. O(N^3) time, O(N^2) memory.
+# Exact Gaussian process regression (Rasmussen and Williams 2006, Algorithm
+# 2.1): the reference that every sparse model is tested against. O(N^3)
+# time, O(N^2) memory.
 
 #' Exact Gaussian process regression
 #'
@@ -63,12 +64,7 @@ gpr <- function(x, ...) UseMethod("gpr")
 #' @rdname gpr
 #' @export
 gpr.formula <- function(x, data = NULL, ...) {
-  md <- .formula_data(x, data)
-  fit <- gpr.default(md$x, md$y, ...)
-  fit$terms <- md$terms
-  fit$xlevels <- md$xlevels
-  fit$call <- .formula_call(match.call(), "gpr")
-  fit
+  .fit_formula("gpr", match.call(), x, data, ...)
 }
 
 #' @rdname gpr
@@ -76,20 +72,17 @@ gpr.formula <- function(x, data = NULL, ...) {
 gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
                         mean = "constant", optimize = TRUE, fixed = NULL,
                         control = list(), start = NULL, ...) {
-  call <- match.call()
-  call[[1L]] <- as.name("gpr")
-  call$start <- NULL
-  .no_dots(...)
+  call <- .model_call(match.call(), "gpr")
+  .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
   kernel <- .check_kernel(kernel)
-  if (!is.null(start)) {
-    if (!inherits(start, "gpr")) stop("'start' must be a gpr fit", call. = FALSE)
+  if (!is.null(.check_start(start, "gpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (is.null(noise)) noise <- start$params$noise
   }
   kernel <- .kern_init(kernel, x, y)
-  mn <- .mean_start(mean, y)
+  mn <- .mean_start(mean, mean(y))
   if (is.null(noise)) noise <- .noise_start(y)
   noise <- .check_positive(noise, "noise", 1L)
   params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale,
@@ -97,69 +90,24 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   if (!is.null(start) && !mn$fixed) params$mean <- start$params$mean
   transforms <- c(variance = "log", lengthscale = "log", noise = "log",
                   mean = "identity")
-  fit <- structure(list(
-    call = call, x = x, y = y, kernel = kernel, params = params,
-    transforms = transforms,
-    fixed = .fixed_mask(fixed, params, transforms, if (mn$fixed) "mean"),
-    control = .check_control(control), eval_fun = .gpr_eval,
-    predict_fun = .gpr_predict_latent, noise_fun = .noise_constant,
-    model = "Exact GP regression"),
-    class = c("gpr", "sparsevgp"))
+  fit <- .new_fit("gpr", call, x, y, kernel, params, transforms, fixed,
+                  always = if (mn$fixed) "mean", control = .check_control(control),
+                  label = "Exact GP regression")
   .build_or_fit(fit, optimize)
 }
 
-.no_dots <- function(...) {
-  if (...length()) {
-    nm <- names(list(...))
-    stop(sprintf("unused arguments: %s",
-                 paste(if (is.null(nm)) "(unnamed)" else nm, collapse = ", ")),
-         call. = FALSE)
-  }
-}
-
-.mean_start <- function(mean, y) {
-  if (identical(mean, "constant")) return(list(value = mean(y), fixed = FALSE))
-  if (is.numeric(mean) && length(mean) == 1L && is.finite(mean)) {
-    return(list(value = as.double(mean), fixed = TRUE))
-  }
-  stop("'mean' must be \"constant\" or one finite number", call. = FALSE)
-}
-
-.noise_start <- function(y) {
-  v <- if (length(y) > 1L) stats::var(y) / 10 else 0.1
-  if (is.finite(v) && v > 0) v else 0.1
-}
-
-# Homoscedastic noise at new inputs.
-.noise_constant <- function(object, xnew, newdata = NULL) {
-  rep(object$params$noise, nrow(xnew))
-}
-
-# The kernel of a previous fit, for a warm start, when its lengthscales still
-# fit D input columns (an update() may change the inputs).
-.warm_kernel <- function(kernel, params, D) {
-  if (length(params$lengthscale) > 1L && length(params$lengthscale) != D) {
-    return(kernel)
-  }
-  .kernel_at(kernel, params)
-}
-
-# The kernel at the parameters `params`.
-.kernel_at <- function(kernel, params) {
-  kernel$variance <- params$variance
-  kernel$lengthscale <- params$lengthscale
-  kernel
-}
-
-# log p(y) and its gradient (seed000 Algorithm 1 and erratum E3):
-#   dF/dK_y = (alpha alpha' - K_y^-1) / 2, alpha = K_y^-1 (y - m).
-.gpr_eval <- function(fit, params, grad = TRUE) {
+# log p(y) and its gradient (Rasmussen and Williams 2006, eqs. 2.30 and
+# 5.9): dF/dK_y = (alpha alpha' - K_y^-1) / 2, alpha = K_y^-1 (y - m). The
+# gradient with respect to the noise variance is tr(dF/dK_y), with respect
+# to the mean sum(alpha).
+#' @export
+.evaluate.gpr <- function(fit, params, grad = TRUE, ...) {
   x <- fit$x
   n <- nrow(x)
   kern <- .kernel_at(fit$kernel, params)
-  Ky <- .Call(ffi_kern_matrix, .kern_c(kern), x, NULL)
+  Ky <- .ffi_kern_matrix(kern, x)
   diag(Ky) <- diag(Ky) + params$noise
-  ch <- .chol_jitter(Ky, 0, fit$control$jitter_cap)
+  ch <- .ffi_chol(Ky, 0, fit$control$jitter_cap)
   L <- ch$L
   r <- fit$y - params$mean
   z <- forwardsolve(L, r)
@@ -174,7 +122,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   if (grad) {
     Kinv <- chol2inv(t(L))
     G <- 0.5 * (tcrossprod(alpha) - Kinv)
-    gk <- .kern_grad(kern, x, NULL, G)$theta
+    gk <- .ffi_kern_grad(kern, x, NULL, G, FALSE)$theta
     out$grad <- list(variance = gk[1L], lengthscale = gk[-1L],
                      noise = sum(diag(G)) * params$noise,
                      mean = sum(alpha))
@@ -184,24 +132,24 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
 
 # Predictive distribution of f at new inputs: mean, and variances or the
 # full covariance.
-.gpr_predict_latent <- function(object, xnew, full_cov) {
-  kern <- .kernel_at(object$kernel, object$params)
-  kc <- .kern_c(kern)
-  L <- object$posterior$L
-  alpha <- object$posterior$alpha
+#' @export
+.predict_latent.gpr <- function(fit, xnew, full_cov) {
+  kern <- .kernel_at(fit$kernel, fit$params)
+  L <- fit$posterior$L
+  alpha <- fit$posterior$alpha
   if (full_cov) {
-    Ks <- .Call(ffi_kern_matrix, kc, object$x, xnew)
+    Ks <- .ffi_kern_matrix(kern, fit$x, xnew)
     V <- forwardsolve(L, Ks)
-    return(list(mean = drop(crossprod(Ks, alpha)) + object$params$mean,
-                cov = .Call(ffi_kern_matrix, kc, xnew, NULL) - crossprod(V)))
+    return(list(mean = drop(crossprod(Ks, alpha)) + fit$params$mean,
+                cov = .ffi_kern_matrix(kern, xnew) - crossprod(V)))
   }
   mean <- var <- numeric(nrow(xnew))
   for (b in .row_blocks(nrow(xnew))) {
     xb <- xnew[b, , drop = FALSE]
-    Ks <- .Call(ffi_kern_matrix, kc, object$x, xb)
+    Ks <- .ffi_kern_matrix(kern, fit$x, xb)
     V <- forwardsolve(L, Ks)
-    mean[b] <- drop(crossprod(Ks, alpha)) + object$params$mean
-    var[b] <- .Call(ffi_kern_diag, kc, xb) - colSums(V^2)
+    mean[b] <- drop(crossprod(Ks, alpha)) + fit$params$mean
+    var[b] <- .ffi_kern_diag(kern, xb) - colSums(V^2)
   }
   list(mean = mean, var = var)
 }

@@ -6,6 +6,129 @@
 
 .select_methods <- c("greedy", "kmeans", "random")
 
+# ---- what the models accept as `inducing` -----------------------------------------
+
+# The method names every model accepts for `inducing`: "greedy" (greedy
+# conditional variance, weighted by the model's weights when it has them:
+# 1 / lambda for regression with unequal noise variances, theta for
+# Polya-Gamma classification), "hgv" (the same, named after Passerello's
+# heteroscedastic greedy variance), "gv" (greedy variance without weights,
+# Burt et al. 2020), "kmeans" and "random". "uniform" is the former name of
+# "random" in pgpr().
+.inducing_methods <- c("greedy", "hgv", "gv", "kmeans", "random")
+
+# What `inducing`, `M` and `threshold` ask for: list(method, M, threshold, Z)
+# with method "given" and Z for a matrix or a select_inducing() result, or a
+# selection method with Z = NULL. A number for `inducing` is M for the
+# default method. M is NA when a threshold alone decides it.
+.inducing_spec <- function(inducing, M, threshold, x, name = "inducing",
+                           default = "greedy") {
+  N <- nrow(x)
+  if (!is.null(threshold)) {
+    if (!is.numeric(threshold) || length(threshold) != 1L || !is.finite(threshold) ||
+        threshold < 0) {
+      stop("'threshold' must be one number >= 0", call. = FALSE)
+    }
+    threshold <- as.double(threshold)
+  }
+  if (is.null(inducing)) inducing <- default
+  if (is.numeric(inducing) && is.null(dim(inducing)) && length(inducing) == 1L) {
+    if (!is.null(M)) {
+      stop(sprintf("give the number of inducing inputs once: '%s' or 'M'", name), call. = FALSE)
+    }
+    M <- .check_M(inducing, N, NA_integer_, name)
+    inducing <- default
+  }
+  if (is.character(inducing)) {
+    if (identical(inducing, "uniform")) {
+      .Deprecated(msg = sprintf("%s = \"uniform\" is now called \"random\"", name))
+      inducing <- "random"
+    }
+    if (length(inducing) != 1L || !(inducing %in% .inducing_methods)) {
+      stop(sprintf("'%s' must be one of %s, a number M, a matrix of inducing inputs or a select_inducing() result",
+                   name, paste0("\"", .inducing_methods, "\"", collapse = ", ")), call. = FALSE)
+    }
+    if (!is.null(threshold) && !(inducing %in% c("greedy", "hgv", "gv"))) {
+      stop("'threshold' applies to the greedy selections (\"greedy\", \"hgv\", \"gv\") only",
+           call. = FALSE)
+    }
+    # with a threshold, M is only a cap (none by default)
+    M <- .check_M(M, N, if (is.null(threshold)) min(N, 100L) else NA_integer_)
+    return(list(method = inducing, M = M, threshold = threshold, Z = NULL))
+  }
+  if (!is.null(threshold)) {
+    stop("'threshold' applies to the greedy selections (\"greedy\", \"hgv\", \"gv\") only",
+         call. = FALSE)
+  }
+  if (!is.null(M)) {
+    stop(sprintf("'M' applies to the selection methods; the given inducing inputs fix M (%s)",
+                 name), call. = FALSE)
+  }
+  Z <- .given_inducing(inducing, x, name)
+  list(method = "given", M = nrow(Z), threshold = NULL, Z = Z)
+}
+
+# Inducing inputs given as a matrix (or data frame, or a vector for one
+# input column) or a select_inducing() result, checked against the inputs.
+.given_inducing <- function(inducing, x, name = "inducing") {
+  N <- nrow(x)
+  D <- ncol(x)
+  if (inherits(inducing, "sparsevgp_inducing")) inducing <- inducing$Z
+  if (is.data.frame(inducing)) inducing <- as.matrix(inducing)
+  if (is.null(dim(inducing)) && D == 1L && is.numeric(inducing)) {
+    inducing <- matrix(inducing, ncol = 1L)
+  }
+  if (!is.matrix(inducing) || !is.numeric(inducing)) {
+    stop(sprintf("'%s' must be one of %s, a number M, a matrix of inducing inputs or a select_inducing() result",
+                 name, paste0("\"", .inducing_methods, "\"", collapse = ", ")), call. = FALSE)
+  }
+  if (ncol(inducing) != D) {
+    stop(sprintf("'%s' must have %d columns like the inputs, not %d", name, D,
+                 ncol(inducing)), call. = FALSE)
+  }
+  if (any(!is.finite(inducing))) {
+    stop(sprintf("'%s' contains NA, NaN or infinite values", name), call. = FALSE)
+  }
+  if (nrow(inducing) < 1L) stop(sprintf("'%s' has no rows", name), call. = FALSE)
+  if (nrow(inducing) > N) {
+    stop(sprintf("'%s' has M = %d rows but there are only N = %d observations",
+                 name, nrow(inducing), N), call. = FALSE)
+  }
+  if (anyDuplicated(inducing)) {
+    stop(sprintf("'%s' contains duplicated rows (row %d): inducing inputs must be distinct",
+                 name, anyDuplicated(inducing)), call. = FALSE)
+  }
+  Z <- inducing
+  storage.mode(Z) <- "double"
+  dimnames(Z) <- list(NULL, colnames(x))
+  Z
+}
+
+# The inducing inputs of a spec from .inducing_spec(): the given ones, or a
+# selection from the training inputs x with the kernel at its current
+# parameters. `weights` are the model's greedy weights (NULL: none; "gv"
+# never uses them), `perm` the greedy tie-breaking order (NULL: a fresh
+# one). `warn_short`: warn when greedy selection returns fewer than M.
+.select_by_spec <- function(spec, x, kernel, weights = NULL, perm = NULL, warn_short = FALSE,
+                            name = "inducing") {
+  if (spec$method == "given") return(spec$Z)
+  M <- if (is.na(spec$M)) NULL else spec$M
+  sel <- switch(spec$method,
+    greedy = , hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = weights,
+                                     threshold = spec$threshold, perm = perm),
+    gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = spec$threshold,
+                         perm = perm),
+    kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
+    random = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
+  Z <- sel$Z
+  if (warn_short && !is.null(M) && nrow(Z) < M) {
+    warning(sprintf("'%s' asked for M = %d inducing points, but greedy selection stopped at %d: the kernel has no more residual variance at the other inputs (repeated or nearly repeated inputs)",
+                    name, as.integer(M), nrow(Z)), call. = FALSE)
+  }
+  dimnames(Z) <- list(NULL, colnames(x))
+  Z
+}
+
 #' Select inducing inputs
 #'
 #' Chooses \eqn{M} inducing inputs for a sparse Gaussian process from the
@@ -177,11 +300,10 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   }
   M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
   kernel <- .kern_init(.check_kernel(kernel), x)
-  kc <- .kern_c(kernel)
   out <- switch(method,
-    greedy = .select_greedy(x, kc, M, w, threshold, opts),
-    kmeans = .select_kmeans(x, kc, M, w, opts),
-    random = .select_random(x, kc, M, w, opts))
+    greedy = .select_greedy(x, kernel, M, w, threshold, opts),
+    kmeans = .select_kmeans(x, kernel, M, w, opts),
+    random = .select_random(x, kernel, M, w, opts))
   Z <- out$Z
   dimnames(Z) <- list(NULL, colnames(x))
   structure(list(Z = Z, index = out$index, trace = out$trace, trace0 = out$trace0,
@@ -260,7 +382,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # doubles until the threshold (or N) is reached: the selections are nested,
 # so a larger run repeats the smaller one exactly (same permutation), and
 # the repeated work is at most a third of the total.
-.select_greedy <- function(x, kc, M, w, threshold, opts) {
+.select_greedy <- function(x, kernel, M, w, threshold, opts) {
   N <- nrow(x)
   perm <- if (is.null(opts$perm)) sample.int(N) else .check_perm(opts$perm, N)
   thr <- if (is.null(threshold)) 0 else threshold
@@ -269,8 +391,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   # few thousand points the O(N M^2) selection costs as much as an exact GP
   limit <- min(N, opts$max_threshold_points)
   repeat {
-    r <- .Call(ffi_sel_greedy, kc, x, w, as.double(cap), thr, perm,
-               as.double(opts$tol), as.double(min(opts$block, 1024L)), opts$factor)
+    r <- .ffi_select_greedy(kernel, x, w, cap, thr, perm, opts$tol, min(opts$block, 1024L),
+                            opts$factor)
     if (!is.na(M) || r$stop != "M" || cap >= limit) break
     cap <- min(limit, 2L * cap)
   }
@@ -292,12 +414,12 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   as.integer(perm)
 }
 
-.select_trace <- function(x, kc, Z, w, opts) {
+.select_trace <- function(x, kernel, Z, w, opts) {
   if (!isTRUE(opts$trace)) return(list(trace = NULL, trace0 = NULL, d = NULL))
-  .Call(ffi_sel_trace, kc, x, w, Z, 1e-10, FALSE)
+  .ffi_select_trace(kernel, x, w, Z, 1e-10, FALSE)
 }
 
-.select_kmeans <- function(x, kc, M, w, opts) {
+.select_kmeans <- function(x, kernel, M, w, opts) {
   ux <- unique(x)
   stop_reason <- NULL
   if (nrow(ux) <= M) {
@@ -315,12 +437,12 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     Z <- .kmeans_centres(ux, M, opts)
   }
   Z <- unname(as.matrix(Z))
-  tr <- .select_trace(x, kc, Z, w, opts)
+  tr <- .select_trace(x, kernel, Z, w, opts)
   list(Z = Z, index = NULL, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
        stop = stop_reason, factor = NULL)
 }
 
-.select_random <- function(x, kc, M, w, opts) {
+.select_random <- function(x, kernel, M, w, opts) {
   cand <- which(!duplicated(x))
   if (length(cand) < M) {
     stop(sprintf("there are only %d distinct inputs, fewer than M = %d",
@@ -328,7 +450,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   }
   index <- cand[sample.int(length(cand), M)]
   Z <- x[index, , drop = FALSE]
-  tr <- .select_trace(x, kc, Z, w, opts)
+  tr <- .select_trace(x, kernel, Z, w, opts)
   list(Z = Z, index = index, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
        stop = NULL, factor = NULL)
 }
@@ -542,11 +664,6 @@ n_inducing <- function(selection, threshold) {
 #' longer improves (robustgp stops at the first pass that does not improve,
 #' \code{patience = 1}; seed004 runs all passes, \code{patience = Inf}).
 #'
-#' Other models can take part by storing two functions in the fit:
-#' \code{select_weights(fit)} (the weights; \code{NULL} for none) and
-#' \code{refit_fun(fit, Z)} (the fit with inducing inputs \code{Z}, held
-#' fixed, and the other parameters optimised).
-#'
 #' @param fit a fitted sparse model with inducing inputs, such as an
 #'   \code{\link{sgpr}()} fit.
 #' @param M the number of inducing inputs; by default that of \code{fit}, or
@@ -606,9 +723,6 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   verbose <- .check_flag(verbose, "verbose")
   if (is.null(M) && is.null(threshold)) M <- nrow(fit$params$Z)
   if (!is.null(M)) M <- .check_M(M, nrow(fit$x), NA_integer_)
-  weight_fun <- if (weights == "none") function(f) NULL else
-    if (is.function(fit$select_weights)) fit$select_weights else .model_select_weights
-  refit <- if (is.function(fit$refit_fun)) fit$refit_fun else .refit_fixed_Z
 
   # one tie-breaking order for every pass: otherwise the unweighted first
   # pick (a tie among all inputs of a stationary kernel) is re-drawn in each
@@ -625,10 +739,11 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   for (pass in seq_len(max_passes)) {
     kern <- .kernel_at(cur$kernel, cur$params)
     sel <- do.call(select_inducing, c(list(cur$x, kern, M = M, method = "greedy",
-                                           weights = weight_fun(cur), threshold = threshold),
+                                           weights = if (weights == "none") NULL else
+                                             .select_weights(cur), threshold = threshold),
                                       sel_opts))
     same <- identical(unname(sel$Z), unname(cur$params$Z))
-    new <- if (same) cur else tryCatch(refit(cur, sel$Z), error = function(e) e)
+    new <- if (same) cur else tryCatch(.refit_inducing(cur, sel$Z), error = function(e) e)
     if (inherits(new, "error")) {
       warning(sprintf("pass %d failed (%s); returning the best pass so far", pass,
                       conditionMessage(new)), call. = FALSE)
@@ -667,24 +782,19 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   best
 }
 
-# The weights a model's selection uses: 1/lambda for Gaussian regression.
-.model_select_weights <- function(fit) {
-  if (inherits(fit, "sgpr")) return(1 / .sgpr_lambda(fit, fit$params))
-  NULL
-}
-
-# Refit a model with the inducing inputs Z held fixed, the other parameters
-# optimised from their current values and their fixed flags kept.
-.refit_fixed_Z <- function(fit, Z) {
-  dimnames(Z) <- list(NULL, colnames(fit$x))
-  old <- fit$fixed
-  fit$params$Z <- Z
-  nm <- .par_names(fit$params, fit$transforms)
-  isZ <- rep(names(fit$params), vapply(fit$params, length, 1L)) == "Z"
-  mask <- setNames(ifelse(isZ, TRUE, unname(old[nm])), nm)
-  mask[is.na(mask)] <- FALSE
-  fit$fixed <- mask
-  fit <- .build_or_fit(fit, TRUE)
-  if (inherits(fit, "sgpr")) fit <- .sgpr_report(fit)
-  fit
+# M inducing inputs by one k-means run on the distinct training inputs (the
+# "K-means" arm of inst/bench/reproduce_pgpr.R, kept as it made the cached
+# runs); when that run fails (an empty cluster), the fallback of
+# select_inducing(method = "kmeans"), which pads as Passerello (2022, section 7.2) does.
+.kmeans_inducing <- function(x, M) {
+  ux <- unique(x)
+  if (nrow(ux) < M) {
+    stop(sprintf("there are only %d distinct inputs, fewer than M = %d", nrow(ux), M),
+         call. = FALSE)
+  }
+  if (nrow(ux) == M) return(ux)
+  km <- tryCatch(suppressWarnings(stats::kmeans(ux, centers = M, iter.max = 50L))$centers,
+                 error = function(e) NULL)
+  if (is.null(km)) km <- select_inducing(x, M = M, method = "kmeans", trace = FALSE)$Z
+  km
 }

@@ -1,7 +1,7 @@
-# Kernels: constructors, evaluation and the contractions used by gradients.
-# The numerical work is in src/kernels.c.
+# Kernels: constructors, evaluation and the one adjoint contraction that
+# turns a bound's adjoints into gradients. The numerical work is in
+# src/kernels.c, reached through R/ffi.R.
 
-.kernel_families <- c(rbf = 1L, matern12 = 2L, matern32 = 3L, matern52 = 4L)
 .kernel_labels <- c(rbf = "RBF (squared exponential)", matern12 = "Matern 1/2",
                     matern32 = "Matern 3/2", matern52 = "Matern 5/2")
 
@@ -95,16 +95,6 @@ print.sparsevgp_kernel <- function(x, digits = max(3L, getOption("digits") - 3L)
   kernel
 }
 
-# The list the C code reads: list(family code, variance, lengthscale).
-.kern_c <- function(kernel) {
-  if (is.null(kernel$variance) || is.null(kernel$lengthscale)) {
-    stop("the kernel's 'variance' and 'lengthscale' must be set ",
-         "(or fit a model to choose them)", call. = FALSE)
-  }
-  list(.kernel_families[[kernel$family]], as.double(kernel$variance),
-       as.double(kernel$lengthscale))
-}
-
 #' Kernel matrices
 #'
 #' Evaluates a kernel between the rows of two input matrices.
@@ -125,29 +115,38 @@ print.sparsevgp_kernel <- function(x, digits = max(3L, getOption("digits") - 3L)
 kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
   .check_kernel(kernel)
   x <- .as_input_matrix(x, "x")
-  kc <- .kern_c(kernel)
+  .ffi_kernel(kernel)
   if (length(kernel$lengthscale) > 1L && length(kernel$lengthscale) != ncol(x)) {
     stop(sprintf("the kernel has %d lengthscales but 'x' has %d columns",
                  length(kernel$lengthscale), ncol(x)), call. = FALSE)
   }
-  if (.check_flag(diag, "diag")) return(.Call(ffi_kern_diag, kc, x))
-  if (missing(y)) return(.Call(ffi_kern_matrix, kc, x, NULL))
+  if (.check_flag(diag, "diag")) return(.ffi_kern_diag(kernel, x))
+  if (missing(y)) return(.ffi_kern_matrix(kernel, x))
   y <- .as_input_matrix(y, "y")
   if (ncol(y) != ncol(x)) {
     stop(sprintf("'y' must have %d columns like 'x', not %d", ncol(x), ncol(y)),
          call. = FALSE)
   }
-  .Call(ffi_kern_matrix, kc, x, y)
+  .ffi_kern_matrix(kernel, x, y)
 }
 
-# Contraction of an adjoint G = dF/dK(x, y) (or dF/dK(x, x) when y is NULL):
-# list(theta = dF/d(log variance, log lengthscales), x = dF/dx or NULL).
-.kern_grad <- function(kernel, x, y, G, want_x = FALSE) {
-  .Call(ffi_kern_grad, .kern_c(kernel), x, y, G, want_x)
-}
-
-.kern_grad_diag <- function(kernel, x, g) {
-  .Call(ffi_kern_grad_diag, .kern_c(kernel), x, g)
+# The one adjoint contraction of every model. A bound computed from
+# K(W, W), K(W, X) and diag K(X, X) returns their adjoints Gww, Gwf and
+# gdiag (dF/dK); the gradient with respect to the kernel parameters and the
+# inducing inputs W is their contraction with the kernel derivatives (as in
+# GPy's sparse GP). `Kwf` is K(W, X) when the caller holds it (its
+# exponentials are then not recomputed); `jitter` is the jitter added to the
+# diagonal of K(W, W), one number or one per row: it is relative to the mean
+# diagonal, that is proportional to the kernel variance, so it adds
+# sum_i Gww_ii jitter_i to dF/d log variance. Returns list(variance,
+# lengthscale, W) with W = dF/dW (zeros unless want_W).
+.contract <- function(kernel, x, W, Gww, Gwf, gdiag, Kwf = NULL, jitter = 0, want_W = TRUE) {
+  g_ww <- .ffi_kern_grad(kernel, W, NULL, Gww, want_W)
+  g_wf <- .ffi_kern_grad(kernel, W, x, Gwf, want_W, K = Kwf)
+  theta <- g_ww$theta + g_wf$theta + .ffi_kern_grad_diag(kernel, x, gdiag)
+  theta[1L] <- theta[1L] + sum(diag(Gww) * jitter)
+  list(variance = theta[1L], lengthscale = theta[-1L],
+       W = if (want_W) g_ww$x + g_wf$x else matrix(0, nrow(W), ncol(W)))
 }
 
 # Kernel parameters on the unconstrained (log) scale, and back.
@@ -194,4 +193,20 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     kernel$variance <- if (is.finite(v) && v > 0) v else 1
   }
   kernel
+}
+
+# The kernel at the parameters `params`.
+.kernel_at <- function(kernel, params) {
+  kernel$variance <- params$variance
+  kernel$lengthscale <- params$lengthscale
+  kernel
+}
+
+# The kernel of a previous fit, for a warm start, when its lengthscales still
+# fit D input columns (an update() may change the inputs).
+.warm_kernel <- function(kernel, params, D) {
+  if (length(params$lengthscale) > 1L && length(params$lengthscale) != D) {
+    return(kernel)
+  }
+  .kernel_at(kernel, params)
 }

@@ -1,6 +1,6 @@
 # S3 methods shared by every model of class "sparsevgp". Model-specific
-# behaviour comes from functions stored in the fit: `predict_fun` (latent
-# predictive distribution) and `noise_fun` (noise variance at new inputs).
+# behaviour comes from the internal generics of protocol.R (.predict_latent,
+# .noise_at, .noise_label).
 
 #' Predictions from a sparsevgp model
 #'
@@ -31,9 +31,9 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   type <- match.arg(type)
   full_cov <- .check_flag(full_cov, "full_cov")
   xnew <- .newdata_matrix(object, if (missing(newdata)) NULL else newdata)
-  p <- object$predict_fun(object, xnew, full_cov)
+  p <- .predict_latent(object, xnew, full_cov)
   if (type == "response") {
-    nv <- object$noise_fun(object, xnew, if (missing(newdata)) NULL else newdata)
+    nv <- .noise_at(object, xnew, if (missing(newdata)) NULL else newdata)
     if (full_cov) diag(p$cov) <- diag(p$cov) + nv else p$var <- p$var + nv
   }
   scale <- object$params$variance
@@ -91,14 +91,6 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   if (inherits(x, "gpr")) "log marginal likelihood" else "ELBO (lower bound on log p(y))"
 }
 
-.noise_label <- function(x, digits) {
-  if (!is.null(x$noise_label)) return(x$noise_label(x, digits))
-  if (!is.null(x$params$noise) && length(x$params$noise) == 1L) {
-    return(sprintf("variance %s", format(x$params$noise, digits = digits)))
-  }
-  NULL
-}
-
 .optim_status <- function(o) {
   if (o$convergence == 0L) return("converged")
   # Adam runs a fixed number of iterations: there is nothing to converge
@@ -135,7 +127,7 @@ nobs.sparsevgp <- function(object, ...) length(object$y)
 
 #' @export
 fitted.sparsevgp <- function(object, ...) {
-  m <- object$predict_fun(object, object$x, FALSE)$mean
+  m <- .predict_latent(object, object$x, FALSE)$mean
   names(m) <- rownames(object$x)
   m
 }
@@ -236,14 +228,15 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
     }
   }
   if (!evaluate) return(call)
-  env <- new.env(parent = parent.frame())
   run <- call
   if (.check_flag(warm_start, "warm_start")) {
-    assign(".sparsevgp_warm_start", object, envir = env)
-    run$start <- as.name(".sparsevgp_warm_start")
+    # the old fit goes into the call as a value: evaluated in a new
+    # environment holding it, the call would make that environment the
+    # formulas' environment, and every new fit would carry all old ones
+    run$start <- object
     run <- .warm_inducing_args(run, object, nms)
   }
-  fit <- eval(run, env)
+  fit <- eval(run, parent.frame())
   # the record is the user's call with the changes, not the warm-start plumbing
   fit$call <- call
   fit$call$start <- NULL
@@ -261,8 +254,7 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   sets <- c(inducing = "Z", orthogonal = "O")
   for (a in names(sets)) {
     if (!(a %in% changed) && !is.null(object$params[[sets[[a]]]])) {
-      run[[a]] <- call("$", call("$", as.name(".sparsevgp_warm_start"), as.name("params")),
-                       as.name(sets[[a]]))
+      run[[a]] <- object$params[[sets[[a]]]]
     }
   }
   # svgp: the starting q(u) of the original call gives way to the fitted one

@@ -1,80 +1,8 @@
-# Parameters, the optimisation objective and the fitting loop shared by all
-# models.
-#
-# A fit keeps its parameters on the natural scale in `fit$params`, a named
-# list of blocks (for example variance, lengthscale, noise, mean, Z), with
-# `fit$transforms` saying which blocks are positive and optimised on the log
-# scale. The optimiser sees one unconstrained vector of the free entries.
-# Every model supplies `fit$eval_fun(fit, params, grad)`, returning the bound
-# (`value`) and, when `grad` is TRUE, its gradient on the unconstrained scale
-# as a list of blocks shaped like `params`.
-
-.par_names <- function(params, transforms) {
-  unlist(lapply(names(params), function(b) {
-    v <- params[[b]]
-    nm <- if (transforms[[b]] == "log") paste0("log_", b) else b
-    if (is.matrix(v)) {
-      sprintf("%s[%d,%d]", nm, row(v), col(v))
-    } else if (!is.null(names(v))) {
-      sprintf("%s[%s]", nm, names(v))
-    } else if (length(v) > 1L) {
-      sprintf("%s[%d]", nm, seq_along(v))
-    } else if (length(v) == 1L) {
-      nm
-    } else {
-      character()
-    }
-  }), use.names = FALSE)
-}
-
-.pack <- function(params, transforms) {
-  out <- unlist(lapply(names(params), function(b) {
-    v <- as.vector(params[[b]])
-    if (transforms[[b]] == "log") log(v) else v
-  }), use.names = FALSE)
-  names(out) <- .par_names(params, transforms)
-  out
-}
-
-.unpack <- function(vec, template, transforms) {
-  pos <- 0L
-  out <- template
-  for (b in names(template)) {
-    n <- length(template[[b]])
-    v <- unname(vec[pos + seq_len(n)])
-    if (transforms[[b]] == "log") v <- exp(v)
-    names(v) <- names(template[[b]])
-    if (is.matrix(template[[b]])) {
-      v <- matrix(v, nrow(template[[b]]), ncol(template[[b]]),
-                  dimnames = dimnames(template[[b]]))
-    }
-    out[[b]] <- v
-    pos <- pos + n
-  }
-  out
-}
-
-# Which unconstrained entries are held fixed. `fixed` names whole blocks
-# ("lengthscale", "Z") or single entries, on either scale
-# ("lengthscale[2]" or "log_lengthscale[2]", "Z[3,1]").
-.fixed_mask <- function(fixed, params, transforms, always = character()) {
-  nm <- .par_names(params, transforms)
-  block <- rep(names(params), vapply(params, length, 1L))
-  natural <- sub("^log_", "", nm)
-  fixed <- c(always, fixed)
-  if (is.null(fixed) || length(fixed) == 0L) return(setNames(rep(FALSE, length(nm)), nm))
-  if (!is.character(fixed)) {
-    stop("'fixed' must be a character vector of parameter names", call. = FALSE)
-  }
-  known <- c(names(params), nm, natural)
-  bad <- setdiff(fixed, known)
-  if (length(bad)) {
-    stop(sprintf("'fixed' names unknown parameters: %s (known: %s)",
-                 paste(bad, collapse = ", "),
-                 paste(names(params), collapse = ", ")), call. = FALSE)
-  }
-  setNames(block %in% fixed | nm %in% fixed | natural %in% fixed, nm)
-}
+# The optimisation objective and the one fitting path of every model:
+# L-BFGS-B on the analytic gradient (one run, or staged runs that hold some
+# blocks first), Adam on minibatch estimates, and the shared tail that
+# evaluates the bound at the final parameters. Models reach it through the
+# generics of protocol.R (.evaluate, .train, .report, .optim_upper).
 
 #' Optimisation objective of a model
 #'
@@ -113,7 +41,8 @@ objective.sparsevgp <- function(fit, ...) {
 # loop), an evaluation that fails (a factorisation past the jitter cap at an
 # extreme trial point of the line search, say) returns a large finite value
 # and a zero gradient instead of an error, so L-BFGS-B backtracks; the
-# number of such evaluations is kept.
+# number of such evaluations is kept. `evaluate(par, ...)` passes its extra
+# arguments (a minibatch) to .evaluate().
 .objective <- function(fit, safe) {
   template <- fit$params
   trans <- fit$transforms
@@ -127,34 +56,39 @@ objective.sparsevgp <- function(fit, ...) {
     p[free] <- par
     .unpack(p, template, trans)
   }
-  evaluate <- function(par) {
-    if (!is.null(cache$par) && identical(cache$par, par)) return(invisible())
-    r <- tryCatch(fit$eval_fun(fit, unpack(par), grad = TRUE), error = function(e) {
+  # the bound and its gradient in the free parameters, or NULL on failure
+  value_grad <- function(par, ...) {
+    r <- tryCatch(.evaluate(fit, unpack(par), grad = TRUE, ...), error = function(e) {
       if (!safe) stop(conditionMessage(e), call. = FALSE)
       NULL
     })
-    cache$par <- par
     if (is.null(r) || !is.finite(r$value)) {
       if (!safe) stop("the bound is not finite at these parameters", call. = FALSE)
+      return(NULL)
+    }
+    list(value = r$value,
+         grad = setNames(.flatten_grad(r$grad, template)[free], names(full)[free]))
+  }
+  evaluate <- function(par) {
+    if (!is.null(cache$par) && identical(cache$par, par)) return(invisible())
+    r <- value_grad(par)
+    cache$par <- par
+    if (is.null(r)) {
       cache$failures <- cache$failures + 1L
       cache$value <- -max(1e10, 1e3 * abs(cache$best))
       cache$grad <- setNames(numeric(sum(free)), names(full)[free])
       return(invisible())
     }
-    g <- unlist(lapply(names(template), function(b) as.vector(r$grad[[b]])),
-                use.names = FALSE)
-    if (length(g) != length(full)) {
-      stop("internal error: gradient length does not match the parameters")
-    }
     cache$value <- r$value
     cache$best <- max(cache$best, r$value)
-    cache$grad <- setNames(g[free], names(full)[free])
+    cache$grad <- r$grad
     invisible()
   }
   list(par = full[free],
        fn = function(par) { evaluate(par); -cache$value },
        gr = function(par) { evaluate(par); -cache$grad },
        unpack = unpack,
+       value_grad = value_grad,
        failures = function() cache$failures)
 }
 
@@ -165,7 +99,8 @@ objective.sparsevgp <- function(fit, ...) {
 #   without these a line search on noise-free or constant data steps to
 #   variances where nothing can be factorised;
 # - the mean and the inducing inputs are scaled by sd(y) and the columns'
-#   sd(x) (optim's parscale), so that a fit does not depend on the units.
+#   sd(x) (optim's parscale), so that a fit does not depend on the units;
+# - a model may tighten the upper boxes (.optim_upper()).
 .optim_setup <- function(fit, par) {
   nm <- names(par)
   n <- length(par)
@@ -189,21 +124,27 @@ objective.sparsevgp <- function(fit, ...) {
     sx[!is.finite(sx) | sx <= 0] <- 1
     scale[io] <- sx[as.integer(sub("^[ZO]\\[[0-9]+,([0-9]+)\\]$", "\\1", nm[io]))]
   }
+  extra <- .optim_upper(fit, par)
+  if (!is.null(extra)) upper <- pmin(upper, extra)
   list(lower = lower, upper = upper, parscale = scale)
 }
 
 .default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = 0L,
                          jitter = 1e-8, jitter_cap = 1e-2)
 
-.check_control <- function(control) {
+# The optimiser and jitter settings of `control` over `defaults` (a model's
+# own defaults for the shared entries); entries in `own` are a model's own
+# settings, passed through for it to check.
+.check_control <- function(control, defaults = list(), own = character()) {
   if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
-  bad <- setdiff(names(control), names(.default_control))
+  known <- c(names(.default_control), own)
+  bad <- setdiff(names(control), known)
   if (length(bad)) {
     stop(sprintf("unknown 'control' entries: %s (known: %s)",
                  paste(bad, collapse = ", "),
-                 paste(names(.default_control), collapse = ", ")), call. = FALSE)
+                 paste(known, collapse = ", ")), call. = FALSE)
   }
-  ctrl <- utils::modifyList(.default_control, control)
+  ctrl <- utils::modifyList(utils::modifyList(.default_control, defaults), control)
   whole <- function(v, lo) is.numeric(v) && length(v) == 1L && is.finite(v) && v >= lo &&
     v == round(v)
   if (!whole(ctrl$maxit, 1)) stop("'control$maxit' must be a whole number >= 1", call. = FALSE)
@@ -226,13 +167,25 @@ objective.sparsevgp <- function(fit, ...) {
   ctrl
 }
 
-# Fit by L-BFGS-B on the analytic gradient, then recompute the posterior.
-.fit_optim <- function(fit) {
+# ---- L-BFGS-B ------------------------------------------------------------------
+
+# One L-BFGS-B run on the free parameters, with the boxes and scales of
+# .optim_setup(); sets the parameters, the optimiser report and the time.
+.fit_lbfgsb <- function(fit) {
   o <- .objective(fit, safe = TRUE)
   start <- proc.time()[["elapsed"]]
   if (length(o$par) > 0L) {
-    fit$optim <- .run_lbfgsb(fit, o)
-    fit$params <- o$unpack(fit$optim$par)
+    su <- .optim_setup(fit, o$par)
+    par0 <- pmin(pmax(o$par, su$lower), su$upper)
+    ctrl <- c(fit$control[c("maxit", "factr", "pgtol", "trace")],
+              list(parscale = su$parscale))
+    res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", lower = su$lower,
+                        upper = su$upper, control = ctrl)
+    fit$optim <- list(convergence = res$convergence,
+                      message = if (is.null(res$message)) "" else res$message,
+                      counts = res$counts, value = -res$value, par = res$par,
+                      failed_evaluations = o$failures())
+    fit$params <- o$unpack(res$par)
   } else {
     fit$optim <- list(convergence = 0L, message = "no free parameters",
                       counts = c("function" = 0L, gradient = 0L), value = NA_real_,
@@ -242,25 +195,107 @@ objective.sparsevgp <- function(fit, ...) {
   fit
 }
 
-# L-BFGS-B with the box and scales of .optim_setup() (upper bounds may be
-# tightened by the caller); sets nothing in the fit but its parameters'
-# optimiser report, which it returns.
-.run_lbfgsb <- function(fit, o, upper = NULL) {
-  su <- .optim_setup(fit, o$par)
-  if (!is.null(upper)) su$upper <- pmin(su$upper, upper)
-  par0 <- pmin(pmax(o$par, su$lower), su$upper)
-  ctrl <- c(fit$control[c("maxit", "factr", "pgtol", "trace")], list(parscale = su$parscale))
-  res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", lower = su$lower,
-                      upper = su$upper, control = ctrl)
-  list(convergence = res$convergence,
-       message = if (is.null(res$message)) "" else res$message,
-       counts = res$counts, value = -res$value, par = res$par,
-       failed_evaluations = o$failures())
+# L-BFGS-B in two stages when the blocks `hold` (the inducing inputs) and
+# something else are free: first with `hold` held at its start, then
+# everything. Optimised jointly from a poor start, inducing inputs tend to
+# collapse into clusters of near-duplicates while the kernel variance is
+# still small, a poor local optimum; the first stage reaches the good basin
+# and the second refines from there. The report adds the stages' bounds and
+# sums the counts.
+.fit_staged <- function(fit, hold = "Z") {
+  pat <- sprintf("^(%s)\\[", paste(hold, collapse = "|"))
+  is_held <- grepl(pat, names(fit$fixed))
+  if (!any(is_held & !fit$fixed) || all(is_held | fit$fixed)) return(.fit_lbfgsb(fit))
+  keep <- fit$fixed
+  fit$fixed[is_held] <- TRUE
+  fit <- .fit_lbfgsb(fit)
+  first <- fit$optim
+  first_time <- fit$time
+  fit$fixed <- keep
+  fit <- .fit_lbfgsb(fit)
+  fit$optim$counts <- fit$optim$counts + first$counts
+  fit$optim$failed_evaluations <- fit$optim$failed_evaluations + first$failed_evaluations
+  stage_names <- c(paste0("fixed_", paste(hold, collapse = "_")), "all")
+  fit$optim$stages <- setNames(c(first$value, fit$optim$value), stage_names)
+  fit$time <- fit$time + first_time
+  fit
 }
 
-# Evaluate the bound and the posterior caches at the current parameters.
+# ---- Adam on minibatches -------------------------------------------------------
+
+# Adam (Kingma and Ba 2015) on unbiased minibatch estimates of the bound and
+# its gradient (Hensman et al. 2013), for data too large for full-batch
+# L-BFGS-B: fit$control$maxit iterations, each on a batch of fit$batch_size
+# points drawn uniformly without replacement (reproducible under
+# set.seed()), with step size fit$control$lr. beta1 = 0.9, beta2 = 0.999
+# and eps = 1e-8 are Kingma and Ba's defaults. The parameters are scaled as
+# for L-BFGS-B (inducing inputs in units of sd(x), the mean in units of
+# sd(y)) and kept in its boxes. The report's `trace` holds the minibatch
+# estimate at each iteration (before its step); there is no convergence
+# test.
+.fit_adam <- function(fit) {
+  o <- .objective(fit, safe = FALSE)
+  free <- !fit$fixed
+  N <- nrow(fit$x)
+  B <- fit$batch_size
+  iters <- fit$control$maxit
+  lr <- fit$control$lr
+  b1 <- 0.9
+  b2 <- 0.999
+  eps <- 1e-8
+  start <- proc.time()[["elapsed"]]
+  trace <- numeric(iters)
+  if (sum(free) > 0L) {
+    su <- .optim_setup(fit, o$par)
+    sc <- su$parscale
+    s <- o$par / sc
+    lo <- su$lower / sc
+    hi <- su$upper / sc
+    m1 <- m2 <- numeric(length(s))
+    for (it in seq_len(iters)) {
+      batch <- if (B < N) sort(sample.int(N, B)) else NULL
+      r <- tryCatch(o$value_grad(s * sc, batch = batch), error = function(e) {
+        stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)",
+                     it, conditionMessage(e)), call. = FALSE)
+      })
+      g <- r$grad * sc
+      if (!is.finite(r$value) || any(!is.finite(g))) {
+        stop(sprintf("Adam iteration %d: the minibatch bound or its gradient is not finite (try a smaller control$lr)",
+                     it), call. = FALSE)
+      }
+      trace[it] <- r$value
+      # ascent step on the bias-corrected moments
+      m1 <- b1 * m1 + (1 - b1) * g
+      m2 <- b2 * m2 + (1 - b2) * g^2
+      s <- s + lr * (m1 / (1 - b1^it)) / (sqrt(m2 / (1 - b2^it)) + eps)
+      s <- pmin(pmax(s, lo), hi)
+      if (fit$control$trace > 0L && it %% max(1L, iters %/% 10L) == 0L) {
+        message(sprintf("Adam iteration %d: minibatch ELBO %.6g", it, r$value))
+      }
+    }
+    par <- s * sc
+    names(par) <- names(o$par)
+    fit$params <- o$unpack(par)
+  } else {
+    par <- o$par
+    iters <- 0L
+    trace <- numeric(0)
+  }
+  fit$optim <- list(method = "Adam", convergence = 1L,
+                    message = sprintf("%d iterations on minibatches of %d points (no convergence test)",
+                                      iters, B),
+                    counts = c("function" = iters, gradient = iters), value = NA_real_,
+                    par = par, trace = trace, failed_evaluations = 0L)
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit
+}
+
+# ---- the shared tail -----------------------------------------------------------
+
+# Evaluate the bound and the posterior caches at the current parameters,
+# warn once if the jitter had to grow, and add the model's report.
 .finish <- function(fit) {
-  r <- fit$eval_fun(fit, fit$params, grad = FALSE)
+  r <- .evaluate(fit, fit$params, grad = FALSE)
   fit$bound <- r$value
   fit$bound_terms <- r$terms
   fit$posterior <- r$posterior
@@ -269,22 +304,19 @@ objective.sparsevgp <- function(fit, ...) {
     warning(sprintf("the Cholesky factorisation needed jitter %.3g (%.3g times the mean diagonal); the fit may be poorly conditioned",
                     r$jitter, r$jitter / r$jitter_scale), call. = FALSE)
   }
-  fit
+  .report(fit)
 }
 
 # Build or optimise a model: the shared tail of every model constructor.
 .build_or_fit <- function(fit, optimize) {
   if (.check_flag(optimize, "optimize")) {
-    fit <- .fit_optim(fit)
+    fit <- .train(fit)
   } else {
     fit$optim <- NULL
     fit$time <- 0
   }
-  .finish(fit)
-}
-
-# Lower Cholesky factor with jitter escalation (src/linalg.c):
-# list(L, jitter). `base` and `cap` are relative to the mean diagonal.
-.chol_jitter <- function(S, base, cap) {
-  .Call(ffi_la_chol, S, as.double(base), as.double(cap))
+  fit <- .finish(fit)
+  # Adam has no final full-batch value of its own
+  if (!is.null(fit$optim) && identical(fit$optim$method, "Adam")) fit$optim$value <- fit$bound
+  fit
 }

@@ -124,12 +124,7 @@ osgpr <- function(x, ...) UseMethod("osgpr")
 #' @rdname osgpr
 #' @export
 osgpr.formula <- function(x, data = NULL, ...) {
-  md <- .formula_data(x, data)
-  fit <- osgpr.default(md$x, md$y, ..., .noise_data = if (is.null(data)) NULL else data)
-  fit$terms <- md$terms
-  fit$xlevels <- md$xlevels
-  fit$call <- .formula_call(match.call(), "osgpr")
-  fit
+  .fit_formula("osgpr", match.call(), x, data, ...)
 }
 
 #' @rdname osgpr
@@ -137,52 +132,41 @@ osgpr.formula <- function(x, data = NULL, ...) {
 osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                           orthogonal = NULL, type = c("solve", "odvgp"),
                           bound = c("family", "union"), noise = NULL,
-                          mean = "constant", optimize = TRUE, fixed = NULL,
-                          control = list(), start = NULL, ...) {
-  call <- match.call()
-  call[[1L]] <- as.name("osgpr")
-  call$start <- NULL
-  dots <- list(...)
-  noise_data <- dots$.noise_data
-  dots$.noise_data <- NULL
-  if (length(dots)) do.call(.no_dots, dots)
+                          mean = "constant", optimize = TRUE, optimize_inducing = TRUE,
+                          fixed = NULL, control = list(), start = NULL, ...) {
+  call <- .model_call(match.call(), "osgpr")
+  data <- .dots_data(...)
   type <- match.arg(type)
   bound <- match.arg(bound)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
   kernel <- .check_kernel(kernel)
-  if (!is.null(start)) {
-    if (!inherits(start, "osgpr")) stop("'start' must be an osgpr fit", call. = FALSE)
+  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  if (!is.null(.check_start(start, "osgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     inducing <- .osgpr_warm_set(inducing, start$params$Z)
     orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
   }
   kernel <- .kern_init(kernel, x, y)
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
-  nz <- .noise_setup(noise, x, y, noise_data)
-  mn <- .mean_start(mean, y)
-  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
-  params <- c(params, nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
+  nz <- .noise_setup(noise, x, y, data)
+  mn <- .mean_start(mean, mean(y))
+  params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
+              nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
                   mean = "identity", Z = "identity", O = "identity")
   if (!is.null(start)) {
     params <- .warm_params(params, start$params, skip = c("Z", "O", if (mn$fixed) "mean"))
   }
   label <- c(solve = "SOLVE-GPR", odvgp = "ODGPR")[[type]]
-  fit <- structure(list(
-    call = call, x = x, y = y, kernel = kernel, noise_model = nz$model,
-    type = type, bound_type = bound,
-    variant = if (bound == "union") 0L else if (type == "solve") 1L else 2L,
-    params = params, transforms = transforms,
-    fixed = .fixed_mask(fixed, params, transforms, if (mn$fixed) "mean"),
-    control = .check_control(control), eval_fun = .osgpr_eval,
-    predict_fun = .osgpr_predict_latent, noise_fun = .sgpr_noise_at,
-    noise_label = .sgpr_noise_label,
-    model = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
-                    if (bound == "union") "union (seed000 eq. 5.33)" else "family")),
-    class = c("osgpr", "sparsevgp"))
-  fit <- .build_or_fit(fit, optimize)
-  .osgpr_report(fit)
+  fit <- .new_fit("osgpr", call, x, y, kernel, params, transforms, fixed,
+                  always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
+                  control = .check_control(control),
+                  label = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
+                                  if (bound == "union") "union (SGPR on Z and O together)" else
+                                    "family"),
+                  extra = list(noise_model = nz$model, type = type, bound_type = bound))
+  .build_or_fit(fit, optimize)
 }
 
 # Warm start: keep the previous set unless another one was asked for.
@@ -228,62 +212,57 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
       stop(sprintf("'inducing' + 'orthogonal' ask for M1 + M2 = %d inducing points but there are only N = %d observations",
                    M1 + M2, N), call. = FALSE)
     }
-    W <- .inducing_inputs(M1 + M2, x, kernel)
+    W <- .select_by_spec(.inducing_spec(M1 + M2, NULL, NULL, x), x, kernel)
+    if (nrow(W) < M1 + M2) {
+      # greedy selection stops when no input has residual variance left
+      # (repeated inputs, or a kernel that is numerically low-rank on them)
+      M1 <- min(M1, nrow(W))
+      M2 <- nrow(W) - M1
+      warning(sprintf("greedy selection found only %d distinct inducing inputs with residual variance, fewer than the M1 + M2 asked for: using M1 = %d regular and M2 = %d orthogonal inputs",
+                      nrow(W), M1, M2), call. = FALSE)
+    }
     return(list(Z = W[seq_len(M1), , drop = FALSE], O = W[M1 + seq_len(M2), , drop = FALSE]))
   }
-  Z <- if (noZ) empty else .inducing_inputs(inducing, x, kernel)
-  O <- if (noO) empty else .inducing_inputs(orthogonal, x, kernel, name = "orthogonal")
+  pick <- function(a, name) {
+    .select_by_spec(.inducing_spec(a, NULL, NULL, x, name), x, kernel,
+                    warn_short = is_count(a), name = name)
+  }
+  Z <- if (noZ) empty else pick(inducing, "inducing")
+  O <- if (noO) empty else pick(orthogonal, "orthogonal")
   list(Z = Z, O = O)
 }
 
 # ---- bound, gradient, prediction ----------------------------------------
 
-# The bound chosen by fit$variant (0 union, 1 SOLVE family, 2 ODVGP family)
-# at `params` and, with grad = TRUE, its gradient on the unconstrained scale.
-# The adjoints of src/bound_orthogonal.c are for the stacked matrices
-# K(W, W) and K(W, X), W = rbind(Z, O), so one kernel contraction each gives
-# the gradients for both sets.
-.osgpr_eval <- function(fit, params, grad = TRUE) {
-  x <- fit$x
-  kc <- .kern_c(.kernel_at(fit$kernel, params))
+# The objective: "union" (the SGPR bound on rbind(Z, O), Fernlund 2022,
+# eq. 5.33) or the ELBO of the fit's family ("solve" or "odvgp").
+.osgpr_variant <- function(fit) if (fit$bound_type == "union") "union" else fit$type
+
+# The chosen bound at `params` and, with grad = TRUE, its gradient on the
+# unconstrained scale. The adjoints of src/bound_orthogonal.c are for the
+# stacked matrices K(W, W) and K(W, X), W = rbind(Z, O), so one kernel
+# contraction gives the gradients for both sets.
+#' @export
+.evaluate.osgpr <- function(fit, params, grad = TRUE, ...) {
   Z <- params$Z
   M1 <- nrow(Z)
   W <- rbind(Z, params$O)
-  M <- nrow(W)
-  Kww <- .Call(ffi_kern_matrix, kc, W, NULL)
-  Kwf <- .Call(ffi_kern_matrix, kc, W, x)
-  kdiag <- .Call(ffi_kern_diag, kc, x)
-  lambda <- .sgpr_lambda(fit, params)
+  lambda <- .noise_lambda(fit, params)
   ytil <- fit$y - params$mean
-  b <- .Call(ffi_bo_bound, Kww, Kwf, M1, kdiag, lambda, ytil, fit$variant,
-             fit$control$jitter, fit$control$jitter_cap, grad)
-  v <- fit$variant + 1L
+  variant <- .osgpr_variant(fit)
+  b <- .collapsed_bound(fit, params, W, lambda, ytil, grad, variant = variant, M1 = M1)
   out <- list(value = b$bound,
-              terms = c(fit = b$fit, logdet = b$logdet[[v]], trace = -0.5 * b$trace,
-                        constant = -0.5 * length(ytil) * log(2 * pi)),
-              jitter = max(b$jitter), jitter_scale = mean(diag(Kww)),
-              posterior = .osgpr_posterior(b, M1, fit$type, Kww))
+              terms = c(fit = b$fit, logdet = b$logdet[[.bound_variants[[variant]] + 1L]],
+                        trace = -0.5 * b$trace, constant = -0.5 * length(ytil) * log(2 * pi)),
+              jitter = max(b$jitter), jitter_scale = mean(diag(b$Kww)),
+              posterior = .osgpr_posterior(b, M1, fit$type, b$Kww))
   if (!grad) return(out)
-  wantW <- !all(fit$fixed[grepl("^[ZO]\\[", names(fit$fixed))])
-  g_ww <- .Call(ffi_kern_grad, kc, W, NULL, b$Gww, wantW)
-  g_wf <- .Call(ffi_kern_grad_given, kc, W, x, b$Gwf, Kwf, wantW)
-  theta <- g_ww$theta + g_wf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
-  # the jitters are proportional to the mean diagonal of Kww, that is to the
-  # kernel variance: dF/d eps_u = tr(Guu), dF/d eps_v = tr(Gvv)
-  dG <- diag(b$Gww)
   u <- seq_len(M1)
-  v <- M1 + seq_len(M - M1)
-  theta[1L] <- theta[1L] + sum(dG[u]) * b$jitter[1L] + sum(dG[v]) * b$jitter[2L]
-  g <- list(variance = theta[1L], lengthscale = theta[-1L])
-  switch(fit$noise_model$kind,
-         constant = g$noise <- sum(b$glambda) * params$noise,
-         model = g$noise_coef <- drop(crossprod(fit$noise_model$Phi, b$glambda * lambda)),
-         known = NULL)
-  g$mean <- -sum(b$gytil)
-  dW <- if (wantW) g_ww$x + g_wf$x else matrix(0, M, ncol(W))
-  g$Z <- dW[u, , drop = FALSE]
-  g$O <- dW[v, , drop = FALSE]
-  out$grad <- g[names(params)]
+  v <- M1 + seq_len(nrow(W) - M1)
+  out$grad <- do.call(.collapsed_grad,
+                      c(list(params, b$gk, b$gytil, Z = b$gk$W[u, , drop = FALSE],
+                             O = b$gk$W[v, , drop = FALSE]),
+                        .noise_grad(fit, params, b$glambda, lambda)))
   out
 }
 
@@ -316,13 +295,15 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
        cvv = cvv, scale = mean(diag(Kww)))
 }
 
-.osgpr_predict_latent <- function(object, xnew, full_cov) {
-  .collapsed_predict_latent(object, rbind(object$params$Z, object$params$O), xnew, full_cov)
+#' @export
+.predict_latent.osgpr <- function(fit, xnew, full_cov) {
+  .collapsed_predict(fit, rbind(fit$params$Z, fit$params$O), xnew, full_cov)
 }
 
 # ---- what summary() reports -------------------------------------------------
 
-.osgpr_report <- function(fit) {
+#' @export
+.report.osgpr <- function(fit) {
   post <- fit$posterior
   fit$bounds <- post$bounds
   fam <- post$bounds[[fit$type]]
@@ -446,15 +427,15 @@ osgpr_components <- function(fit, newdata) {
   if (!inherits(fit, "osgpr")) stop("'fit' must be an osgpr fit", call. = FALSE)
   xnew <- .newdata_matrix(fit, if (missing(newdata)) NULL else newdata)
   post <- fit$posterior
-  kc <- .kern_c(.kernel_at(fit$kernel, fit$params))
+  k <- .kernel_at(fit$kernel, fit$params)
   W <- rbind(fit$params$Z, fit$params$O)
   M1 <- post$M1
   M <- nrow(W)
   u <- seq_len(M1)
   v <- M1 + seq_len(M - M1)
-  T1 <- forwardsolve(post$L, .Call(ffi_kern_matrix, kc, W, xnew))  # [alpha_u; alpha_v]
+  T1 <- forwardsolve(post$L, .ffi_kern_matrix(k, W, xnew))  # [alpha_u; alpha_v]
   T2 <- forwardsolve(post$LB, T1)                                 # [beta_u; beta_v]
-  kss <- .Call(ffi_kern_diag, kc, xnew)
+  kss <- .ffi_kern_diag(k, xnew)
   a_u <- T1[u, , drop = FALSE]
   a_v <- T1[v, , drop = FALSE]
   g <- list(mean = drop(crossprod(a_u, post$w[u])), var = colSums(T2[u, , drop = FALSE]^2))

@@ -50,21 +50,24 @@
 #' @param kernel a kernel; parameters left \code{NULL} start at variance 1
 #'   and the median distance between inputs. seed004 uses
 #'   \code{kernel_rbf(1, 1)} on standardised inputs.
-#' @param inducing how the inducing inputs are chosen: \code{"hgv"}
-#'   (heteroscedastic greedy variance, re-selected in every outer pass; the
-#'   default), \code{"gv"} (greedy variance, likewise), \code{"kmeans"} or
-#'   \code{"uniform"} (chosen once: k-means centres, or training inputs drawn
-#'   without replacement), a number \eqn{M} (the same as \code{"hgv"} with
-#'   that \code{M}), a matrix of inducing inputs, or the result of
-#'   \code{select_inducing()} (both held as given unless
-#'   \code{optimize_inducing = TRUE}).
+#' @param inducing how the inducing inputs are chosen: \code{"greedy"}
+#'   (heteroscedastic greedy variance, weighted by \eqn{\theta} and
+#'   re-selected in every outer pass; the default; \code{"hgv"} is the
+#'   same), \code{"gv"} (greedy variance without weights, likewise),
+#'   \code{"kmeans"} or \code{"random"} (chosen once: k-means centres, or
+#'   training inputs drawn without replacement; \code{"uniform"}, the former
+#'   name of \code{"random"}, still works with a deprecation warning), a
+#'   number \eqn{M} (the same as \code{"greedy"} with that \code{M}), a
+#'   matrix of inducing inputs, or the result of \code{select_inducing()}
+#'   (both held as given unless \code{optimize_inducing = TRUE}). The method
+#'   names are those of \code{\link{sgpr}()}.
 #' @param M the number of inducing inputs for the selection methods; by
 #'   default \eqn{\min(N, 100)}. With a \code{threshold} it is the most that
 #'   greedy selection may take (by default no limit).
-#' @param threshold for \code{"hgv"} and \code{"gv"}: stop adding inducing
-#'   inputs once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))}
-#'   falls below it, so that \eqn{M} is chosen automatically (seed004
-#'   section 7.5 suggests 1e-3 for small data; it should grow with \eqn{N}).
+#' @param threshold for the greedy methods: stop adding inducing inputs
+#'   once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))} falls
+#'   below it, so that \eqn{M} is chosen automatically (Passerello 2022,
+#'   section 7.5, suggests 1e-3 for small data; it should grow with \eqn{N}).
 #' @param mean the prior mean of the latent function: a fixed number (0, as
 #'   in seed004, by default) or \code{"constant"} to learn it.
 #' @param optimize_inducing if \code{TRUE}, the inducing inputs are also
@@ -118,24 +121,17 @@ pgpr <- function(x, ...) UseMethod("pgpr")
 #' @rdname pgpr
 #' @export
 pgpr.formula <- function(x, data = NULL, ...) {
-  md <- .formula_data(x, data)
-  fit <- pgpr.default(md$x, md$y, ...)
-  fit$terms <- md$terms
-  fit$xlevels <- md$xlevels
-  fit$call <- .formula_call(match.call(), "pgpr")
-  fit
+  .fit_formula("pgpr", match.call(), x, data, ...)
 }
 
 #' @rdname pgpr
 #' @export
-pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL,
+pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, mean = 0, optimize = TRUE,
                          optimize_inducing = FALSE, fixed = NULL, control = list(),
                          start = NULL, ...) {
-  call <- match.call()
-  call[[1L]] <- as.name("pgpr")
-  call$start <- NULL
-  .no_dots(...)
+  call <- .model_call(match.call(), "pgpr")
+  .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
   lab <- .as_labels(y, N)
@@ -144,50 +140,29 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   control <- .pgpr_control(control)
   c0 <- rep(control$c_init, N)
-  if (!is.null(start)) {
-    if (!inherits(start, "pgpr")) stop("'start' must be a pgpr fit", call. = FALSE)
+  if (!is.null(.check_start(start, "pgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (length(start$c) == N) c0 <- start$c
   }
   kernel <- .kern_init(kernel, x, NULL)
-  spec <- .pgpr_inducing_spec(inducing, M, threshold, x, kernel)
-  mn <- .pgpr_mean_start(mean, lab$y01)
+  spec <- .inducing_spec(inducing, M, threshold, x)
+  mn <- .mean_start(mean, .class_mean_start(lab$y01))
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
   # the greedy selections break ties in one order drawn once per fit and
   # reused in every outer pass (see .pgpr_select)
-  if (spec$method %in% c("hgv", "gv")) spec$perm <- sample.int(N)
-  Z <- if (is.null(spec$Z)) {
-    .pgpr_select(x, kernel, spec$M, pg_theta(c0), spec$method, spec$threshold, spec$perm)
-  } else {
-    spec$Z
-  }
+  if (spec$method %in% .greedy_methods) spec$perm <- sample.int(N)
+  Z <- .pgpr_select(spec, x, kernel, pg_theta(c0))
   params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale,
                  mean = mn$value, Z = Z)
   transforms <- c(variance = "log", lengthscale = "log", mean = "identity", Z = "identity")
-  always <- c(if (mn$fixed) "mean", if (!optimize_inducing) "Z")
-  fit <- structure(list(
-    call = call, x = x, y = lab$y01, ypm = lab$ypm, labels = lab$coding,
-    kernel = kernel, c = c0, params = params, transforms = transforms,
-    fixed = .fixed_mask(fixed, params, transforms, always),
-    fixed_names = list(user = fixed, always = always),
-    control = control, selection = spec,
-    eval_fun = .pgpr_eval, predict_fun = .sgpr_predict_latent,
-    select_weights = function(f) pg_theta(f$c), refit_fun = .pgpr_refit,
-    model = sprintf("Polya-Gamma sparse GP classification (PGPR), inducing inputs: %s",
-                    .pgpr_inducing_label(spec, optimize_inducing))),
-    class = c("pgpr", "sparsevgp"))
-  if (optimize) {
-    fit <- .pgpr_train(fit)
-  } else {
-    fit$optim <- NULL
-    fit$time <- 0
-    fit$history <- NULL
-    fit$converged <- NA
-  }
-  fit <- .finish(fit)
-  fit$theta <- pg_theta(fit$c)
-  fit$summary_extra <- .pgpr_summary_extra(fit)
-  fit
+  fit <- .new_fit("pgpr", call, x, lab$y01, kernel, params, transforms, fixed,
+                  always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
+                  control = control,
+                  label = sprintf("Polya-Gamma sparse GP classification (PGPR), inducing inputs: %s",
+                                  .pgpr_inducing_label(spec, optimize_inducing)),
+                  extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
+                               converged = NA))
+  .build_or_fit(fit, optimize)
 }
 
 # ---- set-up ---------------------------------------------------------------------
@@ -217,183 +192,105 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   c(shared, ctrl[own])
 }
 
-# Starting value of the prior mean: fixed, or "constant" started at the
-# logit of the share of positive labels.
-.pgpr_mean_start <- function(mean, y01) {
-  if (identical(mean, "constant")) {
-    p <- min(max(mean(y01), 0.01), 0.99)
-    return(list(value = stats::qlogis(p), fixed = FALSE))
-  }
-  if (is.numeric(mean) && length(mean) == 1L && is.finite(mean)) {
-    return(list(value = as.double(mean), fixed = TRUE))
-  }
-  stop("'mean' must be \"constant\" or one finite number", call. = FALSE)
-}
-
-.pgpr_methods <- c("hgv", "gv", "kmeans", "uniform")
-
-# How the inducing inputs are chosen: list(method, M, threshold, Z), with Z
-# given for "fixed" and NULL for the selection methods.
-.pgpr_inducing_spec <- function(inducing, M, threshold, x, kernel) {
-  N <- nrow(x)
-  if (!is.null(threshold)) {
-    if (!is.numeric(threshold) || length(threshold) != 1L || !is.finite(threshold) ||
-        threshold < 0) {
-      stop("'threshold' must be one number >= 0", call. = FALSE)
-    }
-  }
-  if (is.numeric(inducing) && is.null(dim(inducing)) && length(inducing) == 1L) {
-    if (!is.null(M)) stop("give the number of inducing inputs once: 'inducing' or 'M'", call. = FALSE)
-    M <- inducing
-    inducing <- "hgv"
-  }
-  if (is.character(inducing)) {
-    if (length(inducing) != 1L || !inducing %in% .pgpr_methods) {
-      stop(sprintf("'inducing' must be one of %s, a number M, a matrix or a select_inducing() result",
-                   paste(sprintf("\"%s\"", .pgpr_methods), collapse = ", ")), call. = FALSE)
-    }
-    if (!is.null(threshold) && !inducing %in% c("hgv", "gv")) {
-      stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
-    }
-    # with a threshold, M is only a cap (none by default)
-    if (is.null(M) && is.null(threshold)) M <- min(N, 100L)
-    if (!is.null(M)) {
-      if (!is.numeric(M) || length(M) != 1L || !is.finite(M) || M < 1 || M != round(M)) {
-        stop("'M' must be a whole number of inducing points >= 1", call. = FALSE)
-      }
-      if (M > N) {
-        stop(sprintf("'M' asks for M = %d inducing points but there are only N = %d observations",
-                     as.integer(M), N), call. = FALSE)
-      }
-      M <- as.integer(M)
-    }
-    return(list(method = inducing, M = M, threshold = threshold, Z = NULL))
-  }
-  if (!is.null(threshold)) {
-    stop("'threshold' applies to the greedy selections \"hgv\" and \"gv\" only", call. = FALSE)
-  }
-  if (!is.null(M)) {
-    stop("'M' applies to the selection methods; the given inducing inputs fix M", call. = FALSE)
-  }
-  Z <- .inducing_inputs(inducing, x, kernel)
-  list(method = "fixed", M = nrow(Z), threshold = NULL, Z = Z)
-}
-
 .pgpr_inducing_label <- function(spec, optimize_inducing) {
   lab <- switch(spec$method,
-                hgv = "heteroscedastic greedy variance",
+                greedy = , hgv = "heteroscedastic greedy variance",
                 gv = "greedy variance",
                 kmeans = "k-means",
-                uniform = "uniform subset",
-                fixed = "given")
+                random = "uniform subset",
+                given = "given")
   if (optimize_inducing) paste(lab, "+ gradient optimisation") else lab
 }
 
-# The one place where PGPR asks for inducing inputs (select_inducing(),
-# R/inducing.R): "hgv" is greedy conditional variance weighted by theta
-# (heteroscedastic greedy variance, seed004 section 7.4), "gv" unweighted
-# (Burt et al. 2020), "kmeans" k-means centres, "uniform" distinct training
-# inputs drawn without replacement (seed004 sections 7.1, 7.2). With a
-# threshold (greedy only) the selection stops once the weighted trace
-# tr(W (Kff - Qff)) falls below it, with M (if given) as a cap. `perm` is the
-# greedy tie-breaking order (NULL: a fresh one). The double loop passes the
-# same order in every pass: with a stationary kernel all prior variances are
-# equal, so GV's first pick is a tie among all inputs, and a fresh order in
-# each pass would change the selection by chance alone, so that the bound
-# kept moving and the loop seldom converged.
-.pgpr_select <- function(x, kernel, M, theta, method, threshold = NULL, perm = NULL) {
-  sel <- switch(method,
-    hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = theta,
-                          threshold = threshold, perm = perm),
-    gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = threshold,
-                         perm = perm),
-    kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
-    uniform = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
-  sel$Z
+# The one place where PGPR asks for inducing inputs (R/inducing.R): greedy
+# conditional variance weighted by theta ("greedy", "hgv": heteroscedastic
+# greedy variance, Passerello 2022, section 7.4) or unweighted ("gv", Burt
+# et al. 2020), k-means centres or distinct training inputs drawn without
+# replacement (Passerello 2022, sections 7.1, 7.2). With a threshold (greedy
+# only) the selection stops once the weighted trace tr(W (Kff - Qff)) falls
+# below it, with M (if given) as a cap. The double loop passes the same
+# tie-breaking order spec$perm in every pass: with a stationary kernel all
+# prior variances are equal, so GV's first pick is a tie among all inputs,
+# and a fresh order in each pass would change the selection by chance alone,
+# so that the bound kept moving and the loop seldom converged.
+.pgpr_select <- function(spec, x, kernel, theta) {
+  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm)
 }
 
-# reinit_inducing() hook: refit with new inducing inputs held fixed, by the
-# inner loop (L-BFGS-B on the kernel alternated with c updates).
-.pgpr_refit <- function(fit, Z) {
-  dimnames(Z) <- list(NULL, colnames(fit$x))
-  fit$params$Z <- Z
-  fit$fixed <- .fixed_mask(fit$fixed_names$user, fit$params, fit$transforms,
-                           unique(c(fit$fixed_names$always, "Z")))
+# The greedy methods, which the double loop re-selects in every pass.
+.greedy_methods <- c("greedy", "hgv", "gv")
+
+#' @export
+.select_weights.pgpr <- function(fit) pg_theta(fit$c)
+
+# reinit_inducing(): refit with new inducing inputs held fixed, by the inner
+# loop (L-BFGS-B on the kernel alternated with c updates).
+#' @export
+.refit_inducing.pgpr <- function(fit, Z) {
+  fit <- .set_inducing(fit, Z)
   start <- proc.time()[["elapsed"]]
   fit <- .pgpr_inner(fit)
   fit$time <- proc.time()[["elapsed"]] - start
-  fit <- .finish(fit)
-  fit$theta <- pg_theta(fit$c)
-  fit
+  .finish(fit)
 }
 
 # ---- bound and gradient -----------------------------------------------------------
 
 # The PGPR bound at `params` and the current local parameters fit$c, through
-# the pseudo-target identity (seed004 section 5.6):
+# the pseudo-target identity (Passerello 2022, section 5.6):
 #   F = F_gauss(ytil = y / (2 theta) - m, lambda = 1 / theta)
 #       + N/2 log 2 pi - 1/2 sum log theta + 1/8 sum 1/theta - N log 2
 #       - sum KL[PG(1, c_n) || PG(1, 0)].
 # The added terms do not depend on the kernel, the mean or Z, so the gradient
-# is the Gaussian bound's, contracted with the kernel derivatives as in
-# .sgpr_eval() (seed004 section 3.8 with lambda = 1 / theta).
-.pgpr_eval <- function(fit, params, grad = TRUE) {
-  x <- fit$x
-  N <- nrow(x)
-  kc <- .kern_c(.kernel_at(fit$kernel, params))
-  Z <- params$Z
-  Kuu <- .Call(ffi_kern_matrix, kc, Z, NULL)
-  Kuf <- .Call(ffi_kern_matrix, kc, Z, x)
-  kdiag <- .Call(ffi_kern_diag, kc, x)
-  theta <- .Call(ffi_pg_theta, fit$c)
+# is the Gaussian bound's, contracted with the kernel derivatives as for
+# sgpr (Passerello 2022, section 3.8, with lambda = 1 / theta).
+#' @export
+.evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
+  N <- nrow(fit$x)
+  theta <- .ffi_pg_theta(fit$c)
   ytil <- fit$ypm / (2 * theta) - params$mean
-  b <- .Call(ffi_bg_bound, Kuu, Kuf, kdiag, 1 / theta, ytil, fit$control$jitter,
-             fit$control$jitter_cap, grad)
-  kl <- sum(.Call(ffi_pg_kl, fit$c))
-  # the terms of seed004 eq. C.1 (they sum to the identity above)
+  b <- .collapsed_bound(fit, params, params$Z, 1 / theta, ytil, grad)
+  kl <- sum(.ffi_pg_kl(fit$c))
+  # the terms of Passerello (2022), eq. C.1 (they sum to the identity above)
   terms <- c(fit = b$fit + sum(1 / theta) / 8,
              logdet = b$logdet - 0.5 * sum(log(theta)),
              trace = -0.5 * b$trace,
              constant = -N * log(2),
              kl_omega = -kl)
   out <- list(value = sum(terms), terms = terms, jitter = b$jitter,
-              jitter_scale = mean(diag(Kuu)),
+              jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v),
-              gaussian = b$bound, Kuf = Kuf, kdiag = kdiag)
-  if (!grad) return(out)
-  wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
-  g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, b$Guu, wantZ)
-  g_uf <- .Call(ffi_kern_grad_given, kc, Z, x, b$Guf, Kuf, wantZ)
-  th <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, b$gdiag)
-  # the jitter is proportional to the kernel variance (relative jitter)
-  th[1L] <- th[1L] + sum(diag(b$Guu)) * b$jitter
-  g <- list(variance = th[1L], lengthscale = th[-1L], mean = -sum(b$gytil),
-            Z = if (wantZ) g_uu$x + g_uf$x else matrix(0, nrow(Z), ncol(Z)))
-  out$grad <- g[names(params)]
+              gaussian = b$bound, Kuf = b$Kwf, kdiag = b$kdiag)
+  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$gytil, Z = b$gk$W)
   out
 }
 
-# q*(f) at the training inputs (seed004 eq. C.2 with X* = X) from an
-# evaluation of the bound: list(mean, var).
+#' @export
+.predict_latent.pgpr <- function(fit, xnew, full_cov) {
+  .collapsed_predict(fit, fit$params$Z, xnew, full_cov)
+}
+
+# q*(f) at the training inputs (Passerello 2022, eq. C.2 with X* = X) from
+# an evaluation of the bound: list(mean, var).
 .pgpr_qf_train <- function(fit, r) {
-  p <- .Call(ffi_pred_gaussian, r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
-             r$kdiag, FALSE)
+  p <- .ffi_predict_gaussian(r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
+                             r$kdiag, FALSE)
   list(mean = p$mean + fit$params$mean, var = pmax(p$var, 0))
 }
 
 # Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
-# under the current q*(f) (seed004 eqs. 4.9-4.11), repeated `iters` times or
-# until c stops moving. Each update is a coordinate ascent step and never
-# lowers the bound (seed004 section 5.3). Returns the fit with the new c and
-# `bound` evaluated there.
+# under the current q*(f) (Passerello 2022, eqs. 4.9-4.11), repeated
+# `iters` times or until c stops moving. Each update is a coordinate ascent
+# step and never lowers the bound (Passerello 2022, section 5.3). Returns the
+# fit with the new c and `bound` evaluated there.
 .pgpr_update_c <- function(fit, iters) {
-  r <- .pgpr_eval(fit, fit$params, grad = FALSE)
+  r <- .evaluate(fit, fit$params, grad = FALSE)
   for (i in seq_len(iters)) {
     q <- .pgpr_qf_train(fit, r)
     cnew <- sqrt(q$mean^2 + q$var)
     done <- max(abs(cnew - fit$c)) <= 1e-10 * max(1, max(cnew))
     fit$c <- cnew
-    r <- .pgpr_eval(fit, fit$params, grad = FALSE)
+    r <- .evaluate(fit, fit$params, grad = FALSE)
     if (done) break
   }
   fit$bound <- r$value
@@ -402,27 +299,18 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
 
 # ---- training -------------------------------------------------------------------------
 
-# L-BFGS-B on the free parameters at fixed c, as .fit_optim() does, with the
-# kernel's log parameters bounded above by 30. On near-separable data the
-# kernel variance grows without bound, and a line search can step to values
-# (variance ~ 1e22 with lengthscale ~ 1e8 on crabs) where K_uu + jitter is
-# numerically rank one and I + A A' cannot be factorised; the bound keeps
-# every trial point computable and is far beyond any sensible optimum. Only
-# upper bounds: when every variable has two bounds L-BFGS-B takes a full
-# first step to the Cauchy point, which can land on a lower bound where the
-# bound is flat (variance e^-30) and stall there.
-.pgpr_optim <- function(fit) {
-  o <- .objective(fit, safe = TRUE)
-  if (length(o$par) == 0L) return(.fit_optim(fit))
-  start <- proc.time()[["elapsed"]]
-  upper <- ifelse(grepl("^log_", names(o$par)), 30, Inf)
-  fit$optim <- .run_lbfgsb(fit, o, upper = upper)
-  fit$params <- o$unpack(fit$optim$par)
-  fit$time <- proc.time()[["elapsed"]] - start
-  fit
-}
+# L-BFGS-B runs at fixed c bound the kernel's log parameters above by 30. On
+# near-separable data the kernel variance grows without bound, and a line
+# search can step to values (variance ~ 1e22 with lengthscale ~ 1e8 on
+# crabs) where K_uu + jitter is numerically rank one and I + A A' cannot be
+# factorised; the bound keeps every trial point computable and is far beyond
+# any sensible optimum. Only upper bounds: when every variable has two
+# bounds L-BFGS-B takes a full first step to the Cauchy point, which can land
+# on a lower bound where the bound is flat (variance e^-30) and stall there.
+#' @export
+.optim_upper.pgpr <- function(fit, par) ifelse(grepl("^log_", names(par)), 30, Inf)
 
-# Inner loop (seed004 section 8.2): L-BFGS-B on the free parameters at fixed
+# Inner loop (Passerello 2022, section 8.2): L-BFGS-B on the free parameters at fixed
 # c, then closed-form c updates, until the bound changes by less than tol.
 .pgpr_inner <- function(fit) {
   ctrl <- fit$control
@@ -431,7 +319,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   rounds <- 0L
   converged <- FALSE
   for (it in seq_len(ctrl$inner_max)) {
-    fit <- .pgpr_optim(fit)
+    fit <- .fit_lbfgsb(fit)
     evals <- evals + as.integer(fit$optim$counts[[1L]])
     fit <- .pgpr_update_c(fit, ctrl$ci_iters)
     rounds <- it
@@ -445,13 +333,15 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   fit
 }
 
-# The double loop (seed004 section 8.3): for "hgv"/"gv", re-select Z from
-# scratch at the current kernel and c before each inner loop, until the bound
-# changes by less than tol or outer_max passes; keep the best state.
-.pgpr_train <- function(fit) {
+# The double loop (Passerello 2022, section 8.3): for the greedy methods,
+# re-select Z from scratch at the current kernel and c before each inner
+# loop, until the bound changes by less than tol or outer_max passes; keep
+# the best state.
+#' @export
+.train.pgpr <- function(fit) {
   ctrl <- fit$control
   spec <- fit$selection
-  reselect <- spec$method %in% c("hgv", "gv")
+  reselect <- spec$method %in% .greedy_methods
   passes <- if (reselect) ctrl$outer_max else 1L
   start <- proc.time()[["elapsed"]]
   best <- NULL
@@ -461,10 +351,8 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   for (pass in seq_len(passes)) {
     if (reselect && pass > 1L) {
       kern <- .kernel_at(fit$kernel, fit$params)
-      fit$params$Z <- .pgpr_select(fit$x, kern, spec$M, pg_theta(fit$c), spec$method,
-                                   spec$threshold, spec$perm)
-      fit$fixed <- .fixed_mask(fit$fixed_names$user, fit$params, fit$transforms,
-                               fit$fixed_names$always)
+      fit$params$Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c))
+      fit$fixed <- .fixed_from_spec(fit)
     }
     fit <- .pgpr_inner(fit)
     hist[[pass]] <- data.frame(pass = pass, M = nrow(fit$params$Z), bound = fit$bound,
@@ -487,7 +375,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
   best
 }
 
-.pgpr_summary_extra <- function(fit) {
+#' @export
+.report.pgpr <- function(fit) {
+  fit$theta <- pg_theta(fit$c)
   out <- list("Local PG parameters c" = sprintf("from %s to %s (theta from %s to %s)",
                                                format(min(fit$c), digits = 3L),
                                                format(max(fit$c), digits = 3L),
@@ -500,17 +390,8 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "hgv", M = NULL
                                  if (isTRUE(fit$converged)) "converged" else "stopped at the cap",
                                  h$pass[which.max(h$bound)])
   }
-  out
-}
-
-# The optimal q(u) = N(m*, S*) of a collapsed fit from its cached factors
-# (seed004 section 5.5: m* = L LB^-T v, S* = L B^-1 L'), with the constant
-# mean added.
-.collapsed_qu <- function(fit) {
-  post <- fit$posterior
-  w <- backsolve(t(post$LB), post$v)
-  LiLB <- forwardsolve(post$LB, t(post$L))
-  list(Z = fit$params$Z, mean = drop(post$L %*% w) + fit$params$mean, cov = crossprod(LiLB))
+  fit$summary_extra <- out
+  fit
 }
 
 # ---- methods --------------------------------------------------------------------------------
@@ -576,11 +457,6 @@ predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class
 #' @export
 fitted.pgpr <- function(object, method = "quadrature", ...) {
   .fitted_classifier(object, method)
-}
-
-#' @export
-logLik.pgpr <- function(object, ...) {
-  structure(object$bound, df = sum(!object$fixed), nobs = length(object$y), class = "logLik")
 }
 
 #' Plot a Gaussian process classifier

@@ -68,10 +68,11 @@
 #'   for \code{"gaussian"} a numeric vector.
 #' @param kernel a kernel; parameters left \code{NULL} are chosen from the
 #'   data (variance 1 for Bernoulli).
-#' @param inducing the inducing inputs: a matrix, a number \eqn{M} or one of
-#'   \code{"greedy"}, \code{"kmeans"}, \code{"random"} (chosen by
-#'   \code{\link{select_inducing}()} as in \code{\link{sgpr}()}), or the
-#'   result of \code{select_inducing()}. By default \eqn{M = \min(N, 100)} by
+#' @param inducing the inducing inputs: a matrix, a number \eqn{M}, a
+#'   method name as in \code{\link{sgpr}()} (\code{"greedy"}, \code{"hgv"}
+#'   and \code{"gv"} are all plain greedy conditional variance here,
+#'   \code{"kmeans"}, \code{"random"}), or the result of
+#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)} by
 #'   greedy conditional variance. More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
 #' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"} or
@@ -157,25 +158,19 @@ svgp <- function(x, ...) UseMethod("svgp")
 #' @rdname svgp
 #' @export
 svgp.formula <- function(x, data = NULL, ...) {
-  md <- .formula_data(x, data)
-  fit <- svgp.default(md$x, md$y, ...)
-  fit$terms <- md$terms
-  fit$xlevels <- md$xlevels
-  fit$call <- .formula_call(match.call(), "svgp")
-  fit
+  .fit_formula("svgp", match.call(), x, data, ...)
 }
 
 #' @rdname svgp
 #' @export
-svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
+svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
+                         threshold = NULL,
                          likelihood = c("bernoulli", "gaussian", "probit"), noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
                          quadrature = 20L, ...) {
-  call <- match.call()
-  call[[1L]] <- as.name("svgp")
-  call$start <- NULL
-  .no_dots(...)
+  call <- .model_call(match.call(), "svgp")
+  .dots_data(...)
   likelihood <- match.arg(likelihood)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
@@ -191,21 +186,17 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   whiten <- .check_flag(whiten, "whiten")
   quadrature <- .svgp_check_quadrature(quadrature, bern)
   batch_size <- .svgp_check_batch(batch_size, N)
-  adam <- .svgp_adam_control(control)
-  if (is.null(batch_size) && !is.null(control$lr)) {
-    warning("'control$lr' is Adam's step size and is ignored without 'batch_size'",
-            call. = FALSE)
-  }
-  if (!is.null(start)) {
-    if (!inherits(start, "svgp")) stop("'start' must be an svgp fit", call. = FALSE)
+  control <- .svgp_control(control, batch_size)
+  if (!is.null(.check_start(start, "svgp"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    if (is.null(inducing)) inducing <- start$params$Z
+    if (missing(inducing)) inducing <- start$params$Z
   }
   kernel <- .kern_init(kernel, x, if (bern) NULL else target)
-  Z <- .inducing_inputs(inducing, x, kernel)
+  spec <- .inducing_spec(inducing, M, threshold, x)
+  Z <- .select_by_spec(spec, x, kernel, warn_short = !is.null(M) || is.numeric(inducing))
   M <- nrow(Z)
   if (is.null(mean)) mean <- if (bern) 0 else "constant"
-  mn <- if (bern) .pgpr_mean_start(mean, lab$y01) else .mean_start(mean, target)
+  mn <- .mean_start(mean, if (bern) .class_mean_start(lab$y01) else mean(target))
   params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
   transforms <- c(variance = "log", lengthscale = "log")
   if (!bern) {
@@ -219,7 +210,6 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                            q_sqrt_lower = numeric(M * (M - 1L) / 2)))
   transforms <- c(transforms, mean = "identity", Z = "identity", q_mu = "identity",
                   q_sqrt_diag = "log", q_sqrt_lower = "identity")
-  control <- .check_control(utils::modifyList(list(maxit = 1000L), adam$rest))
   if (!is.null(start)) {
     # q(u)'s parameters mean different things in the two parameterisations
     same_q <- identical(!isFALSE(start$whiten), whiten)
@@ -238,60 +228,47 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                           control, whiten)
   }
   if (!is.null(q_u)) params <- .svgp_set_q(q_u, params, kernel, control, whiten)
-  fit <- structure(list(
-    call = call, x = x, y = if (bern) lab$y01 else target, target = target,
-    labels = if (bern) lab$coding else NULL, likelihood = likelihood, whiten = whiten,
-    quadrature = quadrature, batch_size = batch_size, lr = adam$lr,
-    kernel = kernel, params = params, transforms = transforms,
-    fixed = .fixed_mask(fixed, params, transforms,
-                        c(if (mn$fixed) "mean", if (!optimize_inducing) "Z")),
-    control = control, eval_fun = .svgp_eval, predict_fun = .svgp_predict_latent,
-    noise_fun = .noise_constant,
-    model = sprintf("Uncollapsed %s SVGP, %s likelihood%s",
-                    if (whiten) "whitened" else "non-whitened",
-                    if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
-                                      if (likelihood == "probit") "probit" else "logit", quadrature)
-                    else "Gaussian",
-                    if (optimize_inducing) "" else ", fixed inducing inputs")),
-    class = c("svgp", "sparsevgp"))
-  if (is.null(batch_size)) {
-    if (!.check_flag(optimize, "optimize")) return(.build_or_fit(fit, FALSE))
-    return(.finish(.svgp_fit_staged(fit)))
-  }
-  if (.check_flag(optimize, "optimize")) {
-    fit <- .fit_adam(fit)
-  } else {
-    fit$optim <- NULL
-    fit$time <- 0
-  }
-  fit <- .finish(fit)
-  if (!is.null(fit$optim)) fit$optim$value <- fit$bound
-  fit
+  fit <- .new_fit("svgp", call, x, if (bern) lab$y01 else target, kernel, params, transforms,
+                  fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
+                  control = control,
+                  label = sprintf("Uncollapsed %s SVGP, %s likelihood%s",
+                                  if (whiten) "whitened" else "non-whitened",
+                                  if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
+                                                    if (likelihood == "probit") "probit" else "logit",
+                                                    quadrature)
+                                  else "Gaussian",
+                                  if (optimize_inducing) "" else ", fixed inducing inputs"),
+                  extra = list(target = target, labels = if (bern) lab$coding else NULL,
+                               likelihood = likelihood, whiten = whiten,
+                               quadrature = quadrature, batch_size = batch_size))
+  .build_or_fit(fit, optimize)
 }
 
-# Full-batch L-BFGS-B in two stages when the inducing inputs are free: first
-# with Z held at its start, then everything. Optimised jointly from the
-# prior q(u), Z tends to collapse into clusters of near-duplicate points
-# while the kernel variance is still small, a poor local optimum (on a 1-D
-# logistic toy with N = 2000, M = 15: ELBO -399 and -375 in two of six
-# starts against -355.45 for the others); the first stage reaches the good
-# basin, and the second refines Z from there.
-.svgp_fit_staged <- function(fit) {
-  is_z <- grepl("^Z\\[", names(fit$fixed))
-  # one stage when Z is fixed, or when nothing but Z is free
-  if (!any(is_z & !fit$fixed) || all(is_z | fit$fixed)) return(.fit_optim(fit))
-  keep <- fit$fixed
-  fit$fixed[is_z] <- TRUE
-  fit <- .fit_optim(fit)
-  first <- fit$optim
-  first_time <- fit$time
-  fit$fixed <- keep
-  fit <- .fit_optim(fit)
-  fit$optim$counts <- fit$optim$counts + first$counts
-  fit$optim$failed_evaluations <- fit$optim$failed_evaluations + first$failed_evaluations
-  fit$optim$stages <- c(fixed_Z = first$value, all = fit$optim$value)
-  fit$time <- fit$time + first_time
-  fit
+# svgp's control: the shared settings with maxit = 1000 (per L-BFGS-B stage,
+# or Adam iterations) and Adam's step size `lr` (0.01 by default, the GPflow
+# tutorials' choice for SVGP; used only with minibatches).
+.svgp_control <- function(control, batch_size) {
+  ctrl <- .check_control(control, defaults = list(maxit = 1000L, lr = 0.01), own = "lr")
+  lr <- ctrl$lr
+  if (!is.numeric(lr) || length(lr) != 1L || !is.finite(lr) || lr <= 0) {
+    stop("'control$lr' must be one positive number", call. = FALSE)
+  }
+  if (is.null(batch_size) && !is.null(control$lr)) {
+    warning("'control$lr' is Adam's step size and is ignored without 'batch_size'",
+            call. = FALSE)
+  }
+  ctrl
+}
+
+# Full-batch fits run L-BFGS-B in two stages when the inducing inputs are
+# free (.fit_staged(): optimised jointly from the prior q(u), Z tends to
+# collapse into clusters of near-duplicate points while the kernel variance
+# is still small; on a 1-D logistic toy with N = 2000, M = 15 the ELBO ended
+# at -399 and -375 in two of six starts against -355.45 for the others);
+# minibatch fits run Adam.
+#' @export
+.train.svgp <- function(fit) {
+  if (is.null(fit$batch_size)) .fit_staged(fit, "Z") else .fit_adam(fit)
 }
 
 # The Gauss-Hermite order: a whole number from 1 to 500 (used only by the
@@ -325,9 +302,8 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 
 # L = chol(Kuu + jitter I) at `params`, with the jitter of the bound.
 .svgp_chol <- function(params, kernel, control) {
-  kc <- .kern_c(.kernel_at(kernel, params))
-  Kuu <- .Call(ffi_kern_matrix, kc, params$Z, NULL)
-  .chol_jitter(Kuu, control$jitter, control$jitter_cap)$L
+  Kuu <- .ffi_kern_matrix(.kernel_at(kernel, params), params$Z)
+  .ffi_chol(Kuu, control$jitter, control$jitter_cap)$L
 }
 
 # q(u) = N(mean, cov) (mean including the constant prior mean; cov = NULL
@@ -361,8 +337,8 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 }
 
 # One call of src/svgp.c at `params`, on the rows `batch` of the data
-# (NULL: all), with the data term scaled by N / |batch| (seed001 section 5,
-# minibatching).
+# (NULL: all), with the data term scaled by N / |batch| (Hensman et al.
+# 2013; Tiao 2020, section 5, minibatching).
 .svgp_call <- function(fit, params, grad, batch = NULL) {
   x <- fit$x
   target <- fit$target
@@ -372,29 +348,26 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
     x <- x[batch, , drop = FALSE]
     target <- target[batch]
   }
-  kc <- .kern_c(.kernel_at(fit$kernel, params))
-  Kuu <- .Call(ffi_kern_matrix, kc, params$Z, NULL)
-  Kuf <- .Call(ffi_kern_matrix, kc, params$Z, x)
-  kdiag <- .Call(ffi_kern_diag, kc, x)
+  k <- .kernel_at(fit$kernel, params)
+  Kuu <- .ffi_kern_matrix(k, params$Z)
+  Kuf <- .ffi_kern_matrix(k, params$Z, x)
+  kdiag <- .ffi_kern_diag(k, x)
   gh <- .gauss_hermite(if (is.null(fit$quadrature)) 20L else fit$quadrature)
-  lik <- match(fit$likelihood, c("bernoulli", "gaussian", "probit"))
-  bern <- lik != 2L
-  r <- .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, as.double(params$q_mu), .svgp_qsqrt(params),
-             target, lik, if (bern) 1 else params$noise, params$mean,
-             gh$x, gh$w, fit$control$jitter, fit$control$jitter_cap, !isFALSE(fit$whiten),
-             scale, grad)
-  c(r, list(kc = kc, x = x, Kuu = Kuu, Kuf = Kuf))
+  bern <- fit$likelihood != "gaussian"
+  r <- .ffi_svgp_elbo(Kuu, Kuf, kdiag, params$q_mu, .svgp_qsqrt(params), target,
+                      fit$likelihood, if (bern) 1 else params$noise, params$mean, gh,
+                      fit$control$jitter, fit$control$jitter_cap, !isFALSE(fit$whiten),
+                      scale, grad)
+  c(r, list(kernel = k, x = x, Kuu = Kuu, Kuf = Kuf))
 }
 
 # The ELBO at `params` (a minibatch estimate when `batch` is given) and its
 # gradient on the unconstrained scale: the variational blocks from
-# src/svgp.c directly, the kernel parameters and Z by contracting the
-# adjoints Guu, Guf, gdiag with the kernel derivatives.
-.svgp_eval <- function(fit, params, grad = TRUE, batch = NULL) {
+# src/svgp.c directly, the kernel parameters and Z by the one contraction
+# of the adjoints Guu, Guf, gdiag (R/kernels.R).
+#' @export
+.evaluate.svgp <- function(fit, params, grad = TRUE, batch = NULL, ...) {
   r <- .svgp_call(fit, params, grad, batch)
-  kc <- r$kc
-  x <- r$x
-  Z <- params$Z
   W <- .svgp_qsqrt(params)
   bern <- fit$likelihood != "gaussian"
   # terms sum to the bound: the expected log-likelihood and minus the KL
@@ -403,15 +376,11 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
               posterior = list(L = r$L, q_mu = params$q_mu, q_sqrt = W,
                                whiten = !isFALSE(fit$whiten)))
   if (!grad) return(out)
-  wantZ <- !all(fit$fixed[grepl("^Z\\[", names(fit$fixed))])
-  g_uu <- .Call(ffi_kern_grad, kc, Z, NULL, r$Guu, wantZ)
-  g_uf <- .Call(ffi_kern_grad_given, kc, Z, x, r$Guf, r$Kuf, wantZ)
-  th <- g_uu$theta + g_uf$theta + .Call(ffi_kern_grad_diag, kc, x, r$gdiag)
-  th[1L] <- th[1L] + sum(diag(r$Guu)) * r$jitter
-  g <- list(variance = th[1L], lengthscale = th[-1L],
+  gk <- .contract(r$kernel, r$x, params$Z, Gww = r$Guu, Gwf = r$Guf, gdiag = r$gdiag,
+                  Kwf = r$Kuf, jitter = r$jitter, want_W = .any_free(fit, "Z"))
+  g <- list(variance = gk$variance, lengthscale = gk$lengthscale,
             noise = if (bern) NULL else r$gnoise * params$noise,
-            mean = r$gmean,
-            Z = if (wantZ) g_uu$x + g_uf$x else matrix(0, nrow(Z), ncol(Z)),
+            mean = r$gmean, Z = gk$W,
             q_mu = r$gq_mu,
             q_sqrt_diag = diag(r$gq_sqrt) * params$q_sqrt_diag,
             q_sqrt_lower = r$gq_sqrt[lower.tri(r$gq_sqrt)])
@@ -422,27 +391,28 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 # q(f*) (seed001 section 6): A = L^-1 K_u*; whitened mean m + A' b,
 # variance k** - |A|^2 + |W' A|^2; non-whitened the same with
 # Psi = L^-T A in place of A in the mean and in W' Psi. Blocks of 1000 rows.
-.svgp_predict_latent <- function(object, xnew, full_cov) {
-  kc <- .kern_c(.kernel_at(object$kernel, object$params))
-  post <- object$posterior
-  Z <- object$params$Z
-  m <- object$params$mean
+#' @export
+.predict_latent.svgp <- function(fit, xnew, full_cov) {
+  k <- .kernel_at(fit$kernel, fit$params)
+  post <- fit$posterior
+  Z <- fit$params$Z
+  m <- fit$params$mean
   proj <- function(Ku) {
     A <- forwardsolve(post$L, Ku)
     P <- if (isFALSE(post$whiten)) backsolve(t(post$L), A) else A
     list(A = A, P = P, V = crossprod(post$q_sqrt, P))
   }
   if (full_cov) {
-    p <- proj(.Call(ffi_kern_matrix, kc, Z, xnew))
+    p <- proj(.ffi_kern_matrix(k, Z, xnew))
     return(list(mean = drop(crossprod(p$P, post$q_mu)) + m,
-                cov = .Call(ffi_kern_matrix, kc, xnew, NULL) - crossprod(p$A) + crossprod(p$V)))
+                cov = .ffi_kern_matrix(k, xnew) - crossprod(p$A) + crossprod(p$V)))
   }
   mean <- var <- numeric(nrow(xnew))
   for (b in .row_blocks(nrow(xnew))) {
     xb <- xnew[b, , drop = FALSE]
-    p <- proj(.Call(ffi_kern_matrix, kc, Z, xb))
+    p <- proj(.ffi_kern_matrix(k, Z, xb))
     mean[b] <- drop(crossprod(p$P, post$q_mu)) + m
-    var[b] <- .Call(ffi_kern_diag, kc, xb) - colSums(p$A^2) + colSums(p$V^2)
+    var[b] <- .ffi_kern_diag(k, xb) - colSums(p$A^2) + colSums(p$V^2)
   }
   list(mean = mean, var = var)
 }
@@ -508,7 +478,7 @@ summary.svgp <- function(object, ...) {
   if (!is.null(object$batch_size)) {
     s$extra <- c(s$extra, list(Minibatches = sprintf(
       "%d of %d points, Adam with learning rate %g; the ELBO is the full-batch value",
-      object$batch_size, length(object$y), object$lr)))
+      object$batch_size, length(object$y), object$control$lr)))
   }
   s
 }

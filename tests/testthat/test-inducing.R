@@ -301,7 +301,7 @@ test_that("random and k-means selections (target 21) and their traces", {
 test_that("the trace along a given sequence skips inputs that add nothing", {
   d <- toy_data(30, 2)
   k <- kernel_matern32(0.8, 1)
-  kc <- sparsevgp:::.kern_c(k)
+  kc <- sparsevgp:::.ffi_kernel(k)
   Z <- rbind(d$x[1:3, ], d$x[2, ], c(0.3, -0.2))
   r <- .Call(sparsevgp:::ffi_sel_trace, kc, d$x, rep(1, 30), Z, 1e-10, TRUE)
   expect_equal(r$rank, 4L)
@@ -412,13 +412,18 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
   expect_error(reinit_inducing(fit, patience = 0), "'patience'")
   # a failing refit ends the loop with the best fit so far
   bad <- fit
-  bad$refit_fun <- function(fit, Z) stop("no Cholesky today")
+  class(bad) <- c("failing_refit", class(fit))
+  registerS3method(".refit_inducing", "failing_refit",
+                   function(fit, Z) stop("no Cholesky today"), envir = asNamespace("sparsevgp"))
   expect_warning(rb <- reinit_inducing(bad), "pass 1 failed \\(no Cholesky today\\)")
   expect_equal(rb$reinit$stop, "error")
   expect_equal(rb$bound, fit$bound)
-  # the model's weights can come from the fit (the hook a classifier uses)
+  # the model's weights come from its .select_weights() method (as for a classifier)
   hook <- fit
-  hook$select_weights <- function(f) seq(1, 3, length.out = nrow(f$x))
+  class(hook) <- c("hooked_weights", class(fit))
+  registerS3method(".select_weights", "hooked_weights",
+                   function(fit) seq(1, 3, length.out = nrow(fit$x)),
+                   envir = asNamespace("sparsevgp"))
   set.seed(27)
   rh <- reinit_inducing(hook, max_passes = 1, conv_tol = 1e6)
   set.seed(27)
@@ -434,13 +439,13 @@ test_that("heteroscedastic reinit uses the fitted noise as weights", {
   x <- sort(runif(80, -3, 3))
   y <- sin(2 * x) + rnorm(80, sd = ifelse(x > 0, 0.6, 0.05))
   fit <- sgpr(x, y, inducing = 8, noise = ~ I(x > 0), fixed = "Z")
-  lam <- sparsevgp:::.sgpr_lambda(fit, fit$params)
+  lam <- sparsevgp:::.noise_lambda(fit, fit$params)
   expect_gt(max(lam) / min(lam), 10)
   re <- suppressWarnings(reinit_inducing(fit, max_passes = 3))
   expect_gte(re$bound, fit$bound)
   # the weighted selection favours the low-noise half
   set.seed(21)
-  s <- select_inducing(x, sparsevgp:::.kernel_at(re$kernel, re$params), M = 8, weights = 1 / sparsevgp:::.sgpr_lambda(re, re$params))
+  s <- select_inducing(x, sparsevgp:::.kernel_at(re$kernel, re$params), M = 8, weights = 1 / sparsevgp:::.noise_lambda(re, re$params))
   expect_gt(sum(s$Z < 0), sum(s$Z > 0))
 })
 
@@ -471,7 +476,7 @@ test_that("bad input gives clear errors", {
   expect_equal(km$M, 3L)
   expect_error(n_inducing(list(), 1), "'selection'")
   # the C entry points check what they receive
-  kc <- sparsevgp:::.kern_c(k)
+  kc <- sparsevgp:::.ffi_kernel(k)
   expect_error(.Call(sparsevgp:::ffi_sel_greedy, kc, d$x, rep(1, 20), 3, 0, 1:19, 1e-10, 32, FALSE),
                "'perm'")
   expect_error(.Call(sparsevgp:::ffi_sel_greedy, kc, d$x, rep(1, 20), 3, 0, rep(1L, 20), 1e-10, 32, FALSE),

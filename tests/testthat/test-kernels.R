@@ -31,7 +31,7 @@ check_contraction <- function(kernel, a, b, G) {
     K <- if (is.null(b)) kernel_matrix(k2, aa) else kernel_matrix(k2, aa, b)
     sum(G * K)
   }
-  g <- sparsevgp:::.kern_grad(kernel, a, b, G, TRUE)
+  g <- sparsevgp:::.ffi_kern_grad(kernel, a, b, G, TRUE)
   fd_th <- fd_grad(function(t) f(t, a), th, 1e-6)
   fd_a <- matrix(fd_grad(function(v) f(th, matrix(v, nrow(a))), as.vector(a), 1e-6), nrow(a))
   expect_equal(g$theta, unname(fd_th), tolerance = 1e-7)
@@ -59,7 +59,7 @@ test_that("contractions are right with coincident points", {
   # Matern 1/2 has a kink at r = 0: its parameter gradient there is still exact
   k <- kernel_matern12(c(0.7, 1.3), 1.1)
   G <- matrix(rnorm(16), 4, 4)
-  g <- sparsevgp:::.kern_grad(k, a, b, G, FALSE)$theta
+  g <- sparsevgp:::.ffi_kern_grad(k, a, b, G, FALSE)$theta
   th <- sparsevgp:::.kern_theta(k)
   fd <- fd_grad(function(t) sum(G * kernel_matrix(sparsevgp:::.kern_set_theta(k, t), a, b)), th, 1e-6)
   expect_equal(g, unname(fd), tolerance = 1e-7)
@@ -68,7 +68,7 @@ test_that("contractions are right with coincident points", {
 test_that("the diagonal contraction is the variance gradient", {
   x <- matrix(as.double(1:6), 3)
   k <- kernel_rbf(c(1, 2), 2.5)
-  expect_equal(sparsevgp:::.kern_grad_diag(k, x, c(1, 2, 3)), c(2.5 * 6, 0, 0))
+  expect_equal(sparsevgp:::.ffi_kern_grad_diag(k, x, c(1, 2, 3)), c(2.5 * 6, 0, 0))
 })
 
 test_that("kernel constructors validate their arguments", {
@@ -132,7 +132,7 @@ cross_by_symmetric <- function(kernel, a, b, G) {
   nA <- nrow(a)
   Gs <- matrix(0, nA + nrow(b), nA + nrow(b))
   Gs[seq_len(nA), nA + seq_len(nrow(b))] <- G
-  g <- sparsevgp:::.kern_grad(kernel, rbind(a, b), NULL, Gs, TRUE)
+  g <- sparsevgp:::.ffi_kern_grad(kernel, rbind(a, b), NULL, Gs, TRUE)
   list(theta = g$theta, x = g$x[seq_len(nA), , drop = FALSE])
 }
 
@@ -146,11 +146,11 @@ test_that("the blocked cross contraction equals the direct loop, also far from t
       a1 <- a + shift
       b1 <- b + shift
       ref <- cross_by_symmetric(k, a1, b1, G)
-      got <- sparsevgp:::.kern_grad(k, a1, b1, G, TRUE)
+      got <- sparsevgp:::.ffi_kern_grad(k, a1, b1, G, TRUE)
       scale <- max(1, abs(ref$theta), abs(ref$x))
       expect_lt(max(abs(got$theta - ref$theta), abs(got$x - ref$x)) / scale, 1e-9)
       K <- kernel_matrix(k, a1, b1)
-      giv <- .Call(sparsevgp:::ffi_kern_grad_given, sparsevgp:::.kern_c(k), a1, b1, G, K, TRUE)
+      giv <- .Call(sparsevgp:::ffi_kern_grad_given, sparsevgp:::.ffi_kernel(k), a1, b1, G, K, TRUE)
       expect_lt(max(abs(giv$theta - ref$theta), abs(giv$x - ref$x)) / scale, 1e-9)
     }
   }
@@ -163,14 +163,14 @@ test_that("Matern 1/2 pairs very close together are contracted exactly", {
   G <- matrix(rnorm(12), 3, 4)
   for (k in list(kernel_matern12(0.8, 1.2), kernel_matern12(c(0.5, 1.5), 0.7))) {
     ref <- cross_by_symmetric(k, a, b, G)
-    got <- sparsevgp:::.kern_grad(k, a, b, G, TRUE)
+    got <- sparsevgp:::.ffi_kern_grad(k, a, b, G, TRUE)
     expect_equal(got$theta, ref$theta, tolerance = 1e-10)
     expect_equal(got$x, ref$x, tolerance = 1e-10)
   }
 })
 
 test_that("the contraction with a given kernel matrix checks its arguments", {
-  kc <- sparsevgp:::.kern_c(kernel_rbf(1, 1))
+  kc <- sparsevgp:::.ffi_kernel(kernel_rbf(1, 1))
   x <- matrix(c(0, 1)); y <- matrix(c(0, 2, 3))
   expect_error(.Call(sparsevgp:::ffi_kern_grad_given, kc, x, NULL, matrix(0, 2, 2), matrix(0, 2, 2), TRUE),
                "'y' must be given")

@@ -445,8 +445,8 @@ test_that("gradients match finite differences for every kernel, variant and para
   f <- osgpr_at(d, k, Z, O, bound = "union", mean = "constant")
   s <- sgpr(d$x, d$y, kernel = k, inducing = rbind(Z, O), noise = 0.05, mean = "constant",
             optimize = FALSE)
-  gf <- f$eval_fun(f, f$params, TRUE)$grad
-  gs <- s$eval_fun(s, s$params, TRUE)$grad
+  gf <- sparsevgp:::.evaluate(f, f$params, TRUE)$grad
+  gs <- sparsevgp:::.evaluate(s, s$params, TRUE)$grad
   expect_equal(gf[c("variance", "lengthscale", "noise", "mean")],
                gs[c("variance", "lengthscale", "noise", "mean")], tolerance = 1e-9)
   expect_equal(unname(rbind(gf$Z, gf$O)), unname(gs$Z), tolerance = 1e-9)

@@ -453,7 +453,7 @@ test_that("the double loop re-selects, records its history and keeps the best pa
   # 1-D plots and a formula with a factor response
   d1 <- toy_class(30, 1)
   df <- data.frame(u = d1$x[, 1], cls = factor(c("a", "b")[d1$y + 1]))
-  f1 <- pgpr(cls ~ u, data = df, inducing = "uniform", M = 5, control = list(inner_max = 2))
+  f1 <- pgpr(cls ~ u, data = df, inducing = "random", M = 5, control = list(inner_max = 2))
   expect_s3_class(predict(f1, data.frame(u = c(-1, 1)), type = "class"), "factor")
   pdf(NULL)
   on.exit(grDevices::dev.off(), add = TRUE)
@@ -488,9 +488,9 @@ test_that("HGV weights the greedy selection by theta: boundary points (target 17
   kf <- kernel_rbf(fit$params$lengthscale, fit$params$variance)
   for (M in c(20L, 40L)) {
     set.seed(2)
-    Zh <- sparsevgp:::.pgpr_select(x, kf, M, fit$theta, "hgv")
+    Zh <- select_inducing(x, kf, M = M, weights = fit$theta)$Z
     set.seed(2)
-    Zg <- sparsevgp:::.pgpr_select(x, kf, M, fit$theta, "gv")
+    Zg <- select_inducing(x, kf, M = M)$Z
     # mean |mu| at the inducing inputs: about 2/3 (M = 20) and 7/8 (M = 40) of GV's
     expect_lt(mean(abs(predict(fit, Zh)$mean)),
               if (M == 20L) 0.8 * mean(abs(predict(fit, Zg)$mean)) else

@@ -268,7 +268,7 @@ test_that("the minibatch ELBO and its gradient are unbiased", {
     f <- set_q(svgp(d$x, yy, kernel = kernel_matern52(c(0.8, 1.2), 1.3), inducing = Z,
                     likelihood = lik, mean = "constant", optimize = FALSE), q)
     ev <- function(batch) {
-      r <- sparsevgp:::.svgp_eval(f, f$params, grad = TRUE, batch = batch)
+      r <- sparsevgp:::.evaluate(f, f$params, grad = TRUE, batch = batch)
       c(value = r$value, unlist(lapply(r$grad, as.vector)))
     }
     full <- ev(NULL)
@@ -298,7 +298,7 @@ test_that("minibatch Adam reaches the L-BFGS-B optimum on a small Gaussian probl
   expect_lt(full$bound - a$bound, 1)
   expect_gt(full$bound - a$bound, -1e-3)
   # the reported bound is the full-batch ELBO; the trace holds minibatch estimates
-  expect_equal(a$bound, sparsevgp:::.svgp_eval(a, a$params, grad = FALSE)$value)
+  expect_equal(a$bound, sparsevgp:::.evaluate(a, a$params, grad = FALSE)$value)
   expect_equal(as.numeric(logLik(a)), a$bound)
   expect_equal(a$optim$value, a$bound)
   expect_length(a$optim$trace, 1500L)
@@ -437,7 +437,7 @@ test_that("svgp edge cases: jitter checks, empty newdata, type, method, labels",
   f <- svgp(d$x, y01, inducing = 3, optimize = FALSE)
   g <- svgp(d$x, d$y, likelihood = "gaussian", inducing = 3, optimize = FALSE)
   args <- function(jit, cap) {
-    kc <- sparsevgp:::.kern_c(kernel_rbf(1, 1))
+    kc <- sparsevgp:::.ffi_kernel(kernel_rbf(1, 1))
     Z <- f$params$Z
     list(base::.Call(sparsevgp:::ffi_kern_matrix, kc, Z, NULL),
          base::.Call(sparsevgp:::ffi_kern_matrix, kc, Z, d$x), rep(1, 20), numeric(3),

@@ -1,0 +1,80 @@
+# What the collapsed Gaussian models share (sgpr, osgpr, pgpr): the bound on
+# a set of inducing inputs W with its contracted gradient, and the predictive
+# distribution and optimal q(u) from the cached factors.
+
+# The collapsed bound at `params` on the inducing inputs W with per-point
+# noise `lambda` and targets `ytil`: the SGPR bound (Titsias 2009, with
+# per-point noise as in Passerello 2022, ch. 3; src/bound_gaussian.c), or
+# with `variant` ("union", "solve", "odvgp") the orthogonal bound whose
+# first M1 rows of W are the regular inducing inputs (Fernlund 2022,
+# Algorithm 3; src/bound_orthogonal.c). Returns the C result with the kernel
+# matrices Kww, Kwf, kdiag and, with grad = TRUE, `gk`: the contraction of
+# the adjoints (list(variance, lengthscale, W), R/kernels.R). The remaining
+# adjoints glambda and gytil are left to the model's chain rule.
+.collapsed_bound <- function(fit, params, W, lambda, ytil, grad, variant = NULL,
+                             M1 = nrow(W)) {
+  k <- .kernel_at(fit$kernel, params)
+  x <- fit$x
+  ctl <- fit$control
+  Kww <- .ffi_kern_matrix(k, W)
+  Kwf <- .ffi_kern_matrix(k, W, x)
+  kdiag <- .ffi_kern_diag(k, x)
+  b <- if (is.null(variant)) {
+    .ffi_gaussian_bound(Kww, Kwf, kdiag, lambda, ytil, ctl$jitter, ctl$jitter_cap, grad)
+  } else {
+    .ffi_orthogonal_bound(Kww, Kwf, M1, kdiag, lambda, ytil, variant, ctl$jitter,
+                          ctl$jitter_cap, grad)
+  }
+  b$Kww <- Kww
+  b$Kwf <- Kwf
+  b$kdiag <- kdiag
+  if (grad) {
+    orth <- !is.null(variant)
+    b$gk <- .contract(k, x, W, Gww = if (orth) b$Gww else b$Guu,
+                      Gwf = if (orth) b$Gwf else b$Guf, gdiag = b$gdiag, Kwf = Kwf,
+                      jitter = if (orth) rep(b$jitter, c(M1, nrow(W) - M1)) else b$jitter,
+                      want_W = .any_free(fit, c("Z", "O")))
+  }
+  b
+}
+
+# The gradient blocks of a collapsed model in the order of `params`, from
+# the contraction gk, the mean's adjoint and any further blocks (noise).
+.collapsed_grad <- function(params, gk, gytil, ...) {
+  g <- c(list(variance = gk$variance, lengthscale = gk$lengthscale, mean = -sum(gytil)),
+         list(...))
+  g[names(params)]
+}
+
+# The predictive distribution of a collapsed model from its cached factors
+# (L, LB, v) and inducing inputs W (src/predict.c), in blocks of rows for the
+# diagonal path; the constant mean is added.
+.collapsed_predict <- function(fit, W, xnew, full_cov) {
+  k <- .kernel_at(fit$kernel, fit$params)
+  post <- fit$posterior
+  if (full_cov) {
+    p <- .ffi_predict_gaussian(post$L, post$LB, post$v, .ffi_kern_matrix(k, W, xnew),
+                               .ffi_kern_matrix(k, xnew), TRUE)
+    p$mean <- p$mean + fit$params$mean
+    return(p)
+  }
+  mean <- var <- numeric(nrow(xnew))
+  for (b in .row_blocks(nrow(xnew))) {
+    xb <- xnew[b, , drop = FALSE]
+    p <- .ffi_predict_gaussian(post$L, post$LB, post$v, .ffi_kern_matrix(k, W, xb),
+                               .ffi_kern_diag(k, xb), FALSE)
+    mean[b] <- p$mean + fit$params$mean
+    var[b] <- p$var
+  }
+  list(mean = mean, var = var)
+}
+
+# The optimal q(u) = N(m*, S*) of a collapsed fit from its cached factors
+# (m* = L LB^-T v, S* = L B^-1 L'; Passerello 2022, section 5.5), with the
+# constant mean added.
+.collapsed_qu <- function(fit) {
+  post <- fit$posterior
+  w <- backsolve(t(post$LB), post$v)
+  LiLB <- forwardsolve(post$LB, t(post$L))
+  list(Z = fit$params$Z, mean = drop(post$L %*% w) + fit$params$mean, cov = crossprod(LiLB))
+}

@@ -1,0 +1,76 @@
+# What every model constructor shares: the formula front end, the recorded
+# call, the starting mean, the warm start and the fit object itself.
+
+# The formula method of a model: the model frame, then the model's default
+# method on the model matrix and response. `data` also reaches the default
+# method (as .data) for formulas of its own, such as sgpr's noise formula.
+.fit_formula <- function(model, call, formula, data, ...) {
+  md <- .formula_data(formula, data)
+  fun <- get(paste0(model, ".default"), mode = "function")
+  fit <- fun(md$x, md$y, ..., .data = data)
+  fit$terms <- md$terms
+  fit$xlevels <- md$xlevels
+  fit$call <- .formula_call(call, model)
+  fit
+}
+
+# The call of a default method as recorded in the fit: the model's name,
+# without the warm start (update() supplies it).
+.model_call <- function(call, model) {
+  call[[1L]] <- as.name(model)
+  call$start <- NULL
+  call$.data <- NULL
+  call
+}
+
+# The `...` of a default method: only `.data` (from the formula method) is
+# allowed; anything else is a misspelt or unknown argument.
+.dots_data <- function(...) {
+  dots <- list(...)
+  data <- dots$.data
+  dots$.data <- NULL
+  if (length(dots)) do.call(.no_dots, dots)
+  data
+}
+
+.no_dots <- function(...) {
+  if (...length()) {
+    nm <- names(list(...))
+    stop(sprintf("unused arguments: %s",
+                 paste(if (is.null(nm)) "(unnamed)" else nm, collapse = ", ")),
+         call. = FALSE)
+  }
+}
+
+.check_start <- function(start, model) {
+  if (!is.null(start) && !inherits(start, model)) {
+    stop(sprintf("'start' must be %s %s fit", if (model %in% c("osgpr", "svgp")) "an" else "a",
+                 model), call. = FALSE)
+  }
+  start
+}
+
+# The prior mean: "constant" (learned, starting at `start`) or a fixed
+# number. list(value, fixed).
+.mean_start <- function(mean, start) {
+  if (identical(mean, "constant")) return(list(value = start, fixed = FALSE))
+  if (is.numeric(mean) && length(mean) == 1L && is.finite(mean)) {
+    return(list(value = as.double(mean), fixed = TRUE))
+  }
+  stop("'mean' must be \"constant\" or one finite number", call. = FALSE)
+}
+
+# A fit object: plain data with class c(<model>, "sparsevgp"). `always`
+# names blocks the model holds fixed (a fixed mean, inducing inputs that are
+# not optimised) on top of the user's `fixed`; `extra` holds the model's own
+# fields (a list, so that their names never match an argument partially).
+.new_fit <- function(model, call, x, y, kernel, params, transforms, fixed, always,
+                     control, label, extra = list()) {
+  structure(c(list(call = call, x = x, y = y, kernel = kernel, params = params,
+                   transforms = transforms,
+                   fixed = .fixed_mask(fixed, params, transforms, always),
+                   fixed_spec = list(user = fixed, always = always),
+                   control = control, model = label),
+              extra),
+            class = c(model, "sparsevgp"))
+}

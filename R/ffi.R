@@ -1,0 +1,110 @@
+# The one file that calls .Call: a small wrapper per C entry point (src/ffi.h),
+# which maps R's names (kernel families, likelihoods, bound variants) to the
+# codes the C code uses. Nothing else in R/ knows a C enum value. The C entry
+# points validate what they receive; the wrappers only translate.
+
+# ---- kernels (src/kernels.c) ----------------------------------------------
+
+.kernel_codes <- c(rbf = 1L, matern12 = 2L, matern32 = 3L, matern52 = 4L)
+
+# The list the C code reads: list(family code, variance, lengthscale).
+.ffi_kernel <- function(kernel) {
+  if (is.null(kernel$variance) || is.null(kernel$lengthscale)) {
+    stop("the kernel's 'variance' and 'lengthscale' must be set ",
+         "(or fit a model to choose them)", call. = FALSE)
+  }
+  list(.kernel_codes[[kernel$family]], as.double(kernel$variance),
+       as.double(kernel$lengthscale))
+}
+
+# K(x, y), or K(x, x) when y is NULL: nrow(x) x nrow(y).
+.ffi_kern_matrix <- function(kernel, x, y = NULL) {
+  .Call(ffi_kern_matrix, .ffi_kernel(kernel), x, y)
+}
+
+# diag K(x, x).
+.ffi_kern_diag <- function(kernel, x) .Call(ffi_kern_diag, .ffi_kernel(kernel), x)
+
+# Contraction of an adjoint G = dF/dK(x, y) (dF/dK(x, x) when y is NULL):
+# list(theta = dF/d(log variance, log lengthscales), x = dF/dx or NULL).
+# With K = K(x, y) already at hand, its exponentials are not recomputed.
+.ffi_kern_grad <- function(kernel, x, y, G, want_x, K = NULL) {
+  kc <- .ffi_kernel(kernel)
+  if (is.null(K)) return(.Call(ffi_kern_grad, kc, x, y, G, want_x))
+  .Call(ffi_kern_grad_given, kc, x, y, G, K, want_x)
+}
+
+# dF/d(log variance, log lengthscales) from an adjoint g of diag K(x, x).
+.ffi_kern_grad_diag <- function(kernel, x, g) {
+  .Call(ffi_kern_grad_diag, .ffi_kernel(kernel), x, g)
+}
+
+# ---- linear algebra (src/linalg.c) ----------------------------------------
+
+# Lower Cholesky factor with jitter escalation: list(L, jitter). `base` and
+# `cap` are relative to the mean diagonal.
+.ffi_chol <- function(S, base, cap) .Call(ffi_la_chol, S, as.double(base), as.double(cap))
+
+# ---- collapsed bounds (src/bound_gaussian.c, src/bound_orthogonal.c) -------
+
+# The collapsed Gaussian bound with per-point noise `lambda` and targets
+# `ytil` (Titsias 2009; per-point noise as in Passerello 2022, ch. 3), its
+# terms, the factors L, LB, v and, with grad = TRUE, the adjoints Guu, Guf,
+# gdiag, glambda and gytil.
+.ffi_gaussian_bound <- function(Kuu, Kuf, kdiag, lambda, ytil, jitter, jitter_cap, grad) {
+  .Call(ffi_bg_bound, Kuu, Kuf, kdiag, lambda, ytil, jitter, jitter_cap, grad)
+}
+
+.bound_variants <- c(union = 0L, solve = 1L, odvgp = 2L)
+
+# The orthogonal collapsed bound on W = rbind(Z, O) (M1 regular rows), for
+# the variant "union" (the SGPR bound on W), "solve" or "odvgp", with the
+# adjoints of K(W, W), K(W, X) and diag K(X, X).
+.ffi_orthogonal_bound <- function(Kww, Kwf, M1, kdiag, lambda, ytil, variant, jitter,
+                                  jitter_cap, grad) {
+  .Call(ffi_bo_bound, Kww, Kwf, M1, kdiag, lambda, ytil, .bound_variants[[variant]],
+        jitter, jitter_cap, grad)
+}
+
+# ---- prediction (src/predict.c) -------------------------------------------
+
+# The collapsed predictive from the factors L, LB and v: list(mean, var) or
+# list(mean, cov) with full = TRUE.
+.ffi_predict_gaussian <- function(L, LB, v, Kus, kss, full) {
+  .Call(ffi_pred_gaussian, L, LB, v, Kus, kss, full)
+}
+
+# ---- selection (src/select.c) ---------------------------------------------
+
+# Weighted greedy conditional variance: list(index, trace, trace0, d, stop,
+# factor).
+.ffi_select_greedy <- function(kernel, x, weights, M, threshold, perm, tol, block, factor) {
+  .Call(ffi_sel_greedy, .ffi_kernel(kernel), x, weights, as.double(M), as.double(threshold),
+        perm, as.double(tol), as.double(block), factor)
+}
+
+# The weighted traces of the nested prefixes of the inducing inputs Z.
+.ffi_select_trace <- function(kernel, x, weights, Z, tol, factor) {
+  .Call(ffi_sel_trace, .ffi_kernel(kernel), x, weights, Z, as.double(tol), factor)
+}
+
+# ---- Polya-Gamma helpers (src/polya_gamma.c) ------------------------------
+
+.ffi_pg_theta <- function(c) .Call(ffi_pg_theta, c)
+.ffi_pg_log_cosh <- function(x) .Call(ffi_pg_log_cosh, x)
+.ffi_pg_kl <- function(c) .Call(ffi_pg_kl, c)
+
+# ---- SVGP (src/svgp.c) ----------------------------------------------------
+
+.likelihood_codes <- c(bernoulli = 1L, gaussian = 2L, probit = 3L)
+
+# The uncollapsed ELBO of q(u) with mean q_mu and square root q_sqrt
+# (whitened or not), its gradient in them and the adjoints of Kuu, Kuf and
+# diag Kff. `gh` holds Gauss-Hermite nodes and weights; `ell_scale`
+# multiplies the expected log-likelihood (N / batch size on minibatches).
+.ffi_svgp_elbo <- function(Kuu, Kuf, kdiag, q_mu, q_sqrt, y, likelihood, noise, mean, gh,
+                           jitter, jitter_cap, whiten, ell_scale, grad) {
+  .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, as.double(q_mu), q_sqrt, y,
+        .likelihood_codes[[likelihood]], as.double(noise), as.double(mean), gh$x, gh$w,
+        jitter, jitter_cap, whiten, as.double(ell_scale), grad)
+}
