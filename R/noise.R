@@ -16,6 +16,7 @@
     tt <- stats::terms(noise, data = nd)
     mf <- stats::model.frame(tt, nd, na.action = stats::na.fail)
     Phi <- stats::model.matrix(tt, mf)
+    rownames(Phi) <- NULL
     if (nrow(Phi) != N) {
       stop("the variables of the 'noise' formula must have one value per observation",
            call. = FALSE)

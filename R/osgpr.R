@@ -74,8 +74,11 @@
 #'
 #' @inheritParams sgpr
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
-#'   \eqn{M_1} (\code{0} for none) or a \code{select_inducing()} result. By
-#'   default as many as the orthogonal ones, or \eqn{\min(50, N/2)}.
+#'   \eqn{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
+#'   (\code{"greedy"}, \code{"kmeans"}, \code{"random"}, ...; for
+#'   \eqn{\min(50, N/2)} points, or as many as \code{orthogonal} asks for)
+#'   or a \code{select_inducing()} result. By default as many as the
+#'   orthogonal ones, or \eqn{\min(50, N/2)}.
 #' @param orthogonal the orthogonal inducing inputs \eqn{O}, given like
 #'   \code{inducing}.
 #' @param type the variational family and so the predictive distribution:
@@ -177,21 +180,30 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   arg
 }
 
-# The two inducing sets from what the user gave.
+# The two inducing sets from what the user gave. Each of `inducing` and
+# `orthogonal` is a count, a method name, a matrix, a select_inducing()
+# result, or 0 (or a matrix with no rows) for none. When both ask for a
+# selection (counts or method names), M1 + M2 points are chosen together and
+# the first M1 become Z, so that the two sets never coincide; a method name
+# without a count stands for min(50, N/2) points.
 .osgpr_sets <- function(inducing, orthogonal, x, kernel) {
   N <- nrow(x)
   D <- ncol(x)
   empty <- matrix(0, 0L, D, dimnames = list(NULL, colnames(x)))
   is_count <- function(a) is.numeric(a) && is.null(dim(a)) && length(a) == 1L
+  is_method <- function(a) is.character(a) && length(a) == 1L
   is_none <- function(a) (is_count(a) && isTRUE(a == 0)) ||
     ((is.matrix(a) || is.data.frame(a)) && nrow(a) == 0L)
+  is_request <- function(a) (is_count(a) && !is_none(a)) || is_method(a)
+  default_M <- min(50L, N %/% 2L)
   size <- function(a) {
     if (is_count(a)) return(a)
+    if (is_method(a)) return(default_M)
     if (inherits(a, "sparsevgp_inducing")) return(NROW(a$Z))
     NROW(a)
   }
   if (is.null(inducing) && is.null(orthogonal)) {
-    inducing <- orthogonal <- min(50L, N %/% 2L)
+    inducing <- orthogonal <- default_M
   } else if (is.null(inducing)) {
     inducing <- if (is_none(orthogonal)) min(50L, N) else size(orthogonal)
   } else if (is.null(orthogonal)) {
@@ -202,30 +214,29 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   if (noZ && noO) {
     stop("'inducing' and 'orthogonal' cannot both be empty", call. = FALSE)
   }
-  if (!noZ && !noO && is_count(inducing) && is_count(orthogonal) &&
-      is.finite(inducing) && is.finite(orthogonal) && inducing >= 1 && orthogonal >= 1 &&
-      inducing == round(inducing) && orthogonal == round(orthogonal)) {
-    # choose M1 + M2 points together so that the sets never coincide
-    M1 <- as.integer(inducing)
-    M2 <- as.integer(orthogonal)
+  methods <- unique(c(if (is_method(inducing)) inducing, if (is_method(orthogonal)) orthogonal))
+  if (is_request(inducing) && is_request(orthogonal) && length(methods) <= 1L) {
+    M1 <- .check_M(size(inducing), N, NA_integer_, "inducing")
+    M2 <- .check_M(size(orthogonal), N, NA_integer_, "orthogonal")
     if (M1 + M2 > N) {
       stop(sprintf("'inducing' + 'orthogonal' ask for M1 + M2 = %d inducing points but there are only N = %d observations",
                    M1 + M2, N), call. = FALSE)
     }
-    W <- .select_by_spec(.inducing_spec(M1 + M2, NULL, NULL, x), x, kernel)
+    method <- if (length(methods)) methods else "greedy"
+    W <- .select_by_spec(.inducing_spec(method, M1 + M2, NULL, x), x, kernel)
     if (nrow(W) < M1 + M2) {
       # greedy selection stops when no input has residual variance left
       # (repeated inputs, or a kernel that is numerically low-rank on them)
       M1 <- min(M1, nrow(W))
       M2 <- nrow(W) - M1
-      warning(sprintf("greedy selection found only %d distinct inducing inputs with residual variance, fewer than the M1 + M2 asked for: using M1 = %d regular and M2 = %d orthogonal inputs",
+      warning(sprintf("the selection found only %d distinct inducing inputs with residual variance, fewer than the M1 + M2 asked for: using M1 = %d regular and M2 = %d orthogonal inputs",
                       nrow(W), M1, M2), call. = FALSE)
     }
     return(list(Z = W[seq_len(M1), , drop = FALSE], O = W[M1 + seq_len(M2), , drop = FALSE]))
   }
   pick <- function(a, name) {
-    .select_by_spec(.inducing_spec(a, NULL, NULL, x, name), x, kernel,
-                    warn_short = is_count(a), name = name)
+    spec <- .inducing_spec(a, if (is_method(a)) default_M, NULL, x, name)
+    .select_by_spec(spec, x, kernel, warn_short = is_count(a), name = name)
   }
   Z <- if (noZ) empty else pick(inducing, "inducing")
   O <- if (noO) empty else pick(orthogonal, "orthogonal")
@@ -313,10 +324,10 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                                 nrow(fit$params$Z), nrow(fit$params$O)),
     "Optimised bound" = if (fit$bound_type == "family")
       sprintf("\"family\", the ELBO of the %s posterior used for prediction", label) else
-      "\"union\", seed000 eq. 5.33 = the SGPR bound on rbind(Z, O)",
-    "family bound" = sprintf("%s (ELBO of the %s posterior, seed000 R5)",
+      "\"union\", Fernlund (2022) eq. 5.33 = the SGPR bound on rbind(Z, O)",
+    "family bound" = sprintf("%s (ELBO of the %s posterior)",
                              format(fam, digits = 10L), label),
-    "union bound" = sprintf("%s (seed000 eq. 5.33 = SGPR on rbind(Z, O))",
+    "union bound" = sprintf("%s (Fernlund 2022, eq. 5.33 = SGPR on rbind(Z, O))",
                             format(post$bounds[["union"]], digits = 10L)),
     "union - family" = format(post$bounds[["union"]] - fam, digits = 4L),
     "Jitter on Kuu, Cvv" = paste(format(post$jitter, digits = 3L), collapse = ", "))

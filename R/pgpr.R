@@ -151,7 +151,14 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   # the greedy selections break ties in one order drawn once per fit and
   # reused in every outer pass (see .pgpr_select)
   if (spec$method %in% .greedy_methods) spec$perm <- sample.int(N)
-  Z <- .pgpr_select(spec, x, kernel, pg_theta(c0))
+  # a warm start on the same inputs with the same selection settings starts
+  # from the fitted inducing inputs (and tie-break order), so that
+  # update(fit, optimize = FALSE) reproduces the fit
+  keep <- c("method", "M", "threshold")
+  warm_Z <- !is.null(start) && spec$method != "given" && identical(start$x, x) &&
+    identical(start$selection[keep], spec[keep])
+  if (warm_Z && !is.null(start$selection$perm)) spec$perm <- start$selection$perm
+  Z <- if (warm_Z) start$params$Z else .pgpr_select(spec, x, kernel, pg_theta(c0))
   params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale,
                  mean = mn$value, Z = Z)
   transforms <- c(variance = "log", lengthscale = "log", mean = "identity", Z = "identity")

@@ -7,6 +7,12 @@ toy_data <- function(n = 30, d = 1, seed = 1) {
   list(x = x, y = y)
 }
 
+# Toy binary data: labels from the sign of a noisy smooth function.
+toy_class <- function(n = 40, d = 2, seed = 3) {
+  t <- toy_data(n, d, seed)
+  list(x = t$x, y = as.integer(t$y > 0), ypm = ifelse(t$y > 0, 1, -1))
+}
+
 all_kernels <- function(d = 1) {
   ls_ard <- seq(0.6, 1.2, length.out = d)
   list(rbf = kernel_rbf(0.8, 1.3), rbf_ard = kernel_rbf(ls_ard, 0.9),

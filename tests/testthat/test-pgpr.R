@@ -1,11 +1,5 @@
 # PGPR: seed004 verification targets 7-17, gradients, labels, methods.
 
-# Toy binary data: labels from the sign of a noisy smooth function.
-toy_class <- function(n = 40, d = 2, seed = 3) {
-  t <- toy_data(n, d, seed)
-  list(x = t$x, y = as.integer(t$y > 0), ypm = ifelse(t$y > 0, 1, -1))
-}
-
 # A PGPR model at given kernel, inducing inputs and local parameters c.
 pgpr_at <- function(d, k, Z, c = NULL, mean = 0, jitter = 0, ...) {
   f <- pgpr(d$x, d$y, kernel = k, inducing = Z, mean = mean, optimize = FALSE,
