@@ -8,8 +8,8 @@
 .new_kernel <- function(family, lengthscale, variance, ard) {
   if (!is.null(lengthscale)) lengthscale <- .check_positive(lengthscale, "lengthscale")
   if (!is.null(variance)) variance <- .check_positive(variance, "variance", 1L)
-  ard <- .check_flag(ard, "ard")
-  if (!is.null(lengthscale) && length(lengthscale) > 1L) ard <- TRUE
+  if (!is.null(ard)) ard <- .check_flag(ard, "ard")
+  if (!is.null(lengthscale)) ard <- length(lengthscale) > 1L
   structure(list(family = family, lengthscale = lengthscale,
                  variance = variance, ard = ard),
             class = "sparsevgp_kernel")
@@ -29,16 +29,23 @@
 #' own (automatic relevance determination, ARD).
 #'
 #' Parameters left \code{NULL} are chosen from the data when a model is
-#' fitted: the lengthscale from the median distance between inputs (per
-#' column for ARD) and the variance from the variance of the response.
-#' Models optimise kernel parameters on the log scale.
+#' fitted. The regression models (\code{gpr}, \code{sgpr}, \code{osgpr},
+#' \code{svgp} with a Gaussian likelihood) start from the best point of a
+#' small grid: lengthscales \eqn{c \cdot sd(x_d)}{c sd(x_d)} for \eqn{c}
+#' from 1/32 to 8 and the signal variance a share of \eqn{var(y)} (the rest
+#' being the starting noise), scored by the collapsed bound on a subsample of
+#' at most 1000 rows; the grid finds a signal that varies on a small part of
+#' the input range, where a single start at a typical distance would settle
+#' on a flat fit. The classifiers start at variance 1 and the median distance
+#' between inputs. Models optimise kernel parameters on the log scale.
 #'
 #' @param lengthscale positive lengthscale: one number, one per input column
 #'   (ARD), or \code{NULL} to choose it from the data.
 #' @param variance positive signal variance \eqn{\sigma_f^2}, or \code{NULL}.
-#' @param ard if \code{TRUE} and \code{lengthscale} is \code{NULL}, use one
-#'   lengthscale per input column. A \code{lengthscale} of length > 1 implies
-#'   ARD.
+#' @param ard whether a lengthscale left \code{NULL} becomes one lengthscale
+#'   per input column (\code{TRUE}) or one shared by all (\code{FALSE}). By
+#'   default (\code{NULL}), one per column when the inputs have more than
+#'   one column. A \code{lengthscale} of length > 1 implies ARD.
 #' @return An object of class \code{"sparsevgp_kernel"}.
 #' @seealso \code{\link{kernel_matrix}}
 #' @examples
@@ -51,25 +58,25 @@ NULL
 
 #' @rdname kernels
 #' @export
-kernel_rbf <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+kernel_rbf <- function(lengthscale = NULL, variance = NULL, ard = NULL) {
   .new_kernel("rbf", lengthscale, variance, ard)
 }
 
 #' @rdname kernels
 #' @export
-kernel_matern12 <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+kernel_matern12 <- function(lengthscale = NULL, variance = NULL, ard = NULL) {
   .new_kernel("matern12", lengthscale, variance, ard)
 }
 
 #' @rdname kernels
 #' @export
-kernel_matern32 <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+kernel_matern32 <- function(lengthscale = NULL, variance = NULL, ard = NULL) {
   .new_kernel("matern32", lengthscale, variance, ard)
 }
 
 #' @rdname kernels
 #' @export
-kernel_matern52 <- function(lengthscale = NULL, variance = NULL, ard = FALSE) {
+kernel_matern52 <- function(lengthscale = NULL, variance = NULL, ard = NULL) {
   .new_kernel("matern52", lengthscale, variance, ard)
 }
 
@@ -78,7 +85,8 @@ print.sparsevgp_kernel <- function(x, digits = max(3L, getOption("digits") - 3L)
   cat(.kernel_labels[[x$family]], "kernel\n")
   v <- if (is.null(x$variance)) "(from data)" else format(x$variance, digits = digits)
   ls <- if (is.null(x$lengthscale)) {
-    if (x$ard) "(from data, one per input column)" else "(from data)"
+    if (is.null(x$ard)) "(from data, one per input column when there are several)" else
+      if (x$ard) "(from data, one per input column)" else "(from data, one for all columns)"
   } else {
     paste(format(x$lengthscale, digits = digits), collapse = " ")
   }
@@ -168,6 +176,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 # typical scaled distances are about 1, the variance from var(y).
 .kern_init <- function(kernel, x, y = NULL) {
   D <- ncol(x)
+  kernel <- .kern_ard(kernel, D)
   if (!is.null(kernel$lengthscale) && length(kernel$lengthscale) > 1L &&
       length(kernel$lengthscale) != D) {
     stop(sprintf("the kernel has %d lengthscales but the inputs have %d columns",

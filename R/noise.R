@@ -5,9 +5,10 @@
 # generics .noise_at(), .noise_label() and .select_weights() read it.
 
 # list(params, transforms, model, label) for the three kinds of noise.
-.noise_setup <- function(noise, x, y, noise_data = NULL) {
+.noise_setup <- function(noise, x, y, noise_data = NULL, start = NULL) {
   N <- nrow(x)
-  if (is.null(noise)) noise <- .noise_start(y)
+  if (is.null(start)) start <- .noise_start(y)
+  if (is.null(noise)) noise <- start
   if (inherits(noise, "formula")) {
     if (length(noise) != 2L) {
       stop("'noise' as a formula must be one-sided, such as ~ x1 + I(x1^2)", call. = FALSE)
@@ -23,8 +24,9 @@
     }
     if (any(!is.finite(Phi))) stop("the 'noise' formula gives NA or infinite values", call. = FALSE)
     beta <- setNames(numeric(ncol(Phi)), colnames(Phi))
-    # start at a constant variance: the intercept carries log(var(y) / 10)
-    if ("(Intercept)" %in% names(beta)) beta[["(Intercept)"]] <- log(.noise_start(y))
+    # start at a constant variance (by default var(y) / 10): the intercept
+    # carries its log
+    if ("(Intercept)" %in% names(beta)) beta[["(Intercept)"]] <- log(start)
     model <- list(kind = "model", formula = noise, terms = tt, Phi = Phi,
                   xlevels = stats::.getXlevels(tt, mf))
     return(list(params = list(noise_coef = beta), transforms = c(noise_coef = "identity"),

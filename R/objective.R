@@ -43,7 +43,7 @@ objective.sparsevgp <- function(fit, ...) {
 # and a zero gradient instead of an error, so L-BFGS-B backtracks; the
 # number of such evaluations is kept. `evaluate(par, ...)` passes its extra
 # arguments (a minibatch) to .evaluate().
-.objective <- function(fit, safe) {
+.objective <- function(fit, safe, progress = NULL) {
   template <- fit$params
   trans <- fit$transforms
   full <- .pack(template, trans)
@@ -51,6 +51,11 @@ objective.sparsevgp <- function(fit, ...) {
   cache <- new.env(parent = emptyenv())
   cache$failures <- 0L
   cache$best <- -Inf
+  cache$count <- 0L
+  cache$calls <- 0L
+  # a test hook: signal an interrupt, as Ctrl-C does, after this many
+  # evaluations (tests of the interrupt handling)
+  interrupt_after <- getOption("sparsevgp.interrupt_after")
   unpack <- function(par) {
     p <- full
     p[free] <- par
@@ -58,6 +63,11 @@ objective.sparsevgp <- function(fit, ...) {
   }
   # the bound and its gradient in the free parameters, or NULL on failure
   value_grad <- function(par, ...) {
+    cache$calls <- cache$calls + 1L
+    if (!is.null(interrupt_after) && cache$calls > interrupt_after) {
+      signalCondition(structure(class = c("interrupt", "condition"),
+                                list(message = "interrupt (test hook)", call = NULL)))
+    }
     r <- tryCatch(.evaluate(fit, unpack(par), grad = TRUE, ...), error = function(e) {
       if (!safe) stop(conditionMessage(e), call. = FALSE)
       NULL
@@ -73,6 +83,8 @@ objective.sparsevgp <- function(fit, ...) {
     if (!is.null(cache$par) && identical(cache$par, par)) return(invisible())
     r <- value_grad(par)
     cache$par <- par
+    cache$count <- cache$count + 1L
+    .progress_tick(progress, cache$count, max(cache$best, if (!is.null(r)) r$value))
     if (is.null(r)) {
       cache$failures <- cache$failures + 1L
       cache$value <- -max(1e10, 1e3 * abs(cache$best))
@@ -80,6 +92,7 @@ objective.sparsevgp <- function(fit, ...) {
       return(invisible())
     }
     cache$value <- r$value
+    if (r$value > cache$best) cache$best_par <- par
     cache$best <- max(cache$best, r$value)
     cache$grad <- r$grad
     invisible()
@@ -89,7 +102,9 @@ objective.sparsevgp <- function(fit, ...) {
        gr = function(par) { evaluate(par); -cache$grad },
        unpack = unpack,
        value_grad = value_grad,
-       failures = function() cache$failures)
+       failures = function() cache$failures,
+       count = function() cache$count,
+       best = function() list(value = cache$best, par = cache$best_par))
 }
 
 # Box constraints and scales for L-BFGS-B on the free parameters `par`:
@@ -129,7 +144,10 @@ objective.sparsevgp <- function(fit, ...) {
   list(lower = lower, upper = upper, parscale = scale)
 }
 
-.default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = 0L,
+# trace: NULL shows progress lines in interactive sessions for fits that
+# take more than a few seconds; 0 never; 1 always; 2 and more add optim()'s
+# own trace (level trace - 1).
+.default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = NULL,
                          jitter = 1e-8, jitter_cap = 1e-2)
 
 # The optimiser and jitter settings of `control` over `defaults` (a model's
@@ -145,10 +163,13 @@ objective.sparsevgp <- function(fit, ...) {
                  paste(known, collapse = ", ")), call. = FALSE)
   }
   ctrl <- utils::modifyList(utils::modifyList(.default_control, defaults), control)
+  if (!("trace" %in% names(ctrl))) ctrl["trace"] <- list(NULL)
   whole <- function(v, lo) is.numeric(v) && length(v) == 1L && is.finite(v) && v >= lo &&
     v == round(v)
   if (!whole(ctrl$maxit, 1)) stop("'control$maxit' must be a whole number >= 1", call. = FALSE)
-  if (!whole(ctrl$trace, 0)) stop("'control$trace' must be a whole number >= 0", call. = FALSE)
+  if (!is.null(ctrl$trace) && !whole(ctrl$trace, 0)) {
+    stop("'control$trace' must be NULL or a whole number >= 0", call. = FALSE)
+  }
   if (!is.numeric(ctrl$factr) || length(ctrl$factr) != 1L || !is.finite(ctrl$factr) ||
       ctrl$factr <= 0) {
     stop("'control$factr' must be one positive number", call. = FALSE)
@@ -171,21 +192,37 @@ objective.sparsevgp <- function(fit, ...) {
 
 # One L-BFGS-B run on the free parameters, with the boxes and scales of
 # .optim_setup(); sets the parameters, the optimiser report and the time.
-.fit_lbfgsb <- function(fit) {
-  o <- .objective(fit, safe = TRUE)
+# The optimiser sees the bound plus .objective_offset(), which makes its
+# relative convergence test (factr) independent of the units of y. An
+# interrupt (Ctrl-C) ends the run with the best parameters so far, marked
+# in the report (`interrupted`); `stage` names the run in progress lines.
+.fit_lbfgsb <- function(fit, stage = NULL) {
+  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage))
   start <- proc.time()[["elapsed"]]
   if (length(o$par) > 0L) {
     su <- .optim_setup(fit, o$par)
     par0 <- pmin(pmax(o$par, su$lower), su$upper)
-    ctrl <- c(fit$control[c("maxit", "factr", "pgtol", "trace")],
-              list(parscale = su$parscale))
-    res <- stats::optim(par0, o$fn, o$gr, method = "L-BFGS-B", lower = su$lower,
-                        upper = su$upper, control = ctrl)
-    fit$optim <- list(convergence = res$convergence,
-                      message = if (is.null(res$message)) "" else res$message,
-                      counts = res$counts, value = -res$value, par = res$par,
-                      failed_evaluations = o$failures())
-    fit$params <- o$unpack(res$par)
+    offset <- .objective_offset(fit)
+    ctrl <- c(fit$control[c("maxit", "factr", "pgtol")],
+              list(trace = max(0L, .trace_level(fit) - 1L), parscale = su$parscale))
+    res <- tryCatch(stats::optim(par0, function(p) o$fn(p) - offset, o$gr, method = "L-BFGS-B",
+                                 lower = su$lower, upper = su$upper, control = ctrl),
+                    interrupt = function(e) NULL)
+    if (is.null(res)) {
+      best <- o$best()
+      par <- if (is.null(best$par)) par0 else best$par
+      n <- o$count()
+      fit$optim <- list(convergence = NA_integer_, message = "interrupted by the user",
+                        counts = c("function" = n, gradient = n), value = best$value,
+                        par = par, failed_evaluations = o$failures(), interrupted = TRUE)
+      fit$params <- o$unpack(par)
+    } else {
+      fit$optim <- list(convergence = res$convergence,
+                        message = if (is.null(res$message)) "" else res$message,
+                        counts = res$counts, value = -res$value - offset, par = res$par,
+                        failed_evaluations = o$failures())
+      fit$params <- o$unpack(res$par)
+    }
   } else {
     fit$optim <- list(convergence = 0L, message = "no free parameters",
                       counts = c("function" = 0L, gradient = 0L), value = NA_real_,
@@ -193,6 +230,16 @@ objective.sparsevgp <- function(fit, ...) {
   }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
+}
+
+# What the optimiser adds to the bound so that its tests do not depend on
+# units: N log sd(y) for a Gaussian likelihood (the log Jacobian of
+# standardising y, which the bound carries: scaling y by s lowers it by
+# N log s), 0 for classifiers.
+.objective_offset <- function(fit) {
+  if (!is.null(fit$labels) || !is.numeric(fit$y) || length(fit$y) < 2L) return(0)
+  s <- stats::sd(fit$y)
+  if (is.finite(s) && s > 0) length(fit$y) * log(s) else 0
 }
 
 # L-BFGS-B in two stages when the blocks `hold` (the inducing inputs) and
@@ -208,13 +255,15 @@ objective.sparsevgp <- function(fit, ...) {
   if (!any(is_held & !fit$fixed) || all(is_held | fit$fixed)) return(.fit_lbfgsb(fit))
   keep <- fit$fixed
   fit$fixed[is_held] <- TRUE
-  fit <- .fit_lbfgsb(fit)
+  fit <- .fit_lbfgsb(fit, sprintf("%s held", paste(hold, collapse = ", ")))
+  fit$fixed <- keep
+  if (isTRUE(fit$optim$interrupted)) return(fit)
   first <- fit$optim
   first_time <- fit$time
-  fit$fixed <- keep
-  fit <- .fit_lbfgsb(fit)
+  fit <- .fit_lbfgsb(fit, "all parameters")
   fit$optim$counts <- fit$optim$counts + first$counts
   fit$optim$failed_evaluations <- fit$optim$failed_evaluations + first$failed_evaluations
+  fit$optim$capped <- isTRUE(first$convergence == 1L) || isTRUE(first$capped)
   stage_names <- c(paste0("fixed_", paste(hold, collapse = "_")), "all")
   fit$optim$stages <- setNames(c(first$value, fit$optim$value), stage_names)
   fit$time <- fit$time + first_time
@@ -235,6 +284,7 @@ objective.sparsevgp <- function(fit, ...) {
 # test.
 .fit_adam <- function(fit) {
   o <- .objective(fit, safe = FALSE)
+  progress <- .progress_new(fit, "Adam")
   free <- !fit$fixed
   N <- nrow(fit$x)
   B <- fit$batch_size
@@ -252,7 +302,8 @@ objective.sparsevgp <- function(fit, ...) {
     lo <- su$lower / sc
     hi <- su$upper / sc
     m1 <- m2 <- numeric(length(s))
-    for (it in seq_len(iters)) {
+    done <- 0L
+    interrupted <- identical(tryCatch(for (it in seq_len(iters)) {
       batch <- if (B < N) sort(sample.int(N, B)) else NULL
       r <- tryCatch(o$value_grad(s * sc, batch = batch), error = function(e) {
         stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)",
@@ -269,10 +320,11 @@ objective.sparsevgp <- function(fit, ...) {
       m2 <- b2 * m2 + (1 - b2) * g^2
       s <- s + lr * (m1 / (1 - b1^it)) / (sqrt(m2 / (1 - b2^it)) + eps)
       s <- pmin(pmax(s, lo), hi)
-      if (fit$control$trace > 0L && it %% max(1L, iters %/% 10L) == 0L) {
-        message(sprintf("Adam iteration %d: minibatch ELBO %.6g", it, r$value))
-      }
-    }
+      done <- it
+      .progress_tick(progress, it, r$value, "iterations, minibatch bound")
+    }, interrupt = function(e) "interrupted"), "interrupted")
+    iters <- done
+    trace <- trace[seq_len(done)]
     par <- s * sc
     names(par) <- names(o$par)
     fit$params <- o$unpack(par)
@@ -280,14 +332,48 @@ objective.sparsevgp <- function(fit, ...) {
     par <- o$par
     iters <- 0L
     trace <- numeric(0)
+    interrupted <- FALSE
   }
   fit$optim <- list(method = "Adam", convergence = 1L,
                     message = sprintf("%d iterations on minibatches of %d points (no convergence test)",
                                       iters, B),
                     counts = c("function" = iters, gradient = iters), value = NA_real_,
                     par = par, trace = trace, failed_evaluations = 0L)
+  if (interrupted) fit$optim$interrupted <- TRUE
   fit$time <- proc.time()[["elapsed"]] - start
   fit
+}
+
+# ---- progress ------------------------------------------------------------------
+
+# The trace level of a fit: control$trace, or, when it is NULL, 1 in
+# interactive sessions and 0 otherwise.
+.trace_level <- function(fit) {
+  t <- fit$control$trace
+  if (is.null(t)) as.integer(interactive()) else as.integer(t)
+}
+
+# The progress state of one optimiser run, or NULL for none. With the
+# automatic setting a line appears only once a run has taken 5 seconds, and
+# then every 5 seconds; with trace >= 1, every second.
+.progress_new <- function(fit, stage = NULL) {
+  if (.trace_level(fit) < 1L) return(NULL)
+  p <- new.env(parent = emptyenv())
+  p$label <- paste(c(class(fit)[1L], stage), collapse = ", ")
+  p$start <- p$last <- proc.time()[["elapsed"]]
+  p$every <- if (is.null(fit$control$trace)) 5 else 1
+  p
+}
+
+.progress_tick <- function(p, count, bound, what = "evaluations, bound") {
+  if (is.null(p)) return(invisible())
+  now <- proc.time()[["elapsed"]]
+  if (now - p$last >= p$every) {
+    p$last <- now
+    message(sprintf("%s: %d %s %s, %.0f s", p$label, count, what,
+                    format(bound, digits = 8L), now - p$start))
+  }
+  invisible()
 }
 
 # ---- the shared tail -----------------------------------------------------------
@@ -318,5 +404,49 @@ objective.sparsevgp <- function(fit, ...) {
   fit <- .finish(fit)
   # Adam has no final full-batch value of its own
   if (!is.null(fit$optim) && identical(fit$optim$method, "Adam")) fit$optim$value <- fit$bound
+  .fit_warnings(fit)
   fit
+}
+
+# Warnings in plain words about a fit that may not be what the user wants:
+# an interrupted fit, an optimiser stopped at its evaluation cap, and a
+# regression fit that found no signal (a signal variance that is tiny next
+# to the noise, or lengthscales that ran to their upper box).
+.fit_warnings <- function(fit) {
+  o <- fit$optim
+  if (is.null(o)) return(invisible())
+  if (isTRUE(o$interrupted)) {
+    warning(sprintf("fitting was interrupted: the fit holds the best parameters found so far (bound %s after %d evaluations)",
+                    format(fit$bound, digits = 8L), as.integer(o$counts[[1L]])), call. = FALSE)
+    return(invisible())
+  }
+  if (!identical(o$method, "Adam") && (isTRUE(o$convergence == 1L) || isTRUE(o$capped))) {
+    warning(sprintf("the optimiser stopped at its limit of %d evaluations (control$maxit) before the bound converged, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
+                    as.integer(fit$control$maxit)), call. = FALSE)
+  }
+  .flat_fit_warning(fit)
+  invisible()
+}
+
+# A Gaussian regression fit whose signal variance is below a thousandth of
+# the noise variance, or whose every lengthscale is at least a thousand
+# times the range of its input, explains (almost) nothing by the inputs.
+.flat_fit_warning <- function(fit) {
+  if (!is.null(fit$labels) || is.null(fit$params$variance)) return(invisible())
+  noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
+    fit$params$noise
+  if (is.null(noise)) return(invisible())
+  ranges <- apply(fit$x, 2L, function(v) diff(range(v)))
+  ls <- rep_len(fit$params$lengthscale, ncol(fit$x))
+  tiny_signal <- fit$params$variance < 1e-3 * noise
+  long <- all(ls > 1e3 * pmax(ranges, .Machine$double.eps))
+  if (tiny_signal || long) {
+    warning(sprintf("the fit found no signal: %s. The model explains the response as noise around a constant. If that is not plausible, try shorter starting lengthscales (kernel = kernel_rbf(lengthscale = ...)), a smaller starting noise, or more inducing points",
+                    if (tiny_signal) sprintf("the signal variance %s is tiny next to the noise variance %s",
+                                             format(fit$params$variance, digits = 3L),
+                                             format(noise, digits = 3L))
+                    else "every lengthscale is far longer than the range of its input"),
+            call. = FALSE)
+  }
+  invisible()
 }

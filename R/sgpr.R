@@ -109,16 +109,20 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   y <- .as_response(y, nrow(x))
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  optimize <- .check_flag(optimize, "optimize")
+  control <- .collapsed_control(control)
   if (!is.null(.check_start(start, "sgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
   }
-  kernel <- .kern_init(kernel, x, y)
-  nz <- .noise_setup(noise, x, y, data)
   spec <- .inducing_spec(inducing, M, threshold, x)
-  # heteroscedastic greedy variance: weights 1/lambda at the starting noise
-  weights <- if (nz$model$kind == "constant") NULL else
-    1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
+  st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
+                           control$schedule == "staged")
+  kernel <- st$kernel
+  nz <- .noise_setup(noise, x, y, data, start = st$noise)
+  # greedy selection weighted by 1/lambda at the starting noise, so that a
+  # threshold is on the scale of the KL divergence (kl_threshold())
+  weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
   Z <- .select_by_spec(spec, x, kernel, weights, warn_short = !is.null(M) || is.numeric(inducing))
   mn <- .mean_start(mean, mean(y))
   params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
@@ -130,7 +134,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   }
   fit <- .new_fit("sgpr", call, x, y, kernel, params, transforms, fixed,
                   always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
-                  control = .check_control(control),
+                  control = control,
                   label = sprintf("Sparse GP regression (SGPR), %s noise", nz$label),
                   extra = list(noise_model = nz$model,
                                selection = spec[c("method", "M", "threshold")]))

@@ -437,7 +437,7 @@ test_that("gradients match finite differences for every kernel, variant and para
     expect_grad(osgpr_at(d, k, Z[0, , drop = FALSE], O, type = type, mean = "constant"))
     expect_grad(osgpr_at(d, k, Z, O[0, , drop = FALSE], type = type, mean = "constant"))
   }
-  o <- objective(osgpr_at(d, kernel_rbf(), Z, O, noise = ~ x1, mean = "constant"))
+  o <- objective(osgpr_at(d, kernel_rbf(ard = FALSE), Z, O, noise = ~ x1, mean = "constant"))
   expect_true(all(c("log_variance", "log_lengthscale", "noise_coef[(Intercept)]",
                     "noise_coef[x1]", "mean", "Z[1,1]", "Z[3,2]", "O[1,1]", "O[3,2]")
                   %in% names(o$par)))

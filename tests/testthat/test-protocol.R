@@ -110,11 +110,13 @@ test_that("every model accepts the same method names for 'inducing', with M and 
   set.seed(2)
   b <- sgpr(d$x, d$y, inducing = "greedy", M = 7, optimize = FALSE)
   expect_identical(a$params$Z, b$params$Z)
-  # a threshold on the trace chooses M (greedy methods only)
+  # a threshold on the trace chooses M (greedy methods only); sgpr weights
+  # the trace by 1 / noise, so that the threshold is on the KL scale
   set.seed(3)
-  th <- sgpr(d$x, d$y, kernel = kernel_rbf(1, 1), threshold = 1e-2, optimize = FALSE)
+  th <- sgpr(d$x, d$y, kernel = kernel_rbf(1, 1), noise = 0.1, threshold = 0.5,
+             optimize = FALSE)
   set.seed(3)
-  sel <- select_inducing(d$x, kernel_rbf(1, 1), threshold = 1e-2)
+  sel <- select_inducing(d$x, kernel_rbf(1, 1), threshold = 0.5, weights = rep(10, 40))
   expect_identical(unname(th$params$Z), unname(sel$Z))
   expect_error(sgpr(d$x, d$y, inducing = "kmeans", threshold = 1), "greedy")
   expect_error(svgp(dc$x, dc$y, inducing = 5, M = 5), "once")

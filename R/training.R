@@ -1,0 +1,148 @@
+# The default training schedule of the collapsed regression models (sgpr,
+# osgpr). Optimising the kernel, the noise and all M x D inducing
+# coordinates at once from a poor start takes L-BFGS-B hundreds to
+# thousands of evaluations and often ends in a flat fit. Instead:
+#
+#   0. with more than 20 000 observations, the kernel, noise and mean are
+#      first fitted on a random subsample of 20 000 (inducing inputs held),
+#      so that the full data see only a few refining evaluations;
+#   1. the kernel, noise and mean with the inducing inputs held where greedy
+#      selection put them (few parameters: tens of evaluations);
+#   2. for inducing inputs chosen by greedy selection, re-selection at the
+#      fitted parameters and a refit, while that raises the bound (Burt,
+#      Rasmussen and van der Wilk 2020, who re-select in this way); with a
+#      `threshold`, M is chosen anew in each pass;
+#   3. when the inducing inputs are optimised (optimize_inducing = TRUE),
+#      all parameters together, from there.
+#
+# control$schedule = "joint" gives the former path: one L-BFGS-B run over
+# all free parameters from the start.
+
+.schedules <- c("staged", "joint")
+
+# Largest number of observations fitted in stage 1 before the full data.
+.train_subsample <- 20000L
+
+# Re-selection passes of stage 2 at most, and the smallest gain in the bound
+# (relative to the standardised bound, see .objective_offset()) that keeps
+# a re-selection.
+.train_reselect_passes <- 3L
+.train_reselect_gain <- 1e-5
+
+.train.sgpr <- function(fit) {
+  if (identical(fit$control$schedule, "joint")) return(.fit_lbfgsb(fit))
+  .train_staged(fit, sets = "Z", reselect = fit$selection$method %in% .greedy_methods)
+}
+
+.train.osgpr <- function(fit) {
+  if (identical(fit$control$schedule, "joint")) return(.fit_lbfgsb(fit))
+  .train_staged(fit, sets = c("Z", "O"), reselect = FALSE)
+}
+
+# The staged fit; `sets` are the blocks of inducing inputs. The report
+# (fit$optim) is that of the last stage with the counts of all of them, the
+# bound after each stage in `stages` and `capped` if any stage stopped at
+# control$maxit.
+.train_staged <- function(fit, sets, reselect) {
+  start <- proc.time()[["elapsed"]]
+  pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
+  z_free <- any(grepl(pat, names(fit$fixed)) & !fit$fixed)
+  reports <- list()
+  record <- function(f, name) {
+    reports[[name]] <<- f$optim
+    f
+  }
+  held <- function(f) {
+    f$fixed[grepl(pat, names(f$fixed))] <- TRUE
+    f
+  }
+  fit <- held(fit)
+  # 0. a subsample first for large N
+  N <- nrow(fit$x)
+  if (N > .train_subsample) {
+    sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
+    sub <- record(.fit_lbfgsb(held(sub), "subsample, inducing inputs held"), "subsample")
+    fit$params <- .warm_params(fit$params, sub$params, skip = sets)
+  }
+  # 1. hyperparameters with the inducing inputs held
+  if (!isTRUE(reports$subsample$interrupted)) {
+    fit <- record(.fit_lbfgsb(fit, "inducing inputs held"), "inducing_held")
+  }
+  # 2. re-selection while it pays
+  if (reselect && !isTRUE(fit$optim$interrupted)) {
+    gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
+    for (pass in seq_len(.train_reselect_passes)) {
+      Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
+                           weights = .select_weights(fit), perm = fit$selection$perm)
+      if (identical(unname(Z), unname(fit$params$Z))) break
+      cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
+      reports[[sprintf("reselect_%d", pass)]] <- cand$optim
+      if (isTRUE(cand$optim$interrupted) || !(cand$optim$value > fit$optim$value + gain)) {
+        if (isTRUE(cand$optim$interrupted) && cand$optim$value > fit$optim$value) fit <- cand
+        break
+      }
+      fit <- cand
+    }
+  }
+  # 3. everything, when the inducing inputs are free
+  fit$fixed <- .fixed_from_spec(fit)
+  if (z_free && !isTRUE(fit$optim$interrupted)) {
+    fit <- record(.fit_lbfgsb(fit, "all parameters"), "all")
+  }
+  fit$optim <- .stage_report(fit$optim, reports)
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit
+}
+
+# The report of a staged fit: the last run's, with every run's evaluations
+# counted, the bound after each run and whether any stopped at its cap.
+.stage_report <- function(last, reports) {
+  out <- last
+  out$counts <- Reduce(`+`, lapply(reports, function(r) r$counts))
+  out$failed_evaluations <- sum(vapply(reports, function(r) as.integer(r$failed_evaluations), 0L))
+  out$stages <- vapply(reports, function(r) as.double(r$value), 0)
+  out$capped <- any(vapply(reports, function(r) isTRUE(r$convergence == 1L), TRUE))
+  if (any(vapply(reports, function(r) isTRUE(r$interrupted), TRUE))) out$interrupted <- TRUE
+  out$schedule <- "staged"
+  out
+}
+
+# The fit restricted to the rows `rows` of the data (for a first fit of the
+# hyperparameters on a subsample): the data and everything stored per
+# observation.
+.subsample_fit <- function(fit, rows) {
+  fit$x <- fit$x[rows, , drop = FALSE]
+  fit$y <- fit$y[rows]
+  nm <- fit$noise_model
+  if (!is.null(nm$lambda)) nm$lambda <- nm$lambda[rows]
+  if (!is.null(nm$Phi)) nm$Phi <- nm$Phi[rows, , drop = FALSE]
+  fit$noise_model <- nm
+  fit
+}
+
+# The control of the collapsed regression models: the shared settings and
+# `schedule` ("staged", the default, or "joint").
+.collapsed_control <- function(control) {
+  ctrl <- .check_control(control, defaults = list(schedule = "staged"), own = "schedule")
+  if (!is.character(ctrl$schedule) || length(ctrl$schedule) != 1L ||
+      !(ctrl$schedule %in% .schedules)) {
+    stop(sprintf("'control$schedule' must be one of %s",
+                 paste0("\"", .schedules, "\"", collapse = ", ")), call. = FALSE)
+  }
+  ctrl
+}
+
+# Starting kernel and noise of a collapsed regression model: the grid of
+# R/start.R when `search` (a staged fit from scratch), else the plain
+# data-driven defaults. `noise` is what the user gave (NULL, a number, a
+# vector of known variances, a formula); the returned `noise` is the
+# starting constant variance (NULL: the default).
+.start_collapsed <- function(kernel, x, y, noise, spec, search) {
+  if (!search) return(list(kernel = .kern_init(kernel, x, y), noise = NULL))
+  learned <- is.null(noise) || inherits(noise, "formula")
+  known <- if (is.numeric(noise) && length(noise) == nrow(x) && nrow(x) > 1L) noise
+  M <- if (is.na(spec$M)) 100L else spec$M
+  st <- .start_regression(kernel, x, y, M = M, noise_free = learned, lambda = known)
+  st$kernel <- .kern_init(st$kernel, x, y)
+  st
+}
