@@ -81,6 +81,13 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (is.null(noise)) noise <- start$params$noise
   }
+  # with optimize = TRUE, unset parameters start at the best point of a grid
+  # (R/start.R); the collapsed bound with Z = X is the exact likelihood
+  if (.check_flag(optimize, "optimize") && is.null(start)) {
+    st <- .start_regression(kernel, x, y, M = Inf, noise_free = is.null(noise))
+    kernel <- st$kernel
+    if (is.null(noise)) noise <- st$noise
+  }
   kernel <- .kern_init(kernel, x, y)
   mn <- .mean_start(mean, mean(y))
   if (is.null(noise)) noise <- .noise_start(y)

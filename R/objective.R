@@ -132,16 +132,32 @@ objective.sparsevgp <- function(fit, ...) {
   vy <- if (regression) stats::var(fit$y) else 1
   if (!is.finite(vy) || vy <= 0) vy <- 1
   lower[noise] <- pmin(par[noise], log(1e-6 * vy))
-  if (regression) scale[nm == "mean"] <- sqrt(vy)
-  io <- grepl("^[ZO]\\[[0-9]+,[0-9]+\\]$", nm)
-  if (any(io) && !is.null(fit$x)) {
+  # the optimiser works on (par - shift) / scale: the parameters of the
+  # standardised problem (inputs by their sd, y by its mean and sd), so that
+  # it sees the same numbers whatever the units
+  shift <- rep(0, n)
+  my <- if (regression) mean(fit$y) else 0
+  if (regression) {
+    scale[nm == "mean"] <- sqrt(vy)
+    shift[nm == "mean"] <- my
+    shift[nm %in% c("log_variance", "log_noise", "noise_coef[(Intercept)]")] <- log(vy)
+  }
+  if (!is.null(fit$x)) {
     sx <- apply(fit$x, 2L, stats::sd)
     sx[!is.finite(sx) | sx <= 0] <- 1
-    scale[io] <- sx[as.integer(sub("^[ZO]\\[[0-9]+,([0-9]+)\\]$", "\\1", nm[io]))]
+    mx <- colMeans(fit$x)
+    io <- grepl("^[ZO]\\[[0-9]+,[0-9]+\\]$", nm)
+    col <- as.integer(sub("^[ZO]\\[[0-9]+,([0-9]+)\\]$", "\\1", nm[io]))
+    scale[io] <- sx[col]
+    shift[io] <- mx[col]
+    ls <- grepl("^log_lengthscale", nm)
+    if (any(ls)) {
+      shift[ls] <- if (sum(ls) == ncol(fit$x)) log(sx) else log(sqrt(mean(sx^2)))
+    }
   }
   extra <- .optim_upper(fit, par)
   if (!is.null(extra)) upper <- pmin(upper, extra)
-  list(lower = lower, upper = upper, parscale = scale)
+  list(lower = lower, upper = upper, parscale = scale, shift = shift)
 }
 
 # trace: NULL shows progress lines in interactive sessions for fits that
@@ -203,11 +219,19 @@ objective.sparsevgp <- function(fit, ...) {
     su <- .optim_setup(fit, o$par)
     par0 <- pmin(pmax(o$par, su$lower), su$upper)
     offset <- .objective_offset(fit)
+    # L-BFGS-B on u = (par - shift) / scale (see .optim_setup())
+    to_par <- function(u) u * su$parscale + su$shift
     ctrl <- c(fit$control[c("maxit", "factr", "pgtol")],
-              list(trace = max(0L, .trace_level(fit) - 1L), parscale = su$parscale))
-    res <- tryCatch(stats::optim(par0, function(p) o$fn(p) - offset, o$gr, method = "L-BFGS-B",
-                                 lower = su$lower, upper = su$upper, control = ctrl),
+              list(trace = max(0L, .trace_level(fit) - 1L)))
+    res <- tryCatch(stats::optim((par0 - su$shift) / su$parscale,
+                                 function(u) o$fn(to_par(u)) - offset,
+                                 function(u) o$gr(to_par(u)) * su$parscale, method = "L-BFGS-B",
+                                 lower = (su$lower - su$shift) / su$parscale,
+                                 upper = (su$upper - su$shift) / su$parscale, control = ctrl),
                     interrupt = function(e) NULL)
+    if (!is.null(res)) {
+      res$par <- setNames(to_par(res$par), names(o$par))
+    }
     if (is.null(res)) {
       best <- o$best()
       par <- if (is.null(best$par)) par0 else best$par
@@ -298,14 +322,15 @@ objective.sparsevgp <- function(fit, ...) {
   if (sum(free) > 0L) {
     su <- .optim_setup(fit, o$par)
     sc <- su$parscale
-    s <- o$par / sc
-    lo <- su$lower / sc
-    hi <- su$upper / sc
+    sh <- su$shift
+    s <- (o$par - sh) / sc
+    lo <- (su$lower - sh) / sc
+    hi <- (su$upper - sh) / sc
     m1 <- m2 <- numeric(length(s))
     done <- 0L
     interrupted <- identical(tryCatch(for (it in seq_len(iters)) {
       batch <- if (B < N) sort(sample.int(N, B)) else NULL
-      r <- tryCatch(o$value_grad(s * sc, batch = batch), error = function(e) {
+      r <- tryCatch(o$value_grad(s * sc + sh, batch = batch), error = function(e) {
         stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)",
                      it, conditionMessage(e)), call. = FALSE)
       })
@@ -325,7 +350,7 @@ objective.sparsevgp <- function(fit, ...) {
     }, interrupt = function(e) "interrupted"), "interrupted")
     iters <- done
     trace <- trace[seq_len(done)]
-    par <- s * sc
+    par <- s * sc + sh
     names(par) <- names(o$par)
     fit$params <- o$unpack(par)
   } else {
@@ -428,25 +453,30 @@ objective.sparsevgp <- function(fit, ...) {
   invisible()
 }
 
-# A Gaussian regression fit whose signal variance is below a thousandth of
+# A Gaussian regression fit whose signal variance is below a hundredth of
 # the noise variance, or whose every lengthscale is at least a thousand
 # times the range of its input, explains (almost) nothing by the inputs.
-.flat_fit_warning <- function(fit) {
-  if (!is.null(fit$labels) || is.null(fit$params$variance)) return(invisible())
+.is_flat <- function(fit) {
+  if (!is.null(fit$labels) || is.null(fit$params$variance)) return(FALSE)
   noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
     fit$params$noise
-  if (is.null(noise)) return(invisible())
+  if (is.null(noise)) return(FALSE)
   ranges <- apply(fit$x, 2L, function(v) diff(range(v)))
   ls <- rep_len(fit$params$lengthscale, ncol(fit$x))
-  tiny_signal <- fit$params$variance < 1e-3 * noise
-  long <- all(ls > 1e3 * pmax(ranges, .Machine$double.eps))
-  if (tiny_signal || long) {
-    warning(sprintf("the fit found no signal: %s. The model explains the response as noise around a constant. If that is not plausible, try shorter starting lengthscales (kernel = kernel_rbf(lengthscale = ...)), a smaller starting noise, or more inducing points",
-                    if (tiny_signal) sprintf("the signal variance %s is tiny next to the noise variance %s",
-                                             format(fit$params$variance, digits = 3L),
-                                             format(noise, digits = 3L))
-                    else "every lengthscale is far longer than the range of its input"),
-            call. = FALSE)
+  fit$params$variance < 1e-2 * noise || all(ls > 1e3 * pmax(ranges, .Machine$double.eps))
+}
+
+.flat_fit_warning <- function(fit) {
+  if (!.is_flat(fit)) return(invisible())
+  noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
+    fit$params$noise
+  why <- if (fit$params$variance < 1e-2 * noise) {
+    sprintf("the signal variance %s is below 1%% of the noise variance %s",
+            format(fit$params$variance, digits = 3L), format(noise, digits = 3L))
+  } else {
+    "every lengthscale is far longer than the range of its input"
   }
+  warning(sprintf("the fit found no signal: %s. The model explains the response as noise around a constant. If that is not plausible, try shorter starting lengthscales (kernel = kernel_rbf(lengthscale = ...)), a smaller starting noise, or more inducing points",
+                  why), call. = FALSE)
   invisible()
 }

@@ -145,14 +145,18 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   y <- .as_response(y, nrow(x))
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  optimize <- .check_flag(optimize, "optimize")
+  control <- .collapsed_control(control)
   if (!is.null(.check_start(start, "osgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     inducing <- .osgpr_warm_set(inducing, start$params$Z)
     orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
   }
-  kernel <- .kern_init(kernel, x, y)
+  st <- .start_collapsed(kernel, x, y, noise, list(M = 100L),
+                         optimize && is.null(start) && control$schedule == "staged")
+  kernel <- st$kernel
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
-  nz <- .noise_setup(noise, x, y, data)
+  nz <- .noise_setup(noise, x, y, data, start = st$noise)
   mn <- .mean_start(mean, mean(y))
   params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
               nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
@@ -164,7 +168,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   label <- c(solve = "SOLVE-GPR", odvgp = "ODGPR")[[type]]
   fit <- .new_fit("osgpr", call, x, y, kernel, params, transforms, fixed,
                   always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
-                  control = .check_control(control),
+                  control = control,
                   label = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
                                   if (bound == "union") "union (SGPR on Z and O together)" else
                                     "family"),

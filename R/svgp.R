@@ -191,6 +191,12 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
   }
+  if (!bern && .check_flag(optimize, "optimize") && is.null(start)) {
+    st <- .start_regression(kernel, x, target, M = if (is.null(M)) 100L else M,
+                            noise_free = is.null(noise))
+    kernel <- st$kernel
+    if (is.null(noise)) noise <- st$noise
+  }
   kernel <- .kern_init(kernel, x, if (bern) NULL else target)
   spec <- .inducing_spec(inducing, M, threshold, x)
   Z <- .select_by_spec(spec, x, kernel, warn_short = !is.null(M) || is.numeric(inducing))

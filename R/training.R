@@ -56,6 +56,7 @@
     f$fixed[grepl(pat, names(f$fixed))] <- TRUE
     f
   }
+  initial <- fit
   fit <- held(fit)
   # 0. a subsample first for large N
   N <- nrow(fit$x)
@@ -84,10 +85,18 @@
       fit <- cand
     }
   }
-  # 3. everything, when the inducing inputs are free
+  # 3. everything, when the inducing inputs are free. When the held inputs
+  # explain nothing (too few of them, at lengthscales where they cannot
+  # cover the signal, collapse the fit onto the noise), the joint fit starts
+  # from the starting values instead of that flat point.
   fit$fixed <- .fixed_from_spec(fit)
   if (z_free && !isTRUE(fit$optim$interrupted)) {
-    fit <- record(.fit_lbfgsb(fit, "all parameters"), "all")
+    from <- fit
+    if (.is_flat(fit) && !.is_flat(initial)) {
+      from$params <- initial$params
+      from$fixed <- .fixed_from_spec(from)
+    }
+    fit <- record(.fit_lbfgsb(from, "all parameters"), "all")
   }
   fit$optim <- .stage_report(fit$optim, reports)
   fit$time <- proc.time()[["elapsed"]] - start

@@ -1,0 +1,142 @@
+# Training with defaults: starting values that find the signal, the staged
+# schedule, fits that do not depend on units, honest reports (warnings for
+# capped and flat fits, progress, interrupts).
+
+# A response that varies on a tenth of the input range, with noise that
+# grows with |x| (the getting-started vignette's example).
+het_toy <- function() {
+  set.seed(3)
+  n <- 300
+  x <- sort(runif(n, -5, 5))
+  y <- 2.5 * sin(6 * x) + cos(3 * x) + rnorm(n, sd = sqrt(abs(0.25 * x^2 + 0.1 * x)))
+  data.frame(x = x, y = y)
+}
+
+test_that("default starts find a signal that a single start at a typical distance misses", {
+  d <- het_toy()
+  # the good optima, from a start at lengthscale 0.5 (found by hand)
+  good <- sgpr(y ~ x, data = d, inducing = 50, kernel = kernel_rbf(0.5))
+  good_het <- sgpr(y ~ x, data = d, inducing = 50, kernel = kernel_rbf(0.5),
+                   noise = ~ x + I(x^2))
+  def <- sgpr(y ~ x, data = d, inducing = 50)
+  def_het <- sgpr(y ~ x, data = d, inducing = 50, noise = ~ x + I(x^2))
+  expect_gt(as.numeric(logLik(def)), as.numeric(logLik(good)) - 1)
+  expect_gt(as.numeric(logLik(def_het)), as.numeric(logLik(good_het)) - 1)
+  # the former path from the median distance ends flat, and says so
+  expect_warning(old <- sgpr(y ~ x, data = d, inducing = 50, control = list(schedule = "joint")),
+                 "no signal")
+  expect_lt(as.numeric(logLik(old)), as.numeric(logLik(def)) - 50)
+  # the exact GP starts from the same grid
+  ex <- gpr(y ~ x, data = d)
+  expect_gt(as.numeric(logLik(ex)), -594.5)
+  expect_lt(ex$params$lengthscale, 0.5)
+})
+
+test_that("several inputs: ARD by default, and the signal is found", {
+  aq <- na.omit(airquality)
+  fit <- sgpr(Ozone ~ Temp + Wind + Solar.R, data = aq, inducing = 20)
+  expect_length(fit$params$lengthscale, 3L)
+  ex <- gpr(Ozone ~ Temp + Wind + Solar.R, data = aq)
+  expect_gt(as.numeric(logLik(fit)), as.numeric(logLik(ex)) - 5)
+  expect_gt(fit$params$variance, fit$params$noise)
+  expect_length(sgpr(Ozone ~ Temp + Wind + Solar.R, data = aq, inducing = 20,
+                     kernel = kernel_rbf(ard = FALSE), optimize = FALSE)$params$lengthscale, 1L)
+})
+
+test_that("fits do not depend on the units of x and y", {
+  d <- het_toy()[seq(1, 300, by = 2), ]
+  # the same tie-breaking order for greedy selection in both fits
+  set.seed(1)
+  a <- sgpr(d$x, d$y, inducing = 20)
+  set.seed(1)
+  b <- sgpr(d$x * 1000, d$y * 1e-5, inducing = 20)
+  xs <- seq(-4, 4, length.out = 7)
+  pa <- predict(a, xs, type = "response")
+  pb <- predict(b, xs * 1000, type = "response")
+  expect_equal(pb$mean * 1e5, pa$mean, tolerance = 1e-6)
+  expect_equal(pb$var * 1e10, pa$var, tolerance = 1e-6)
+  # logLik carries the Jacobian of the y scaling
+  expect_equal(as.numeric(logLik(b)), as.numeric(logLik(a)) - nrow(d) * log(1e-5),
+               tolerance = 1e-8)
+  expect_equal(b$optim$counts[[1L]], a$optim$counts[[1L]])
+})
+
+test_that("the staged schedule ends at least as high as the former joint path", {
+  d <- het_toy()
+  for (M in c(10L, 30L)) {
+    for (k in list(kernel_rbf(0.5), kernel_matern32(1))) {
+      st <- sgpr(y ~ x, data = d, inducing = M, kernel = k)
+      jo <- sgpr(y ~ x, data = d, inducing = M, kernel = k, control = list(schedule = "joint"))
+      expect_gte(as.numeric(logLik(st)), as.numeric(logLik(jo)) - 0.5)
+      expect_true(all(c("inducing_held", "all") %in% names(st$optim$stages)))
+      expect_equal(st$optim$schedule, "staged")
+    }
+  }
+  # with the inducing inputs held, greedy re-selection runs and M stays
+  f <- sgpr(y ~ x, data = d, inducing = 20, optimize_inducing = FALSE)
+  expect_equal(nrow(f$params$Z), 20L)
+  expect_false("all" %in% names(f$optim$stages))
+  expect_error(sgpr(y ~ x, data = d, control = list(schedule = "fast")), "'control\\$schedule'")
+})
+
+test_that("a threshold chooses M anew at the fitted noise", {
+  d <- het_toy()
+  f <- sgpr(y ~ x, data = d, threshold = kl_threshold(0.05, N = 300), optimize_inducing = FALSE)
+  sel <- select_inducing(d$x, kernel_rbf(f$params$lengthscale, f$params$variance),
+                         threshold = kl_threshold(0.05, N = 300),
+                         weights = rep(1 / f$params$noise, 300))
+  expect_gt(nrow(f$params$Z), 5L)
+  # the final Z meets the threshold at the final parameters up to one re-selection
+  expect_lte(abs(nrow(f$params$Z) - sel$M), max(3, 0.3 * sel$M))
+})
+
+test_that("warnings: a capped fit and a flat fit say so in plain words", {
+  d <- het_toy()
+  expect_warning(sgpr(y ~ x, data = d, inducing = 10, control = list(maxit = 2)),
+                 "stopped at its limit of 2 evaluations")
+  # a start far from the signal that the optimiser cannot leave
+  expect_warning(sgpr(y ~ x, data = d, inducing = 10, kernel = kernel_rbf(lengthscale = 1e4)),
+                 "no signal")
+  # pure noise: the flat fit is right, and the warning says what it found
+  set.seed(2)
+  expect_warning(sgpr(x = runif(100), y = rnorm(100), inducing = 10), "no signal")
+})
+
+test_that("an interrupted fit returns the best parameters so far, with a warning", {
+  d <- het_toy()
+  full <- sgpr(y ~ x, data = d, inducing = 20, control = list(schedule = "joint"))
+  old <- options(sparsevgp.interrupt_after = 6)
+  on.exit(options(old), add = TRUE)
+  expect_warning(int <- sgpr(y ~ x, data = d, inducing = 20, control = list(schedule = "joint")),
+                 "interrupted")
+  expect_true(isTRUE(int$optim$interrupted))
+  expect_lte(int$optim$counts[[1L]], 6L)
+  expect_lt(as.numeric(logLik(int)), as.numeric(logLik(full)))
+  # the bound reported is the best one seen, at the parameters kept
+  expect_equal(int$bound, int$optim$value, tolerance = 1e-10)
+  # the staged schedule stops at the interrupted stage
+  expect_warning(st <- sgpr(y ~ x, data = d, inducing = 20), "interrupted")
+  expect_length(st$optim$stages, 1L)
+  # Adam keeps the iterations it ran
+  expect_warning(ad <- svgp(y ~ x, data = d, inducing = 10, likelihood = "gaussian",
+                            batch_size = 50, control = list(maxit = 50)), "interrupted")
+  expect_equal(ad$optim$counts[[1L]], 6L)
+})
+
+test_that("progress lines appear with trace = 1 and never with trace = 0", {
+  d <- het_toy()
+  expect_silent(sgpr(y ~ x, data = d, inducing = 30, control = list(trace = 0)))
+  old <- options(sparsevgp.interrupt_after = NULL)
+  on.exit(options(old), add = TRUE)
+  msgs <- character()
+  withCallingHandlers(
+    sgpr(y ~ x, data = d, inducing = 40, control = list(trace = 1, schedule = "joint",
+                                                       factr = 1)),
+    message = function(m) {
+      msgs <<- c(msgs, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    })
+  # a line at most every second, each naming the model and the bound
+  if (length(msgs)) expect_match(msgs[1L], "^sgpr.*evaluations, bound")
+  expect_error(sgpr(y ~ x, data = d, control = list(trace = -1)), "'control\\$trace'")
+})
