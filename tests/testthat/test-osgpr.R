@@ -3,12 +3,6 @@
 # cases. Every quantity is checked against a dense formula written here
 # from the thesis's equations, or against sgpr() / gpr().
 
-osgpr_at <- function(d, k, Z, O, type = "solve", bound = "family", noise = 0.05,
-                     mean = 0, ...) {
-  osgpr(d$x, d$y, kernel = k, inducing = Z, orthogonal = O, type = type, bound = bound,
-        noise = noise, mean = mean, optimize = FALSE, ...)
-}
-
 # Dense building blocks: Kuu, Kvv, Kuf, Kvf, Kuv and the orthogonal
 # covariances of seed000 eq. 5.5.
 dense_blocks <- function(k, x, Z, O) {

@@ -1,28 +1,5 @@
 # PGPR: seed004 verification targets 7-17, gradients, labels, methods.
 
-# A PGPR model at given kernel, inducing inputs and local parameters c.
-pgpr_at <- function(d, k, Z, c = NULL, mean = 0, jitter = 0, ...) {
-  f <- pgpr(d$x, d$y, kernel = k, inducing = Z, mean = mean, optimize = FALSE,
-            control = list(jitter = jitter), ...)
-  if (!is.null(c)) {
-    f$c <- c
-    f <- sparsevgp:::.finish(f)
-  }
-  f
-}
-
-# Dense ingredients of seed004 chapter 4 for kernel k, inputs x, Z, c.
-pg_dense <- function(k, x, Z, c) {
-  Kuu <- naive_kernel(k, Z, Z)
-  Kuf <- naive_kernel(k, Z, x)
-  Kff <- naive_kernel(k, x, x)
-  th <- tanh(c / 2) / (2 * c)
-  Q <- crossprod(Kuf, solve(Kuu, Kuf))
-  Sig <- Kuu + Kuf %*% (th * t(Kuf))
-  list(Kuu = Kuu, Kuf = Kuf, Kff = Kff, th = th, Q = Q, Sig = Sig,
-       pg = 0.5 * sum(c^2 * th - 2 * log(cosh(c / 2))))
-}
-
 # The uncollapsed PG ELBO (seed004 eq. 2.23, derived as
 # E_q[y f / 2 - theta f^2 / 2] - N log 2 - KL_omega - KL[q(u) || p(u)]) for
 # q(u - m0) = N(m, S) under the prior mean m0 (q(u) of the zero-mean part

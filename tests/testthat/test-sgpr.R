@@ -1,10 +1,5 @@
 # Verification targets: seed000 T2-T6, seed004 targets 1-6.
 
-sgpr_at <- function(d, k, Z, noise = 0.05, mean = 0, ...) {
-  sgpr(d$x, d$y, kernel = k, inducing = Z, noise = noise, mean = mean,
-       optimize = FALSE, ...)
-}
-
 test_that("the stable bound equals the dense formula (every kernel and noise kind)", {
   d <- toy_data(40, 2)
   Z <- d$x[1:7, ] + 0.05

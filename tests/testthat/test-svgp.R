@@ -1,21 +1,6 @@
 # SVGP: the whitened ELBO against dense formulas, the identity with SGPR at
 # its optimal q(u) (seed001 target 5; anchors E1), gradients, methods.
 
-# A random whitened q(v) = N(b, W W') for M inducing points.
-random_q <- function(M, seed = 1) {
-  set.seed(seed)
-  W <- diag(exp(rnorm(M, sd = 0.3)), M)
-  W[lower.tri(W)] <- rnorm(M * (M - 1) / 2, sd = 0.3)
-  list(b = rnorm(M), W = W)
-}
-
-set_q <- function(fit, q) {
-  fit$params$q_mu <- q$b
-  fit$params$q_sqrt_diag <- diag(q$W)
-  fit$params$q_sqrt_lower <- q$W[lower.tri(q$W)]
-  sparsevgp:::.finish(fit)
-}
-
 # Marginals of q(f) at x for the whitened q, densely: u = L v.
 dense_qf <- function(k, x, Z, q, mean = 0) {
   Kuu <- naive_kernel(k, Z, Z)
@@ -180,17 +165,6 @@ test_that("bad svgp arguments give clear errors", {
 })
 
 # ---- non-whitened parameterisation (seed001 sections 2, 5, 6; target 2) ----
-
-# Set the non-whitened q(u) = N(m, S) of a fit from a whitened q(v):
-# m = L b, S = L W W' L', so that W_u = chol(S) = L W.
-set_q_nw <- function(fit, q) {
-  L <- sparsevgp:::.svgp_chol(fit$params, fit$kernel, fit$control)
-  Wu <- L %*% q$W
-  fit$params$q_mu <- drop(L %*% q$b)
-  fit$params$q_sqrt_diag <- diag(Wu)
-  fit$params$q_sqrt_lower <- Wu[lower.tri(Wu)]
-  sparsevgp:::.finish(fit)
-}
 
 test_that("whitened and non-whitened SVGP agree at m = L b, S = L W W' L'", {
   d <- toy_data(30, 2)
