@@ -39,8 +39,10 @@ closed_form_q <- function(k, x, y, Z, O, lambda, type) {
 
 # The uncollapsed orthogonal ELBO, seed000 eqs 5.20-5.24 (with E6: -M2) and
 # 4.18, for any q: q(u) = N(m_u, S_u), q(v_perp) = N(m_v, S_v).
-uncollapsed_orth <- function(k, x, y, Z, O, lambda, m_u, S_u, m_v, S_v) {
-  b <- dense_blocks(k, x, Z, O)
+# The blocks `b` may be given, computed once, where the ELBO is evaluated
+# many times.
+uncollapsed_orth <- function(k, x, y, Z, O, lambda, m_u, S_u, m_v, S_v,
+                             b = dense_blocks(k, x, Z, O)) {
   Pu <- solve(b$Kuu, b$Kuf)
   Pv <- solve(b$Cvv, b$Cvf)
   mu <- drop(crossprod(Pu, m_u) + crossprod(Pv, m_v))                 # eq. 5.14
@@ -260,8 +262,9 @@ test_that("the uncollapsed ELBO is stationary at eq. 5.26's q: its finite-differ
   lam <- 0.06
   y <- d1$y
   q <- closed_form_q(k, d1$x, y, Z1, O1, lam, "solve")
+  b <- dense_blocks(k, d1$x, Z1, O1)
   elbo <- function(m_u = q$m_u, S_u = q$S_u, m_v = q$m_v, S_v = q$S_v) {
-    uncollapsed_orth(k, d1$x, y, Z1, O1, lam, m_u, S_u, m_v, S_v)
+    uncollapsed_orth(k, d1$x, y, Z1, O1, lam, m_u, S_u, m_v, S_v, b = b)
   }
   h <- 1e-5
   cd <- function(fp, fm) (fp - fm) / (2 * h)
@@ -300,7 +303,8 @@ test_that("maximising the uncollapsed ELBO numerically gives the family bounds (
     negelbo <- function(p) {
       S_v <- if (type == "solve") chol_from(p[M1 + M2 + nu + seq_len(nv)], M2) else b$Cvv
       -uncollapsed_orth(k, d1$x, d1$y, Z1, O1, lam, p[seq_len(M1)],
-                        chol_from(p[M1 + M2 + seq_len(nu)], M1), p[M1 + seq_len(M2)], S_v)
+                        chol_from(p[M1 + M2 + seq_len(nu)], M1), p[M1 + seq_len(M2)], S_v,
+                        b = b)
     }
     # start at the prior: m = 0, S = K
     p <- c(numeric(M1 + M2), t(chol(b$Kuu))[lower.tri(b$Kuu, diag = TRUE)],
