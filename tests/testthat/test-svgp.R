@@ -64,33 +64,6 @@ test_that("the Bernoulli expectations equal numerical integration", {
   expect_equal(sum(gh$w * gh$x^10), sqrt(pi) * 945 / 32, tolerance = 1e-12)
 })
 
-test_that("SVGP with a Gaussian likelihood at SGPR's optimal q(u) equals SGPR", {
-  d <- toy_data(40, 2)
-  Z <- d$x[c(2, 8, 15, 23, 31, 38), ]
-  for (k in all_kernels(2)[c("rbf", "matern32_ard")]) {
-    for (jit in c(0, 1e-6)) {
-      s <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = 0.05, mean = 0.15,
-                optimize = FALSE, control = list(jitter = jit))
-      qu <- posterior_inducing(s)
-      g <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.05,
-                mean = 0.15, q_u = qu, optimize = FALSE, control = list(jitter = jit))
-      expect_equal(g$bound, s$bound, tolerance = 1e-9)
-      xs <- rbind(d$x[1:3, ], c(3, 3))
-      expect_equal(predict(g, xs, full_cov = TRUE), predict(s, xs, full_cov = TRUE),
-                   tolerance = 1e-8)
-      # at SGPR's q(u) the ELBO is stationary in the variational parameters
-      gr <- objective(g)$gr(objective(g)$par)
-      expect_lt(max(abs(gr[grepl("^(q_mu|log_q_sqrt|q_sqrt)", names(gr))])), 1e-6)
-      # any other q(u) is worse
-      q2 <- qu
-      q2$mean <- q2$mean + 0.05
-      g2 <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.05,
-                 mean = 0.15, q_u = q2, optimize = FALSE, control = list(jitter = jit))
-      expect_lt(g2$bound, s$bound)
-    }
-  }
-})
-
 test_that("SVGP gradients match finite differences (every kernel, both likelihoods)", {
   d <- toy_data(25, 2)
   y01 <- as.integer(d$y > 0)
@@ -166,29 +139,10 @@ test_that("bad svgp arguments give clear errors", {
 
 # ---- non-whitened parameterisation (seed001 sections 2, 5, 6; target 2) ----
 
-test_that("whitened and non-whitened SVGP agree at m = L b, S = L W W' L'", {
+test_that("the non-whitened KL and predictive variances equal the dense formulas; q = p gives KL = 0", {
   d <- toy_data(30, 2)
-  y01 <- as.integer(d$y > 0)
   Z <- d$x[c(3, 9, 16, 24), ] + 0.01
   q <- random_q(4, seed = 7)
-  for (k in all_kernels(2)[c("rbf", "matern32_ard")]) {
-    for (lik in c("gaussian", "bernoulli")) {
-      yy <- if (lik == "gaussian") d$y else y01
-      args <- list(d$x, yy, kernel = k, inducing = Z, likelihood = lik, mean = 0.2,
-                   optimize = FALSE)
-      if (lik == "gaussian") args$noise <- 0.07
-      fw <- set_q(do.call(svgp, args), q)
-      fn <- set_q_nw(do.call(svgp, c(args, whiten = FALSE)), q)
-      expect_false(fn$whiten)
-      expect_equal(fn$bound, fw$bound, tolerance = 1e-9)
-      expect_equal(fn$bound_terms, fw$bound_terms, tolerance = 1e-9)
-      xs <- rbind(d$x[1:4, ], c(2, -2))
-      expect_equal(predict(fn, xs, full_cov = TRUE), predict(fw, xs, full_cov = TRUE),
-                   tolerance = 1e-9)
-      expect_equal(predict(fn), predict(fw), tolerance = 1e-9)
-    }
-  }
-  # the non-whitened KL against the dense Gaussian KL, and q = p gives KL = 0
   k <- kernel_matern52(0.8, 1.4)
   fn <- set_q_nw(svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.1,
                       mean = 0, optimize = FALSE, whiten = FALSE, control = list(jitter = 0)), q)
@@ -199,13 +153,6 @@ test_that("whitened and non-whitened SVGP agree at m = L b, S = L W W' L'", {
              optimize = FALSE, whiten = FALSE)
   expect_equal(f0$bound_terms[["neg_kl"]], 0, tolerance = 1e-10)
   expect_equal(unname(predict(f0)$var), rep(1.4, 30), tolerance = 1e-6)
-  # q_u given: the same q(u) in both parameterisations gives the same ELBO
-  s <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = 0.1, mean = 0.1, optimize = FALSE)
-  gw <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.1,
-             mean = 0.1, q_u = posterior_inducing(s), optimize = FALSE)
-  gn <- update(gw, whiten = FALSE, warm_start = FALSE)
-  expect_equal(gn$bound, s$bound, tolerance = 1e-9)
-  expect_equal(gw$bound, s$bound, tolerance = 1e-9)
 })
 
 test_that("non-whitened SVGP gradients match finite differences", {
@@ -379,30 +326,6 @@ test_that("the Bernoulli ELL converges to integrate() as the quadrature order gr
   expect_error(svgp(d$x, y01, inducing = Z, quadrature = 2.5), "'quadrature'")
 })
 
-# ---- envelope identity (target 13) --------------------------------------------
-
-test_that("the SGPR gradient equals the SVGP partial gradient at SGPR's q(u)", {
-  d <- toy_data(30, 2)
-  Z <- d$x[c(3, 10, 18, 26), ] + 0.05
-  for (k in all_kernels(2)[c("rbf", "matern52_ard")]) {
-    s <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = 0.06, mean = 0.2, optimize = FALSE)
-    gs <- objective(s)$gr(objective(s)$par)
-    for (wh in c(TRUE, FALSE)) {
-      g <- svgp(d$x, d$y, kernel = k, inducing = Z, likelihood = "gaussian", noise = 0.06,
-                mean = 0.2, q_u = posterior_inducing(s), optimize = FALSE, whiten = wh)
-      gg <- objective(g)$gr(objective(g)$par)
-      hyp <- names(gs)
-      expect_true(all(hyp %in% names(gg)))
-      expect_true(any(grepl("^Z", hyp)) && "log_noise" %in% hyp)
-      expect_equal(gg[hyp], gs, tolerance = 1e-6)
-      # away from q* the identity fails
-      g2 <- natgrad_step(set_q(g, random_q(4, 1)), 0.5)
-      gg2 <- objective(g2)$gr(objective(g2)$par)
-      expect_gt(max(abs(gg2[hyp] - gs)), 1e-3)
-    }
-  }
-})
-
 # ---- small fixes --------------------------------------------------------------
 
 test_that("svgp edge cases: jitter checks, empty newdata, type, method, labels", {
@@ -460,27 +383,10 @@ test_that("free inducing inputs are fitted in two stages, which avoids collapsed
   expect_null(g$optim$stages)
 })
 
-test_that("Gaussian SVGP with Z = X is the exact GP: at fixed parameters and after optimisation (GPflow's equivalence)", {
-  # evenly spaced inputs: Kuu = K(X, X) must be well conditioned for the
-  # comparison (random clustered inputs gave cond(Kuu) = 1e17)
+test_that("Gaussian SVGP with Z = X optimised jointly reaches the exact GP's optimum (GPflow's equivalence test)", {
   set.seed(4)
   d <- list(x = matrix(seq(-2, 2, length.out = 20)))
   d$y <- sin(2 * d$x[, 1]) + rnorm(20, sd = 0.2)
-  k <- kernel_rbf(0.4, 1.1)
-  expect_lt(kappa(kernel_matrix(k, d$x)), 1e8)
-  g <- gpr(d$x, d$y, kernel = k, noise = 0.05, mean = 0.1, optimize = FALSE)
-  s <- sgpr(d$x, d$y, kernel = k, inducing = d$x, noise = 0.05, mean = 0.1, optimize = FALSE,
-            control = list(jitter = 0))
-  for (w in c(TRUE, FALSE)) {
-    v <- svgp(d$x, d$y, likelihood = "gaussian", kernel = k, inducing = d$x, noise = 0.05,
-              mean = 0.1, q_u = posterior_inducing(s), whiten = w, optimize = FALSE,
-              control = list(jitter = 0))
-    expect_equal(as.numeric(logLik(v)), as.numeric(logLik(g)), tolerance = 1e-8)
-    pv <- predict(v, matrix(c(-1.5, 0.3)), full_cov = TRUE)
-    pg <- predict(g, matrix(c(-1.5, 0.3)), full_cov = TRUE)
-    expect_equal(pv$mean, pg$mean, tolerance = 1e-7)
-    expect_equal(pv$cov, pg$cov, tolerance = 1e-6)
-  }
   # optimised jointly (q(u), kernel, noise, mean) with Z = X held, SVGP reaches the
   # optimum of the exact log marginal likelihood. With the default jitter: at
   # jitter 0 the factorisation escalates its jitter as the lengthscale grows,
