@@ -25,6 +25,14 @@ pgpr_at <- function(d, k, Z, c = NULL, mean = 0, jitter = 0, ...) {
   f
 }
 
+# A fit with some of its parameters replaced (named as in fit$params),
+# evaluated there.
+with_params <- function(fit, ...) {
+  new <- list(...)
+  fit$params[names(new)] <- new
+  sparsevgp:::.finish(fit)
+}
+
 # A random whitened q(v) = N(b, W W') for M inducing points.
 random_q <- function(M, seed = 1) {
   set.seed(seed)
@@ -35,10 +43,7 @@ random_q <- function(M, seed = 1) {
 
 # Set the whitened q(v) = N(b, W W') of an svgp fit.
 set_q <- function(fit, q) {
-  fit$params$q_mu <- q$b
-  fit$params$q_sqrt_diag <- diag(q$W)
-  fit$params$q_sqrt_lower <- q$W[lower.tri(q$W)]
-  sparsevgp:::.finish(fit)
+  with_params(fit, q_mu = q$b, q_sqrt_diag = diag(q$W), q_sqrt_lower = q$W[lower.tri(q$W)])
 }
 
 # Set the non-whitened q(u) = N(m, S) of an svgp fit from a whitened q(v):
@@ -46,8 +51,6 @@ set_q <- function(fit, q) {
 set_q_nw <- function(fit, q) {
   L <- sparsevgp:::.svgp_chol(fit$params, fit$kernel, fit$control)
   Wu <- L %*% q$W
-  fit$params$q_mu <- drop(L %*% q$b)
-  fit$params$q_sqrt_diag <- diag(Wu)
-  fit$params$q_sqrt_lower <- Wu[lower.tri(Wu)]
-  sparsevgp:::.finish(fit)
+  with_params(fit, q_mu = drop(L %*% q$b), q_sqrt_diag = diag(Wu),
+              q_sqrt_lower = Wu[lower.tri(Wu)])
 }

@@ -361,37 +361,7 @@ test_that("permuting X, Z or O changes nothing (T32)", {
   }
 })
 
-test_that("gradients match finite differences for every kernel, variant and parameter kind (T31)", {
-  d <- toy_data(25, 2)
-  Z <- d$x[1:3, ] + 0.03
-  O <- d$x[4:6, ] - 0.03
-  for (k in all_kernels(2)) {
-    for (type in c("solve", "odvgp")) {
-      expect_grad(osgpr_at(d, k, Z, O, type = type, mean = "constant"))
-    }
-    expect_grad(osgpr_at(d, k, Z, O, bound = "union", mean = "constant"))
-  }
-  lam <- seq(0.02, 0.25, length.out = 25)
-  k <- kernel_rbf(c(0.8, 1.1), 1.2)
-  for (type in c("solve", "odvgp")) {
-    expect_grad(osgpr_at(d, k, Z, O, type = type, noise = lam, mean = "constant"))
-    expect_grad(osgpr_at(d, k, Z, O, type = type, noise = ~ x1 + I(x2^2), mean = "constant"))
-    # with a jitter large enough to matter (it scales with the kernel variance)
-    expect_grad(osgpr_at(d, k, Z, O, type = type, mean = "constant",
-                         control = list(jitter = 1e-3)))
-    # empty sets
-    expect_grad(osgpr_at(d, k, Z[0, , drop = FALSE], O, type = type, mean = "constant"))
-    expect_grad(osgpr_at(d, k, Z, O[0, , drop = FALSE], type = type, mean = "constant"))
-  }
-  o <- objective(osgpr_at(d, kernel_rbf(), Z, O, noise = ~ x1, mean = "constant"))
-  expect_true(all(c("log_variance", "log_lengthscale", "noise_coef[(Intercept)]",
-                    "noise_coef[x1]", "mean", "Z[1,1]", "Z[3,2]", "O[1,1]", "O[3,2]")
-                  %in% names(o$par)))
-})
-
-test_that("the C adjoints of Kuu, Kuv, Kvv, Kuf, Kvf, diag Kff, noise and targets match finite differences", {
-  # directly on the matrices, independently of the kernel contractions:
-  # Gww = [[Guu, Guv/2], [Guv'/2, Gvv]] is the adjoint of the symmetric Kww
+test_that("the orthogonal bound's entry point checks its arguments", {
   k <- kernel_matern52(0.6, 1.1)
   W <- rbind(Z1, O1)
   Kww <- naive_kernel(k, W, W)
@@ -402,42 +372,6 @@ test_that("the C adjoints of Kuu, Kuv, Kvv, Kuf, Kvf, diag Kff, noise and target
   bo <- function(Kww, Kwf, kd, lam, yt, v, grad = FALSE) {
     .Call(sparsevgp:::ffi_bo_bound, Kww, Kwf, 4L, kd, lam, yt, v, 0, 1e-2, grad)
   }
-  h <- 1e-6
-  for (v in 0:2) {
-    a <- bo(Kww, Kwf, kd, lam, yt, v, TRUE)
-    f <- function(...) bo(...)$bound
-    for (i in 1:7) for (j in 1:i) {
-      E <- matrix(0, 7, 7)
-      E[i, j] <- E[j, i] <- h
-      fd <- (f(Kww + E, Kwf, kd, lam, yt, v) - f(Kww - E, Kwf, kd, lam, yt, v)) / (2 * h)
-      an <- if (i == j) a$Gww[i, i] else a$Gww[i, j] + a$Gww[j, i]
-      expect_lte(abs(an - fd) / max(1, abs(fd)), 1e-6)
-    }
-    for (i in 1:7) for (n in c(1, 12, 30)) {
-      E <- matrix(0, 7, 30)
-      E[i, n] <- h
-      fd <- (f(Kww, Kwf + E, kd, lam, yt, v) - f(Kww, Kwf - E, kd, lam, yt, v)) / (2 * h)
-      expect_lte(abs(a$Gwf[i, n] - fd) / max(1, abs(fd)), 1e-6)
-    }
-    for (n in c(2, 17, 29)) {
-      e <- replace(numeric(30), n, h)
-      expect_equal(a$gdiag[n], (f(Kww, Kwf, kd + e, lam, yt, v) - f(Kww, Kwf, kd - e, lam, yt, v)) / (2 * h),
-                   tolerance = 1e-6)
-      expect_equal(a$glambda[n], (f(Kww, Kwf, kd, lam + e, yt, v) - f(Kww, Kwf, kd, lam - e, yt, v)) / (2 * h),
-                   tolerance = 1e-6)
-      expect_equal(a$gytil[n], (f(Kww, Kwf, kd, lam, yt + e, v) - f(Kww, Kwf, kd, lam, yt - e, v)) / (2 * h),
-                   tolerance = 1e-6)
-    }
-    expect_equal(a$bound, a$bounds[[v + 1L]])
-  }
-  # the union adjoints are those of the SGPR routine on the stacked set
-  g <- .Call(sparsevgp:::ffi_bg_bound, Kww, Kwf, kd, lam, yt, 0, 1e-2, TRUE)
-  a <- bo(Kww, Kwf, kd, lam, yt, 0L, TRUE)
-  expect_equal(a$Gww, g$Guu, tolerance = 1e-9)
-  expect_equal(a$Gwf, g$Guf, tolerance = 1e-9)
-  expect_equal(a$glambda, g$glambda, tolerance = 1e-9)
-  expect_equal(a$mu, g$mu, tolerance = 1e-9)
-  # the entry point checks its arguments
   expect_error(bo(Kww[, 1:6], Kwf, kd, lam, yt, 0L), "square")
   expect_error(bo(Kww, Kwf[1:6, ], kd, lam, yt, 0L), "7 rows")
   expect_error(bo(Kww, Kwf, kd[-1], lam, yt, 0L), "'kdiag' must have length 30")

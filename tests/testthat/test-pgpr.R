@@ -234,23 +234,6 @@ test_that("the bound grows along nested inducing sets (target 15) and Z = X is e
   expect_gte(f$bound, max(b) - 1e-9)
 })
 
-test_that("PGPR gradients match finite differences (every kernel, every parameter kind)", {
-  d <- toy_class(30, 2)
-  set.seed(9)
-  c <- runif(30, 0.1, 3)
-  Z <- d$x[c(2, 8, 15, 21, 27), ] + 0.02
-  for (k in all_kernels(2)) {
-    expect_grad(pgpr_at(d, k, Z, c, mean = "constant", optimize_inducing = TRUE, jitter = 1e-8))
-  }
-  o <- objective(pgpr_at(d, kernel_rbf(c(1, 2), 1), Z, c, mean = "constant",
-                         optimize_inducing = TRUE))
-  expect_setequal(names(o$par), c("log_variance", "log_lengthscale[1]", "log_lengthscale[2]",
-                                  "mean", sprintf("Z[%d,%d]", rep(1:5, 2), rep(1:2, each = 5))))
-  # by default Z and the mean are fixed
-  o <- objective(pgpr_at(d, kernel_rbf(1, 1), Z, c))
-  expect_identical(names(o$par), c("log_variance", "log_lengthscale"))
-})
-
 test_that("labels: factors, logicals and 0/1 give the same fit; bad labels are refused", {
   d <- toy_class(30, 1)
   Z <- matrix(c(-1.5, 0, 1.5))

@@ -116,21 +116,6 @@ test_that("predictions equal the dense formulas (seed000 T2)", {
   expect_gt(max(abs(predict(fm, xs)$mean - p$mean)), 1e-3)
 })
 
-test_that("SGPR gradients match finite differences for every kernel and parameter kind", {
-  d <- toy_data(30, 2)
-  Z <- d$x[1:6, ] + 0.03
-  lam <- seq(0.02, 0.25, length.out = 30)
-  for (k in all_kernels(2)) {
-    expect_grad(sgpr_at(d, k, Z, noise = 0.05, mean = "constant"))
-    expect_grad(sgpr_at(d, k, Z, noise = lam, mean = "constant"))
-    expect_grad(sgpr_at(d, k, Z, noise = ~ x1 + I(x2^2), mean = "constant"))
-  }
-  # each parameter kind is present in the checked objectives
-  o <- objective(sgpr_at(d, kernel_rbf(), Z, noise = ~ x1, mean = "constant"))
-  expect_true(all(c("log_variance", "log_lengthscale", "noise_coef[(Intercept)]",
-                    "noise_coef[x1]", "mean", "Z[1,1]", "Z[6,2]") %in% names(o$par)))
-})
-
 test_that("the upper bound brackets the exact log marginal likelihood (seed004 target 3)", {
   d <- toy_data(30, 1)
   k <- kernel_rbf(0.6, 1)
