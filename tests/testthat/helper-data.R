@@ -72,6 +72,11 @@ pg_dense <- function(k, x, Z, c) {
        pg = 0.5 * sum(c^2 * th - 2 * log(cosh(c / 2))))
 }
 
+# The noise variances of a regression fit at its training inputs.
+training_noise <- function(fit) {
+  unname(predict(fit, type = "response")$var - predict(fit)$var)
+}
+
 # A fit's kernel at its current parameters.
 fitted_kernel <- function(fit) {
   k <- fit$kernel

@@ -235,10 +235,8 @@ test_that("the PGPR bound never decreases along the theta-weighted greedy sequen
   s <- select_inducing(d$x, k, M = 12, weights = th, factor = TRUE)
   for (m0 in c(0, 0.4)) {
     bound <- function(m) {
-      f <- pgpr(d$x, ypm, kernel = k, inducing = s$Z[seq_len(m), , drop = FALSE],
-                mean = m0, optimize = FALSE, control = list(jitter = 0))
-      f$c <- cc
-      sparsevgp:::.finish(f)$bound
+      f <- pgpr_at(list(x = d$x, y = ypm), k, s$Z[seq_len(m), , drop = FALSE], cc, mean = m0)
+      f$bound
     }
     b <- vapply(1:12, bound, 1)
     expect_true(all(diff(b) > -1e-10))
@@ -390,7 +388,7 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
     # the selection of the best pass is the greedy one for its kernel and weights
   }
   # the bound of the returned fit is its own (not stale)
-  expect_equal(re$bound, sparsevgp:::.finish(re)$bound, tolerance = 1e-10)
+  expect_equal(re$bound, bound_at(re), tolerance = 1e-10)
   expect_match(paste(capture.output(summary(re)), collapse = "\n"), "re-selected")
   # a threshold chooses M at every pass
   set.seed(19)
@@ -427,7 +425,7 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
   set.seed(27)
   rh <- reinit_inducing(hook, max_passes = 1, conv_tol = 1e6)
   set.seed(27)
-  sh <- select_inducing(fit$x, sparsevgp:::.kernel_at(fit$kernel, fit$params), M = 12,
+  sh <- select_inducing(fit$x, fitted_kernel(fit), M = 12,
                         weights = seq(1, 3, length.out = 60))
   expect_equal(rh$reinit$history$trace[2], sh$trace[12])
   expect_error(reinit_inducing(list()), "'fit' must be")
@@ -439,13 +437,13 @@ test_that("heteroscedastic reinit uses the fitted noise as weights", {
   x <- sort(runif(80, -3, 3))
   y <- sin(2 * x) + rnorm(80, sd = ifelse(x > 0, 0.6, 0.05))
   fit <- sgpr(x, y, inducing = 8, noise = ~ I(x > 0), fixed = "Z")
-  lam <- sparsevgp:::.noise_lambda(fit, fit$params)
+  lam <- training_noise(fit)
   expect_gt(max(lam) / min(lam), 10)
   re <- suppressWarnings(reinit_inducing(fit, max_passes = 3))
   expect_gte(re$bound, fit$bound)
   # the weighted selection favours the low-noise half
   set.seed(21)
-  s <- select_inducing(x, sparsevgp:::.kernel_at(re$kernel, re$params), M = 8, weights = 1 / sparsevgp:::.noise_lambda(re, re$params))
+  s <- select_inducing(x, fitted_kernel(re), M = 8, weights = 1 / training_noise(re))
   expect_gt(sum(s$Z < 0), sum(s$Z > 0))
 })
 

@@ -429,7 +429,7 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   set.seed(2005)
   tr <- sort(sample.int(200, 180))
   xtr <- scale(x[tr, ], colMeans(x[tr, ]), apply(x[tr, ], 2, sd))
-  Z <- sparsevgp:::.kmeans_inducing(xtr, 10)
+  Z <- select_inducing(xtr, kernel_rbf(1, 1), M = 10, method = "kmeans")$Z
   o <- objective(pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, optimize = FALSE))
   expect_error(o$fn(c(51.7, 18.557)), "Cholesky")
   fit <- pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z,

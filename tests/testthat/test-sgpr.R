@@ -13,8 +13,7 @@ test_that("the stable bound equals the dense formula (every kernel and noise kin
                  tolerance = 1e-10)
   }
   f <- sgpr_at(d, kernel_rbf(0.8, 1), Z, noise = ~ x1 + I(x2^2), control = list(jitter = 0))
-  f$params$noise_coef[] <- c(-2, 0.3, 0.2)
-  f <- sparsevgp:::.finish(f)
+  f <- with_params(f, noise_coef = replace(f$params$noise_coef, 1:3, c(-2, 0.3, 0.2)))
   lam <- exp(-2 + 0.3 * d$x[, 1] + 0.2 * d$x[, 2]^2)
   expect_equal(f$bound, dense_sgpr_bound(kernel_rbf(0.8, 1), d$x, d$y, Z, lam, 0),
                tolerance = 1e-10)
