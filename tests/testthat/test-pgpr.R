@@ -1,6 +1,9 @@
-# PGPR: seed004 verification targets 7-17, gradients, labels, methods.
+# PGPR (Passerello 2022, ch. 4; equation numbers are the thesis's): the
+# Polya-Gamma helpers, the bound against its dense forms, the c updates,
+# labels, the double loop and the methods. The identities with sgpr() and
+# svgp() are in test-identities.R, the gradients in test-gradients.R.
 
-# The uncollapsed PG ELBO (seed004 eq. 2.23, derived as
+# The uncollapsed PG ELBO (Passerello 2022, eq. 2.23, after Wenzel et al. 2019; derived as
 # E_q[y f / 2 - theta f^2 / 2] - N log 2 - KL_omega - KL[q(u) || p(u)]) for
 # q(u - m0) = N(m, S) under the prior mean m0 (q(u) of the zero-mean part
 # g = f - m0, so that KL[q || p] has no m0).
@@ -19,7 +22,7 @@ expect_rel <- function(a, b, tol) {
   expect_lte(max(abs(a / b - 1)), tol)
 }
 
-test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)", {
+test_that("theta, log cosh and the PG KL are accurate at the extremes", {
   cs <- c(0, 1e-12, 1e-6, 9.999e-5, 1.0001e-4, 1e-3, 0.1, 1, 10, 100, 1e4)
   th <- pg_theta(cs)
   expect_equal(th[1:3], rep(0.25, 3), tolerance = 1e-12)
@@ -43,7 +46,7 @@ test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)
   expect_rel(lc[big], abs(xs[big]) - log(2), 1e-14)
   expect_equal(pg_log_cosh(1e-8), 5e-17, tolerance = 1e-12)
   expect_equal(pg_log_cosh(1 - 1e-12), pg_log_cosh(1 + 1e-12), tolerance = 1e-11)
-  # KL[PG(1, c) || PG(1, 0)] >= 0, zero only at 0, seed004 section 4.1
+  # KL[PG(1, c) || PG(1, 0)] >= 0, zero only at 0 (Passerello 2022, App. A)
   kc <- seq(0, 30, by = 0.005)
   kl <- pg_kl(kc)
   expect_equal(kl[1], 0)
@@ -63,7 +66,7 @@ test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)
   expect_error(pg_theta("1"), "'c' must be numeric")
 })
 
-test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid (target 8)", {
+test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid", {
   z <- seq(-12, 12, by = 0.25)
   for (c in c(0, 0.3, 1, 4, 11)) {
     b <- -log(2) + z / 2 - pg_theta(c) * z^2 / 2 - pg_kl(c)
@@ -74,7 +77,7 @@ test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid (target 8)",
   }
 })
 
-test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel bound (target 9)", {
+test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel bound", {
   d <- toy_class(40, 2)
   set.seed(5)
   c <- runif(40, 0.05, 4)
@@ -111,12 +114,12 @@ test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel 
   }
 })
 
-test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and predictions (target 9)", {
+test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and predictions", {
   # With f = m + g, g ~ GP(0, k), the PG likelihood term y f / 2 - theta f^2 / 2
   # is linear in g with coefficient b = y / 2 - theta m, so every zero-mean
   # formula holds with y / 2 replaced by b, plus sum(y m / 2 - theta m^2 / 2);
   # q*(u) is that of heteroscedastic SGPR on the pseudo-targets
-  # y / (2 theta) - m = b / theta (seed004 section 5.6).
+  # y / (2 theta) - m = b / theta (Passerello 2022, sec. 4.2.2, App. C.3).
   d <- toy_class(40, 2)
   set.seed(15)
   c <- runif(40, 0.05, 4)
@@ -184,7 +187,7 @@ test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and 
   }
 })
 
-test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", {
+test_that("c updates are eq. 4.9 and never decrease the bound", {
   d <- toy_class(40, 2)
   Z <- d$x[c(1, 7, 13, 19, 25, 31, 37), ]
   k <- kernel_rbf(0.9, 2)
@@ -195,7 +198,7 @@ test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", 
   Sq <- D$Kff - D$Q + crossprod(D$Kuf, solve(D$Sig, D$Kuf))
   g <- sparsevgp:::.pgpr_update_c(f, 1L)
   expect_equal(g$c, sqrt(mu^2 + diag(Sq)), tolerance = 1e-9)
-  # target 12: at c = sqrt(mu^2 + s^2) under q(u), the compact form
+  # at c = sqrt(mu^2 + s^2) under q(u), the compact form
   m <- 0.5 * drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% d$ypm))
   S <- D$Kuu %*% solve(D$Sig, D$Kuu)
   D2 <- pg_dense(k, d$x, Z, g$c)
@@ -216,7 +219,7 @@ test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", 
   expect_gt(b[15], f$bound + 0.5)
 })
 
-test_that("the bound grows along nested inducing sets (target 15) and Z = X is exact (target 16)", {
+test_that("the bound grows along nested inducing sets and Z = X gives the non-sparse PG bound", {
   d <- toy_class(30, 1)
   set.seed(8)
   c <- runif(30, 0.1, 3)
@@ -289,7 +292,7 @@ test_that("bad arguments give clear errors", {
                "'fit' must be an sgpr or pgpr fit")
 })
 
-test_that("PGPR fits banana: accuracy, the PG variance map (target 17) and the methods", {
+test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
   bd <- classification_data("banana")
   set.seed(1)
   fit <- pgpr(y ~ x1 + x2, data = bd, inducing = "kmeans", M = 20,
@@ -316,7 +319,7 @@ test_that("PGPR fits banana: accuracy, the PG variance map (target 17) and the m
   expect_equal(unname(pq[i]), ref, tolerance = 1e-9)
   # plug-in is more confident than the predictive probability
   expect_true(all(abs(pl - 0.5) >= abs(pq - 0.5) - 1e-12))
-  # PG variance map: at least 4 (theta <= 1/4) and lowest at the boundary (seed004 Fig. 5.1)
+  # PG variance map: at least 4 (theta <= 1/4) and lowest at the boundary (Passerello 2022, Fig. 5.1)
   g <- as.data.frame(expand.grid(x1 = seq(-3, 3, length.out = 40), x2 = seq(-3, 3, length.out = 40)))
   v <- predict(fit, g, type = "pg_variance")
   p <- predict(fit, g, type = "prob")$mean
@@ -373,11 +376,11 @@ test_that("the double loop re-selects, records its history and keeps the best pa
   expect_s3_class(f2, "pgpr")
 })
 
-test_that("HGV weights the greedy selection by theta: boundary points (target 17, 19)", {
+test_that("HGV weights the greedy selection by theta: boundary points", {
   bd <- classification_data("banana")
   x <- as.matrix(bd[c("x1", "x2")])
   k <- kernel_rbf(1, 1)
-  # with all c equal (the start, c = 0.1) the weights are equal: HGV = GV (target 19)
+  # with all c equal (the start, c = 0.1) the weights are equal: HGV = GV
   set.seed(3)
   h1 <- pgpr(x, bd$y, kernel = k, inducing = "hgv", M = 12, optimize = FALSE)
   set.seed(3)
@@ -437,7 +440,7 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   expect_true(is.finite(fit$bound))
   expect_lte(log(fit$params$variance), 30)
   expect_gt(fit$params$variance, 1e3)     # the variance does grow: the classes separate
-  # and an ordinary fit is not pushed to a bound (see .pgpr_optim)
+  # and an ordinary fit is not pushed to a bound (see .optim_upper.pgpr)
   h <- classification_data("heart")
   hx <- scale(as.matrix(h[setdiff(names(h), "y")]))
   fh <- pgpr(hx, h$y, kernel = kernel_rbf(1, 1), inducing = "kmeans", M = 20,
@@ -446,7 +449,7 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   expect_gt(fh$params$variance, 1)
 })
 
-test_that("the double loop's stop rule (target 25); GV breaks ties the same way in every pass", {
+test_that("the double loop stops when the bound changes by less than tol; GV breaks ties the same way in every pass", {
   # converged: the last two passes differ by at most control$tol, and the
   # best pass is reported. GV on banana: the first GV pick is a tie among all
   # inputs (equal prior variances); with one tie-break order per fit the

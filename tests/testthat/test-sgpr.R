@@ -1,4 +1,8 @@
-# Verification targets: seed000 T2-T6, seed004 targets 1-6.
+# SGPR (Titsias 2009) with homoscedastic, known per-point and log-linear
+# noise (Passerello 2022, ch. 3): the bound, q*(u), predictions and the
+# upper bound against dense formulas, then fitting and methods. The
+# identities with gpr() are in test-identities.R, the gradients in
+# test-gradients.R.
 
 test_that("the stable bound equals the dense formula (every kernel and noise kind)", {
   d <- toy_data(40, 2)
@@ -19,7 +23,7 @@ test_that("the stable bound equals the dense formula (every kernel and noise kin
                tolerance = 1e-10)
 })
 
-test_that("the bound never decreases along nested inducing sets (seed004 target 4)", {
+test_that("the bound never decreases along nested inducing sets (Passerello 2022, App. B.4)", {
   d <- toy_data(40, 2)
   set.seed(12)
   Zall <- matrix(runif(30, -2, 2), 15, 2)
@@ -30,7 +34,8 @@ test_that("the bound never decreases along nested inducing sets (seed004 target 
   expect_true(all(diff(b) > -1e-9))
 })
 
-# The uncollapsed ELBO (seed000 eqs 4.10, 4.17, 4.18) for any q(u) = N(m, S).
+# The uncollapsed ELBO (Fernlund 2022, eqs 4.10, 4.17, 4.18; Titsias 2009)
+# for any q(u) = N(m, S).
 uncollapsed_elbo <- function(k, x, y, Z, lambda, m, S) {
   Kuu <- naive_kernel(k, Z, Z)
   Kuf <- naive_kernel(k, Z, x)
@@ -46,7 +51,7 @@ uncollapsed_elbo <- function(k, x, y, Z, lambda, m, S) {
   ell - as.numeric(kl)
 }
 
-test_that("the uncollapsed ELBO at the optimal q(u) equals the collapsed bound (seed000 T3)", {
+test_that("the uncollapsed ELBO at the optimal q(u) equals the collapsed bound, and any other q(u) is worse", {
   d <- toy_data(30, 1)
   Z <- matrix(c(-1.5, -0.5, 0.3, 1.1, 1.8))
   k <- kernel_matern52(0.7, 1.1)
@@ -72,7 +77,7 @@ test_that("q(u) equals the prediction at Z (GPflow's test) and the closed form",
   p <- predict(f, Z, full_cov = TRUE)
   expect_equal(unname(qu$mean), unname(p$mean), tolerance = 1e-6)
   expect_equal(unname(qu$cov), unname(p$cov), tolerance = 1e-6)
-  # seed004 eq. 3.3
+  # Passerello (2022), eq. 3.3
   Kuu <- naive_kernel(k, Z, Z)
   Kuf <- naive_kernel(k, Z, d$x)
   Sig <- Kuu + Kuf %*% (t(Kuf) / lam)
@@ -81,7 +86,7 @@ test_that("q(u) equals the prediction at Z (GPflow's test) and the closed form",
   expect_equal(qu$cov, Kuu %*% solve(Sig, Kuu), tolerance = 1e-6)
 })
 
-test_that("predictions equal the dense formulas (seed000 T2)", {
+test_that("predictions equal the dense formulas", {
   d <- toy_data(30, 1)
   k <- kernel_matern32(0.6, 0.9)
   Z <- matrix(c(-1.7, -0.6, 0.2, 1.4))
@@ -100,7 +105,7 @@ test_that("predictions equal the dense formulas (seed000 T2)", {
   expect_equal(unname(predict(f, xs, type = "response")$var), diag(S) + 0.04, tolerance = 1e-9)
   expect_equal(unname(fitted(f)), unname(predict(f)$mean))
   # heteroscedastic: known per-point variances Lambda, Sigma = Kuu + Kuf Lambda^-1 Kfu
-  # (seed004 eq. B.2 against the dense form)
+  # (Passerello 2022, eq. B.2, against the dense form)
   lam <- seq(0.01, 0.3, length.out = 30)^1.5 + 0.005
   fh <- sgpr_at(d, k, Z, noise = lam, mean = -0.2, control = list(jitter = 0))
   Sig <- Kuu + Kuf %*% (t(Kuf) / lam)
@@ -115,7 +120,7 @@ test_that("predictions equal the dense formulas (seed000 T2)", {
   expect_gt(max(abs(predict(fm, xs)$mean - p$mean)), 1e-3)
 })
 
-test_that("the upper bound brackets the exact log marginal likelihood (seed004 target 3)", {
+test_that("the upper bound brackets the exact log marginal likelihood (Titsias 2014; Passerello 2022, eq. 3.4)", {
   d <- toy_data(30, 1)
   k <- kernel_rbf(0.6, 1)
   lam <- seq(0.03, 0.2, length.out = 30)
@@ -126,7 +131,7 @@ test_that("the upper bound brackets the exact log marginal likelihood (seed004 t
     exact <- dense_log_normal(d$y - m0, Kff + diag(lam))
     expect_lte(f$bound, exact)
     expect_gte(f$upper_bound, exact)
-    # dense seed004 eq. 3.4
+    # Passerello (2022), eq. 3.4, densely
     Z <- f$params$Z
     Q <- crossprod(naive_kernel(k, Z, d$x), solve(naive_kernel(k, Z, Z), naive_kernel(k, Z, d$x)))
     t <- sum(diag(Kff - Q))
@@ -220,7 +225,7 @@ test_that("nearly coincident inducing inputs are handled by recorded jitter", {
                "not positive definite")
 })
 
-test_that("the optimal q(u) is a stationary point of the uncollapsed ELBO (seed000 T6)", {
+test_that("the optimal q(u) is a stationary point of the uncollapsed ELBO", {
   d <- toy_data(25, 1)
   Z <- matrix(c(-1.2, -0.1, 0.8, 1.6))
   k <- kernel_rbf(0.6, 1.2)
@@ -236,7 +241,7 @@ test_that("the optimal q(u) is a stationary point of the uncollapsed ELBO (seed0
   expect_lt(abs(gS), 1e-4)
 })
 
-test_that("on average the KL lies between t/2 and t (seed004 target 5)", {
+test_that("on average the KL lies between t/2 and t (Passerello 2022, eq. 3.7)", {
   # y ~ N(0, Kff + Lambda): E[log p(y) - F] = KL(N(0, K + Lambda) || N(0, Q + Lambda)) + t/2
   # with t = tr(Lambda^-1 (Kff - Q)), and the first term is at most t/2.
   set.seed(21)

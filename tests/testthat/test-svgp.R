@@ -1,5 +1,7 @@
-# SVGP: the whitened ELBO against dense formulas, the identity with SGPR at
-# its optimal q(u) (seed001 target 5; anchors E1), gradients, methods.
+# SVGP (Hensman et al. 2013, 2015; Tiao 2020): the ELBO, whitened and not,
+# against dense formulas and numerical integration, minibatches, natural
+# gradients, quadrature and the methods. The identities with sgpr() and
+# gpr() are in test-identities.R, the gradients in test-gradients.R.
 
 # Marginals of q(f) at x for the whitened q, densely: u = L v.
 dense_qf <- function(k, x, Z, q, mean = 0) {
@@ -111,7 +113,7 @@ test_that("bad svgp arguments give clear errors", {
   expect_error(svgp(d$x, y01, inducing = 3, start = lm(d$y ~ d$x)), "'start'")
 })
 
-# ---- non-whitened parameterisation (seed001 sections 2, 5, 6; target 2) ----
+# ---- non-whitened parameterisation (Tiao 2020) --------------------------------
 
 test_that("the non-whitened KL and predictive variances equal the dense formulas; q = p gives KL = 0", {
   d <- toy_data(30, 2)
@@ -129,7 +131,7 @@ test_that("the non-whitened KL and predictive variances equal the dense formulas
   expect_equal(unname(predict(f0)$var), rep(1.4, 30), tolerance = 1e-6)
 })
 
-# ---- minibatches (seed001 item 6, target 11) ---------------------------------
+# ---- minibatches (Hensman et al. 2013) ----------------------------------------
 
 test_that("the minibatch ELBO and its gradient are unbiased", {
   d <- toy_data(40, 2)
@@ -196,7 +198,7 @@ test_that("minibatch Adam reaches the L-BFGS-B optimum on a small Gaussian probl
                     control = list(lr = -1)), "'control\\$lr'")
 })
 
-# ---- natural gradients (target 12) -------------------------------------------
+# ---- natural gradients ---------------------------------------------------------
 
 test_that("one natural-gradient step of size 1 gives SGPR's q(u) (Gaussian)", {
   d <- toy_data(35, 2)
@@ -246,7 +248,7 @@ test_that("natural-gradient steps increase the Bernoulli ELBO", {
   }
 })
 
-# ---- Gauss-Hermite order (seed001 section 10 item 5) --------------------------
+# ---- Gauss-Hermite order -------------------------------------------------------
 
 test_that("the Bernoulli ELL converges to integrate() as the quadrature order grows", {
   d <- toy_data(6, 1)
