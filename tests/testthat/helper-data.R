@@ -42,7 +42,8 @@ dense_log_normal <- function(y, C) {
   -0.5 * length(y) * log(2 * pi) - sum(log(diag(R))) - 0.5 * sum(z^2)
 }
 
-# The collapsed bound by the dense textbook formula (seed004 eq. 3.2):
+# The collapsed bound by the dense textbook formula (Titsias 2009; with
+# per-point noise, Passerello 2022, eq. 3.2):
 # log N(y; m, Q + Lambda) - 1/2 tr(Lambda^-1 (K - Q)).
 dense_sgpr_bound <- function(kernel, x, y, Z, lambda, mean = 0) {
   Kuu <- naive_kernel(kernel, Z, Z)
@@ -56,4 +57,30 @@ dense_sgpr_bound <- function(kernel, x, y, Z, lambda, mean = 0) {
 
 dense_gpr_lml <- function(kernel, x, y, noise, mean = 0) {
   dense_log_normal(y - mean, naive_kernel(kernel, x, x) + diag(noise, nrow(x)))
+}
+
+# Dense ingredients of the Polya-Gamma bound (Passerello 2022, ch. 4) for
+# kernel k, inputs x, inducing inputs Z and local parameters c.
+pg_dense <- function(k, x, Z, c) {
+  Kuu <- naive_kernel(k, Z, Z)
+  Kuf <- naive_kernel(k, Z, x)
+  Kff <- naive_kernel(k, x, x)
+  th <- tanh(c / 2) / (2 * c)
+  Q <- crossprod(Kuf, solve(Kuu, Kuf))
+  Sig <- Kuu + Kuf %*% (th * t(Kuf))
+  list(Kuu = Kuu, Kuf = Kuf, Kff = Kff, th = th, Q = Q, Sig = Sig,
+       pg = 0.5 * sum(c^2 * th - 2 * log(cosh(c / 2))))
+}
+
+# The noise variances of a regression fit at its training inputs.
+training_noise <- function(fit) {
+  unname(predict(fit, type = "response")$var - predict(fit)$var)
+}
+
+# A fit's kernel at its current parameters.
+fitted_kernel <- function(fit) {
+  k <- fit$kernel
+  k$variance <- fit$params$variance
+  k$lengthscale <- fit$params$lengthscale
+  k
 }

@@ -16,3 +16,23 @@ expect_grad <- function(fit, tol = 1e-6, h = 1e-5) {
                                        names(o$par)[which.max(abs(g - fd))]))
   invisible(err)
 }
+
+# The gradient of the bound at the fit's parameters (objective()'s gradient,
+# negated) as a list of blocks named like fit$params: the free entries on the
+# unconstrained scale, the inducing inputs as matrices.
+grad_blocks <- function(fit) {
+  o <- objective(fit)
+  g <- -o$gr(o$par)
+  block <- sub("^log_", "", sub("\\[.*$", "", names(g)))
+  out <- split(unname(g), factor(block, levels = unique(block)))
+  for (b in intersect(names(out), c("Z", "O"))) {
+    out[[b]] <- matrix(out[[b]], nrow(fit$params[[b]]))
+  }
+  out
+}
+
+# The bound at the fit's parameters, evaluated afresh through objective().
+bound_at <- function(fit) {
+  o <- objective(fit)
+  -o$fn(o$par)
+}

@@ -7,13 +7,6 @@ test_that("gpr's log marginal likelihood equals the dense formula", {
   }
 })
 
-test_that("gpr's gradient matches finite differences for every kernel", {
-  d <- toy_data(20, 2)
-  for (k in all_kernels(2)) {
-    expect_grad(gpr(d$x, d$y, kernel = k, noise = 0.1, optimize = FALSE))
-  }
-})
-
 test_that("gpr's predictions equal the textbook formulas", {
   d <- toy_data(20, 1)
   k <- kernel_matern52(0.7, 1.5)

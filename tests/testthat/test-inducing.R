@@ -1,5 +1,7 @@
-# Inducing point selection: seed004 verification targets 18-21 and 4,
-# checked against dense formulas (no finite differences needed).
+# Inducing point selection: greedy conditional variance (Burt et al. 2020) and
+# its weighted form (Passerello 2022, sec. 3.3.2), k-means and random subsets,
+# and reinit_inducing(), checked against dense formulas (no finite
+# differences needed).
 
 # diag(K - Q) and Q = K_fu K_uu^-1 K_uf by the textbook formula; the
 # kernels are stationary, so diag K = variance. `kern` evaluates kernel
@@ -10,7 +12,7 @@ dense_residual <- function(k, x, Z, full = TRUE, kern = naive_kernel) {
   list(d = k$variance - colSums(Kuf * A), Q = if (full) crossprod(Kuf, A))
 }
 
-test_that("the incremental residual and factor equal the dense diag(K - Q) (target 18)", {
+test_that("the incremental residual and factor equal the dense diag(K - Q) ", {
   d <- toy_data(40, 2)
   w <- seq(0.5, 3, length.out = 40)
   for (k in all_kernels(2)) {
@@ -30,7 +32,7 @@ test_that("the incremental residual and factor equal the dense diag(K - Q) (targ
   }
 })
 
-test_that("the first pick is argmax w_n k(x_n, x_n) and each pick maximises w_n d_n (targets 18, 19)", {
+test_that("the first pick is argmax w_n k(x_n, x_n) and each pick maximises w_n d_n", {
   d <- toy_data(50, 2)
   set.seed(2)
   w <- runif(50, 0.2, 5)
@@ -69,7 +71,7 @@ test_that("ties are broken by R's RNG: the first pick with equal weights is the 
   expect_gt(length(unique(firsts)), 1L)
 })
 
-test_that("selections are reproducible and nested: Z(M = 20) == Z(M = 30)[1:20] (target 20)", {
+test_that("selections are reproducible and nested: Z(M = 20) == Z(M = 30)[1:20]", {
   d <- toy_data(80, 2)
   k <- kernel_matern52(0.6, 1)
   w <- exp(sin(3 * d$x[, 1]))
@@ -111,7 +113,7 @@ test_that("planning pivots in blocks changes nothing but the speed", {
   expect_error(select_inducing(x, k, block = 0), "'block'")
 })
 
-test_that("equal weights give the plain method (target 19)", {
+test_that("equal weights give the plain method", {
   d <- toy_data(60, 2)
   k <- kernel_rbf(c(0.7, 1.1), 0.9)
   set.seed(3)
@@ -124,7 +126,7 @@ test_that("equal weights give the plain method (target 19)", {
   expect_true(w$weighted)
 })
 
-test_that("the weighted trace never increases and a threshold stops early (target 20)", {
+test_that("the weighted trace never increases and a threshold stops early", {
   set.seed(5)
   x <- matrix(runif(300, 0, 10))
   k <- kernel_rbf(0.05, 1)
@@ -160,7 +162,7 @@ test_that("the weighted trace never increases and a threshold stops early (targe
   expect_equal(one$M, 1L)
 })
 
-test_that("repeated rows never give duplicated inducing inputs (target 20; seed004 section 9)", {
+test_that("repeated rows never give duplicated inducing inputs, even once every residual is zero", {
   set.seed(7)
   base <- matrix(runif(16, -2, 2), 8, 2)
   x <- base[sample(rep(1:8, 5)), ]
@@ -197,7 +199,7 @@ test_that("repeated rows never give duplicated inducing inputs (target 20; seed0
   expect_identical(s0$index[seq_len(s$M)], s$index)
 })
 
-test_that("the SGPR bound never decreases along the greedy sequence; the increment is seed004 section 3.6's (target 4)", {
+test_that("the SGPR bound never decreases along the greedy sequence; the increment is Passerello (2022)'s closed form (sec. 3.3.1, App. B.4)", {
   d <- toy_data(40, 2)
   lam <- seq(0.02, 0.4, length.out = 40)
   k <- kernel_matern32(c(0.6, 0.9), 1.1)
@@ -224,7 +226,7 @@ test_that("the SGPR bound never decreases along the greedy sequence; the increme
   }
 })
 
-test_that("the PGPR bound never decreases along the theta-weighted greedy sequence; the increment is seed004 section 5.7's (target 15)", {
+test_that("the PGPR bound never decreases along the theta-weighted greedy sequence; the increment is Passerello (2022)'s closed form (sec. 4.3.1, App. C.4)", {
   d <- toy_data(40, 2)
   ypm <- ifelse(d$y > 0, 1, -1)
   set.seed(9)
@@ -235,10 +237,8 @@ test_that("the PGPR bound never decreases along the theta-weighted greedy sequen
   s <- select_inducing(d$x, k, M = 12, weights = th, factor = TRUE)
   for (m0 in c(0, 0.4)) {
     bound <- function(m) {
-      f <- pgpr(d$x, ypm, kernel = k, inducing = s$Z[seq_len(m), , drop = FALSE],
-                mean = m0, optimize = FALSE, control = list(jitter = 0))
-      f$c <- cc
-      sparsevgp:::.finish(f)$bound
+      f <- pgpr_at(list(x = d$x, y = ypm), k, s$Z[seq_len(m), , drop = FALSE], cc, mean = m0)
+      f$bound
     }
     b <- vapply(1:12, bound, 1)
     expect_true(all(diff(b) > -1e-10))
@@ -261,7 +261,7 @@ test_that("the PGPR bound never decreases along the theta-weighted greedy sequen
   }
 })
 
-test_that("random and k-means selections (target 21) and their traces", {
+test_that("random and k-means selections and their traces", {
   d <- toy_data(60, 2)
   x <- rbind(d$x, d$x[1:10, ])            # some repeated rows
   k <- kernel_rbf(0.8, 1)
@@ -312,7 +312,7 @@ test_that("the trace along a given sequence skips inputs that add nothing", {
   expect_equal(dim(r$factor), c(30L, 4L))
 })
 
-test_that("the weighted trace brackets the expected KL: t/2 <= E[KL] <= t (seed004 eq. 3.7)", {
+test_that("the weighted trace brackets the expected KL: t/2 <= E[KL] <= t (Passerello 2022, eq. 3.7)", {
   d <- toy_data(40, 1)
   lam <- seq(0.01, 0.2, length.out = 40)
   k <- kernel_rbf(0.5, 1)
@@ -390,7 +390,7 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
     # the selection of the best pass is the greedy one for its kernel and weights
   }
   # the bound of the returned fit is its own (not stale)
-  expect_equal(re$bound, sparsevgp:::.finish(re)$bound, tolerance = 1e-10)
+  expect_equal(re$bound, bound_at(re), tolerance = 1e-10)
   expect_match(paste(capture.output(summary(re)), collapse = "\n"), "re-selected")
   # a threshold chooses M at every pass
   set.seed(19)
@@ -427,7 +427,7 @@ test_that("reinit_inducing() alternates selection and fitting and keeps the best
   set.seed(27)
   rh <- reinit_inducing(hook, max_passes = 1, conv_tol = 1e6)
   set.seed(27)
-  sh <- select_inducing(fit$x, sparsevgp:::.kernel_at(fit$kernel, fit$params), M = 12,
+  sh <- select_inducing(fit$x, fitted_kernel(fit), M = 12,
                         weights = seq(1, 3, length.out = 60))
   expect_equal(rh$reinit$history$trace[2], sh$trace[12])
   expect_error(reinit_inducing(list()), "'fit' must be")
@@ -439,13 +439,13 @@ test_that("heteroscedastic reinit uses the fitted noise as weights", {
   x <- sort(runif(80, -3, 3))
   y <- sin(2 * x) + rnorm(80, sd = ifelse(x > 0, 0.6, 0.05))
   fit <- sgpr(x, y, inducing = 8, noise = ~ I(x > 0), fixed = "Z")
-  lam <- sparsevgp:::.noise_lambda(fit, fit$params)
+  lam <- training_noise(fit)
   expect_gt(max(lam) / min(lam), 10)
   re <- suppressWarnings(reinit_inducing(fit, max_passes = 3))
   expect_gte(re$bound, fit$bound)
   # the weighted selection favours the low-noise half
   set.seed(21)
-  s <- select_inducing(x, sparsevgp:::.kernel_at(re$kernel, re$params), M = 8, weights = 1 / sparsevgp:::.noise_lambda(re, re$params))
+  s <- select_inducing(x, fitted_kernel(re), M = 8, weights = 1 / training_noise(re))
   expect_gt(sum(s$Z < 0), sum(s$Z > 0))
 })
 
@@ -537,7 +537,7 @@ test_that("the greedy tie-break order can be given (perm) and reinit_inducing() 
   expect_identical(r1$params, r2$params)
 })
 
-test_that("k-means pads with data points when clusters empty (seed004 section 7.2)", {
+test_that("k-means pads with data points when clusters empty, as the code of Passerello (2022) does", {
   # Hartigan-Wong stops at an empty cluster: from these starting centres the
   # third cluster (at 1000) gets no point
   ux <- matrix(c(1:10, rep(0, 10)), 10)

@@ -1,29 +1,9 @@
-# PGPR: seed004 verification targets 7-17, gradients, labels, methods.
+# PGPR (Passerello 2022, ch. 4; equation numbers are the thesis's): the
+# Polya-Gamma helpers, the bound against its dense forms, the c updates,
+# labels, the double loop and the methods. The identities with sgpr() and
+# svgp() are in test-identities.R, the gradients in test-gradients.R.
 
-# A PGPR model at given kernel, inducing inputs and local parameters c.
-pgpr_at <- function(d, k, Z, c = NULL, mean = 0, jitter = 0, ...) {
-  f <- pgpr(d$x, d$y, kernel = k, inducing = Z, mean = mean, optimize = FALSE,
-            control = list(jitter = jitter), ...)
-  if (!is.null(c)) {
-    f$c <- c
-    f <- sparsevgp:::.finish(f)
-  }
-  f
-}
-
-# Dense ingredients of seed004 chapter 4 for kernel k, inputs x, Z, c.
-pg_dense <- function(k, x, Z, c) {
-  Kuu <- naive_kernel(k, Z, Z)
-  Kuf <- naive_kernel(k, Z, x)
-  Kff <- naive_kernel(k, x, x)
-  th <- tanh(c / 2) / (2 * c)
-  Q <- crossprod(Kuf, solve(Kuu, Kuf))
-  Sig <- Kuu + Kuf %*% (th * t(Kuf))
-  list(Kuu = Kuu, Kuf = Kuf, Kff = Kff, th = th, Q = Q, Sig = Sig,
-       pg = 0.5 * sum(c^2 * th - 2 * log(cosh(c / 2))))
-}
-
-# The uncollapsed PG ELBO (seed004 eq. 2.23, derived as
+# The uncollapsed PG ELBO (Passerello 2022, eq. 2.23, after Wenzel et al. 2019; derived as
 # E_q[y f / 2 - theta f^2 / 2] - N log 2 - KL_omega - KL[q(u) || p(u)]) for
 # q(u - m0) = N(m, S) under the prior mean m0 (q(u) of the zero-mean part
 # g = f - m0, so that KL[q || p] has no m0).
@@ -42,7 +22,7 @@ expect_rel <- function(a, b, tol) {
   expect_lte(max(abs(a / b - 1)), tol)
 }
 
-test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)", {
+test_that("theta, log cosh and the PG KL are accurate at the extremes", {
   cs <- c(0, 1e-12, 1e-6, 9.999e-5, 1.0001e-4, 1e-3, 0.1, 1, 10, 100, 1e4)
   th <- pg_theta(cs)
   expect_equal(th[1:3], rep(0.25, 3), tolerance = 1e-12)
@@ -66,7 +46,7 @@ test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)
   expect_rel(lc[big], abs(xs[big]) - log(2), 1e-14)
   expect_equal(pg_log_cosh(1e-8), 5e-17, tolerance = 1e-12)
   expect_equal(pg_log_cosh(1 - 1e-12), pg_log_cosh(1 + 1e-12), tolerance = 1e-11)
-  # KL[PG(1, c) || PG(1, 0)] >= 0, zero only at 0, seed004 section 4.1
+  # KL[PG(1, c) || PG(1, 0)] >= 0, zero only at 0 (Passerello 2022, App. A)
   kc <- seq(0, 30, by = 0.005)
   kl <- pg_kl(kc)
   expect_equal(kl[1], 0)
@@ -86,7 +66,7 @@ test_that("theta, log cosh and the PG KL are accurate at the extremes (target 7)
   expect_error(pg_theta("1"), "'c' must be numeric")
 })
 
-test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid (target 8)", {
+test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid", {
   z <- seq(-12, 12, by = 0.25)
   for (c in c(0, 0.3, 1, 4, 11)) {
     b <- -log(2) + z / 2 - pg_theta(c) * z^2 / 2 - pg_kl(c)
@@ -97,7 +77,7 @@ test_that("the PG bound is the Jaakkola-Jordan bound on log sigmoid (target 8)",
   }
 })
 
-test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel bound (target 9)", {
+test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel bound", {
   d <- toy_class(40, 2)
   set.seed(5)
   c <- runif(40, 0.05, 4)
@@ -134,12 +114,12 @@ test_that("the stable bound equals the dense eqs. 4.7, 4.14, C.3 and the Wenzel 
   }
 })
 
-test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and predictions (target 9)", {
+test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and predictions", {
   # With f = m + g, g ~ GP(0, k), the PG likelihood term y f / 2 - theta f^2 / 2
   # is linear in g with coefficient b = y / 2 - theta m, so every zero-mean
   # formula holds with y / 2 replaced by b, plus sum(y m / 2 - theta m^2 / 2);
   # q*(u) is that of heteroscedastic SGPR on the pseudo-targets
-  # y / (2 theta) - m = b / theta (seed004 section 5.6).
+  # y / (2 theta) - m = b / theta (Passerello 2022, sec. 4.2.2, App. C.3).
   d <- toy_class(40, 2)
   set.seed(15)
   c <- runif(40, 0.05, 4)
@@ -207,35 +187,7 @@ test_that("a prior mean m != 0: dense eqs. 4.7, 4.14, C.3, Wenzel, c update and 
   }
 })
 
-test_that("PGPR at fixed c is the Gaussian bound on pseudo-targets (target 10)", {
-  d <- toy_class(40, 2)
-  set.seed(6)
-  c <- runif(40, 0.05, 3)
-  th <- tanh(c / 2) / (2 * c)
-  Z <- d$x[c(2, 9, 17, 26, 33), ]
-  k <- kernel_matern52(c(0.7, 1.1), 1.4)
-  p <- pgpr_at(d, k, Z, c, optimize_inducing = TRUE)
-  h <- sgpr(d$x, d$ypm / (2 * th), kernel = k, inducing = Z, noise = 1 / th, mean = 0,
-            optimize = FALSE, control = list(jitter = 0))
-  const <- 20 * log(2 * pi) - 0.5 * sum(log(th)) + sum(1 / th) / 8 - 40 * log(2) -
-    sum(log(cosh(c / 2)) - c / 4 * tanh(c / 2))
-  expect_equal(p$bound, h$bound + const, tolerance = 1e-10)
-  # the same q*(u) (seed004 section 5.6) and the same gradient
-  qp <- posterior_inducing(p)
-  expect_identical(qp, sparsevgp:::.collapsed_qu(p))
-  qh <- posterior_inducing(h)
-  expect_equal(qp$mean, qh$mean, tolerance = 1e-10)
-  expect_equal(qp$cov, qh$cov, tolerance = 1e-10)
-  D <- pg_dense(k, d$x, Z, c)
-  expect_equal(qp$mean, 0.5 * drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% d$ypm)), tolerance = 1e-8)
-  expect_equal(qp$cov, D$Kuu %*% solve(D$Sig, D$Kuu), tolerance = 1e-8)
-  op <- objective(p)
-  oh <- objective(h)
-  expect_identical(names(op$par), names(oh$par))
-  expect_equal(op$gr(op$par), oh$gr(oh$par), tolerance = 1e-10)
-})
-
-test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", {
+test_that("c updates are eq. 4.9 and never decrease the bound", {
   d <- toy_class(40, 2)
   Z <- d$x[c(1, 7, 13, 19, 25, 31, 37), ]
   k <- kernel_rbf(0.9, 2)
@@ -246,7 +198,7 @@ test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", 
   Sq <- D$Kff - D$Q + crossprod(D$Kuf, solve(D$Sig, D$Kuf))
   g <- sparsevgp:::.pgpr_update_c(f, 1L)
   expect_equal(g$c, sqrt(mu^2 + diag(Sq)), tolerance = 1e-9)
-  # target 12: at c = sqrt(mu^2 + s^2) under q(u), the compact form
+  # at c = sqrt(mu^2 + s^2) under q(u), the compact form
   m <- 0.5 * drop(D$Kuu %*% solve(D$Sig, D$Kuf %*% d$ypm))
   S <- D$Kuu %*% solve(D$Sig, D$Kuu)
   D2 <- pg_dense(k, d$x, Z, g$c)
@@ -267,26 +219,7 @@ test_that("c updates are eq. 4.9 and never decrease the bound (target 11, 12)", 
   expect_gt(b[15], f$bound + 0.5)
 })
 
-test_that("the PG bound is below the Bernoulli ELBO at the same q(u) (target 13)", {
-  d <- toy_class(40, 2)
-  Z <- d$x[c(4, 11, 18, 27, 36), ]
-  k <- kernel_rbf(c(0.8, 1.3), 1.5)
-  set.seed(7)
-  for (c in list(runif(40, 0.1, 3), NULL)) {
-    f <- pgpr_at(d, k, Z, c, jitter = 1e-8)
-    if (is.null(c)) f <- sparsevgp:::.finish(sparsevgp:::.pgpr_update_c(f, 20L))
-    qu <- sparsevgp:::.collapsed_qu(f)
-    s <- svgp(d$x, d$y, kernel = k, inducing = Z, q_u = qu, optimize = FALSE,
-              control = list(jitter = 1e-8))
-    expect_lt(f$bound, s$bound)
-    # with the same q(u) both models predict the same latent distribution
-    xs <- matrix(c(-1, 0, 1.5, 0.3, -0.8, 1), 3)
-    expect_equal(predict(s, xs)$mean, predict(f, xs)$mean, tolerance = 1e-8)
-    expect_equal(predict(s, xs)$var, predict(f, xs)$var, tolerance = 1e-8)
-  }
-})
-
-test_that("the bound grows along nested inducing sets (target 15) and Z = X is exact (target 16)", {
+test_that("the bound grows along nested inducing sets and Z = X gives the non-sparse PG bound", {
   d <- toy_class(30, 1)
   set.seed(8)
   c <- runif(30, 0.1, 3)
@@ -302,23 +235,6 @@ test_that("the bound grows along nested inducing sets (target 15) and Z = X is e
     0.5 * sum(log(D$th)) + sum(1 / D$th) / 8 + 15 * log(2 * pi) + D$pg
   expect_equal(f$bound, full, tolerance = 1e-8)
   expect_gte(f$bound, max(b) - 1e-9)
-})
-
-test_that("PGPR gradients match finite differences (every kernel, every parameter kind)", {
-  d <- toy_class(30, 2)
-  set.seed(9)
-  c <- runif(30, 0.1, 3)
-  Z <- d$x[c(2, 8, 15, 21, 27), ] + 0.02
-  for (k in all_kernels(2)) {
-    expect_grad(pgpr_at(d, k, Z, c, mean = "constant", optimize_inducing = TRUE, jitter = 1e-8))
-  }
-  o <- objective(pgpr_at(d, kernel_rbf(c(1, 2), 1), Z, c, mean = "constant",
-                         optimize_inducing = TRUE))
-  expect_setequal(names(o$par), c("log_variance", "log_lengthscale[1]", "log_lengthscale[2]",
-                                  "mean", sprintf("Z[%d,%d]", rep(1:5, 2), rep(1:2, each = 5))))
-  # by default Z and the mean are fixed
-  o <- objective(pgpr_at(d, kernel_rbf(1, 1), Z, c))
-  expect_identical(names(o$par), c("log_variance", "log_lengthscale"))
 })
 
 test_that("labels: factors, logicals and 0/1 give the same fit; bad labels are refused", {
@@ -376,7 +292,7 @@ test_that("bad arguments give clear errors", {
                "'fit' must be an sgpr or pgpr fit")
 })
 
-test_that("PGPR fits banana: accuracy, the PG variance map (target 17) and the methods", {
+test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
   bd <- classification_data("banana")
   set.seed(1)
   # one lengthscale for both inputs (ARD is the default for several inputs)
@@ -404,7 +320,7 @@ test_that("PGPR fits banana: accuracy, the PG variance map (target 17) and the m
   expect_equal(unname(pq[i]), ref, tolerance = 1e-9)
   # plug-in is more confident than the predictive probability
   expect_true(all(abs(pl - 0.5) >= abs(pq - 0.5) - 1e-12))
-  # PG variance map: at least 4 (theta <= 1/4) and lowest at the boundary (seed004 Fig. 5.1)
+  # PG variance map: at least 4 (theta <= 1/4) and lowest at the boundary (Passerello 2022, Fig. 5.1)
   g <- as.data.frame(expand.grid(x1 = seq(-3, 3, length.out = 40), x2 = seq(-3, 3, length.out = 40)))
   v <- predict(fit, g, type = "pg_variance")
   p <- predict(fit, g, type = "prob")$mean
@@ -461,11 +377,11 @@ test_that("the double loop re-selects, records its history and keeps the best pa
   expect_s3_class(f2, "pgpr")
 })
 
-test_that("HGV weights the greedy selection by theta: boundary points (target 17, 19)", {
+test_that("HGV weights the greedy selection by theta: boundary points", {
   bd <- classification_data("banana")
   x <- as.matrix(bd[c("x1", "x2")])
   k <- kernel_rbf(1, 1)
-  # with all c equal (the start, c = 0.1) the weights are equal: HGV = GV (target 19)
+  # with all c equal (the start, c = 0.1) the weights are equal: HGV = GV
   set.seed(3)
   h1 <- pgpr(x, bd$y, kernel = k, inducing = "hgv", M = 12, optimize = FALSE)
   set.seed(3)
@@ -517,7 +433,7 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   set.seed(2005)
   tr <- sort(sample.int(200, 180))
   xtr <- scale(x[tr, ], colMeans(x[tr, ]), apply(x[tr, ], 2, sd))
-  Z <- sparsevgp:::.kmeans_inducing(xtr, 10)
+  Z <- select_inducing(xtr, kernel_rbf(1, 1), M = 10, method = "kmeans")$Z
   o <- objective(pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, optimize = FALSE))
   expect_error(o$fn(c(51.7, 18.557)), "Cholesky")
   fit <- pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z,
@@ -525,7 +441,7 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   expect_true(is.finite(fit$bound))
   expect_lte(log(fit$params$variance), 30)
   expect_gt(fit$params$variance, 1e3)     # the variance does grow: the classes separate
-  # and an ordinary fit is not pushed to a bound (see .pgpr_optim)
+  # and an ordinary fit is not pushed to a bound (see .optim_upper.pgpr)
   h <- classification_data("heart")
   hx <- scale(as.matrix(h[setdiff(names(h), "y")]))
   fh <- pgpr(hx, h$y, kernel = kernel_rbf(1, 1), inducing = "kmeans", M = 20,
@@ -534,7 +450,7 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   expect_gt(fh$params$variance, 1)
 })
 
-test_that("the double loop's stop rule (target 25); GV breaks ties the same way in every pass", {
+test_that("the double loop stops when the bound changes by less than tol; GV breaks ties the same way in every pass", {
   # converged: the last two passes differ by at most control$tol, and the
   # best pass is reported. GV on banana: the first GV pick is a tie among all
   # inputs (equal prior variances); with one tie-break order per fit the

@@ -1,16 +1,16 @@
-# Scoring helpers (seed004 section 10.2, verification target 24), checked
+# Scoring helpers (the protocol of Passerello 2022, secs 5.1.2 and 5.7), checked
 # against the thesis's own tables: the points of Tables 5.2 and 5.4 and the
 # ranks of Tables 5.3 and 5.5 must follow from its Tables D.1 and D.2
-# (bundled in inst/extdata, transcribed from the seed004 digest).
+# (bundled in inst/extdata, transcribed from the thesis).
 
-seed_tables <- function() {
+thesis_tables <- function() {
   f <- system.file("extdata", "seed004_tables_D1_D2.csv", package = "sparsevgp")
   expect_true(nzchar(f))
   read.csv(f, stringsAsFactors = FALSE)
 }
 
 test_that("the bundled Tables D.1 and D.2 are complete, with the two misprints corrected", {
-  d <- seed_tables()
+  d <- thesis_tables()
   sets <- c("crabs", "heart", "ionosphere", "banana", "breast_cancer", "pima", "twonorm",
             "ringnorm", "magic", "electricity")
   expect_setequal(unique(d$dataset), sets)
@@ -21,7 +21,7 @@ test_that("the bundled Tables D.1 and D.2 are complete, with the two misprints c
   # order statistics are consistent on every row (a transcription check)
   expect_true(all(d$min <= d$median & d$median <= d$max & d$min <= d$mean & d$mean <= d$max))
   expect_true(all(d$std >= 0))
-  # the misprints of seed004 section 13: "455.84" and "-176780"
+  # the thesis's two misprints: "455.84" and "-176780"
   tw <- d[d$table == "D.1" & d$dataset == "twonorm" & d$method == "kmeans" & d$metric == "elbo", ]
   expect_equal(tw$median, -455.84)
   el <- d[d$table == "D.2" & d$dataset == "electricity" & d$method == "pgpr_go" &
@@ -36,7 +36,7 @@ test_that("the bundled Tables D.1 and D.2 are complete, with the two misprints c
 })
 
 test_that("award_points on Table D.2 reproduces Table 5.4 exactly", {
-  d <- seed_tables()
+  d <- thesis_tables()
   p <- award_points(d[d$table == "D.2", ], c("svgp_go", "pgpr_go", "hgv"))
   table54 <- rbind(svgp_go = c(29, 16, 13, 58),
                    pgpr_go = c(4, 23, 13, 40),
@@ -46,7 +46,7 @@ test_that("award_points on Table D.2 reproduces Table 5.4 exactly", {
 })
 
 test_that("rank_table on Table D.2 reproduces Table 5.5 exactly", {
-  d <- seed_tables()
+  d <- thesis_tables()
   r <- rank_table(d[d$table == "D.2", ], c("svgp_go", "pgpr_go", "hgv"))
   table55 <- rbind(svgp_go = c(3, 4, 3, 20, 30),
                    pgpr_go = c(2, 4, 4, 18, 30),
@@ -56,21 +56,21 @@ test_that("rank_table on Table D.2 reproduces Table 5.5 exactly", {
 })
 
 test_that("award_points on Table D.1 reproduces the ELBO and accuracy columns of Table 5.2", {
-  d <- seed_tables()
+  d <- thesis_tables()
   meths <- c("svgp", "uniform", "kmeans", "gv", "hgv")
   p <- award_points(d[d$table == "D.1", ], meths)
   expect_equal(unname(p[meths, "elbo"]), c(23, 1, 5, 6, 15))
   expect_equal(unname(p[meths, "acc"]), c(12, 14, 12, 22, 33))
   # The printed NLL column (13/3/1/8/24) does not follow from Table D.1 under
   # the rule that reproduces every other column and all of Table 5.4; the
-  # seed004 digest (section 10.2) recomputed 12/3/6/8/23 and treats the
-  # printed column as hand-tallied. We assert the recomputed values.
+  # rule gives 12/3/6/8/23, and the printed column looks hand-tallied. We
+  # assert the recomputed values.
   expect_equal(unname(p[meths, "nll"]), c(12, 3, 6, 8, 23))
   expect_equal(unname(p[meths, "total"]), c(47, 18, 23, 36, 71))
 })
 
 test_that("rank_table on Table D.1 matches Table 5.3 except where the NLL tally differs", {
-  d <- seed_tables()
+  d <- thesis_tables()
   meths <- c("svgp", "uniform", "kmeans", "gv", "hgv")
   r <- rank_table(d[d$table == "D.1", ], meths)
   table53 <- rbind(svgp = c(4, 2, 1, 0, 3, 34, 50),
