@@ -53,6 +53,12 @@ objective.sparsevgp <- function(fit, ...) {
   cache$best <- -Inf
   cache$count <- 0L
   cache$calls <- 0L
+  # the stopping rule: the best bound after each evaluation, and the gain
+  # over the last `window` evaluations below which the run stops
+  cache$trail <- numeric(0)
+  window <- .stop_window
+  stop_gain <- if (is.null(fit$control$min_gain)) 0 else
+    fit$control$min_gain * max(1, length(fit$y))
   # a test hook: signal an interrupt, as Ctrl-C does, after this many
   # evaluations (tests of the interrupt handling)
   interrupt_after <- getOption("sparsevgp.interrupt_after")
@@ -95,6 +101,12 @@ objective.sparsevgp <- function(fit, ...) {
     if (r$value > cache$best) cache$best_par <- par
     cache$best <- max(cache$best, r$value)
     cache$grad <- r$grad
+    cache$trail[cache$count] <- cache$best
+    if (stop_gain > 0 && cache$count > window &&
+        cache$best - cache$trail[cache$count - window] < stop_gain) {
+      signalCondition(structure(class = c("sparsevgp_converged", "condition"),
+                                list(message = "converged", call = NULL)))
+    }
     invisible()
   }
   list(par = full[free],
@@ -163,8 +175,14 @@ objective.sparsevgp <- function(fit, ...) {
 # trace: NULL shows progress lines in interactive sessions for fits that
 # take more than a few seconds; 0 never; 1 always; 2 and more add optim()'s
 # own trace (level trace - 1).
+# min_gain: a run stops when the bound has risen by less than min_gain per
+# observation over the last .stop_window evaluations (0: L-BFGS-B's own
+# tests only).
 .default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = NULL,
-                         jitter = 1e-8, jitter_cap = 1e-2)
+                         min_gain = 1e-3, jitter = 1e-8, jitter_cap = 1e-2)
+
+# The window of the stopping rule (evaluations).
+.stop_window <- 25L
 
 # The optimiser and jitter settings of `control` over `defaults` (a model's
 # own defaults for the shared entries); entries in `own` are a model's own
@@ -189,6 +207,10 @@ objective.sparsevgp <- function(fit, ...) {
   if (!is.numeric(ctrl$factr) || length(ctrl$factr) != 1L || !is.finite(ctrl$factr) ||
       ctrl$factr <= 0) {
     stop("'control$factr' must be one positive number", call. = FALSE)
+  }
+  if (!is.numeric(ctrl$min_gain) || length(ctrl$min_gain) != 1L || !is.finite(ctrl$min_gain) ||
+      ctrl$min_gain < 0) {
+    stop("'control$min_gain' must be one number >= 0", call. = FALSE)
   }
   if (!is.numeric(ctrl$pgtol) || length(ctrl$pgtol) != 1L || !is.finite(ctrl$pgtol) ||
       ctrl$pgtol < 0) {
@@ -228,8 +250,18 @@ objective.sparsevgp <- function(fit, ...) {
                                  function(u) o$gr(to_par(u)) * su$parscale, method = "L-BFGS-B",
                                  lower = (su$lower - su$shift) / su$parscale,
                                  upper = (su$upper - su$shift) / su$parscale, control = ctrl),
-                    interrupt = function(e) NULL)
-    if (!is.null(res)) {
+                    interrupt = function(e) NULL,
+                    sparsevgp_converged = function(e) "stopped")
+    if (identical(res, "stopped")) {
+      # the bound stopped rising (see .stop_window): the best point so far
+      best <- o$best()
+      n <- o$count()
+      res <- list(par = best$par, value = -best$value - offset, convergence = 0L,
+                  counts = c("function" = n, gradient = n),
+                  message = sprintf("the bound rose by less than %s (control$min_gain per observation) over the last %d evaluations",
+                                    format(fit$control$min_gain * max(1, length(fit$y)),
+                                           digits = 3L), .stop_window))
+    } else if (!is.null(res)) {
       res$par <- setNames(to_par(res$par), names(o$par))
     }
     if (is.null(res)) {
