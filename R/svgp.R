@@ -1,5 +1,6 @@
 # The uncollapsed SVGP (Hensman et al. 2013, 2015; Tiao 2020; the baseline
-# of Passerello 2022, sections 5.1.1-5.1.2): q(u) = N(L b, L W W' L') with L = chol(Kuu) (whitened, the default)
+# of Passerello 2022, sections 5.1.1-5.1.2): q(u) = N(L b, L W W' L') with
+# L = chol(Kuu) (whitened, the default)
 # or q(u) = N(b, W W') (whiten = FALSE), fitted jointly with the kernel
 # parameters by L-BFGS-B on the full batch or by Adam on minibatches
 # (R/optim_adam.R). The ELBO, its gradient in the variational parameters
