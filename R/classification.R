@@ -6,7 +6,7 @@
 # ---- labels ---------------------------------------------------------------
 
 # Two classes coded as y01 in {0, 1} and ypm = 2 y01 - 1 in {-1, +1} (the PG
-# formulas use y_n^2 = 1, seed004 section 1), plus what is needed to give
+# formulas use y_n^2 = 1, Passerello 2022, chapter 4), plus what is needed to give
 # class predictions back in the user's coding. The positive class (1) is the
 # second factor level, TRUE, or 1, as in glm().
 .as_labels <- function(y, n, name = "y") {
@@ -72,7 +72,7 @@
 
 .gh_cache <- new.env(parent = emptyenv())
 
-# Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt (Golub-Welsch:
+# Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt (Golub and Welsch 1969:
 # the nodes are the eigenvalues of the Jacobi matrix of the Hermite
 # polynomials, the weights sqrt(pi) times the squared first components).
 .gauss_hermite <- function(n = 20L) {
@@ -96,7 +96,8 @@
 # p(y = 1 | x) from the latent predictive N(mu, s2):
 #   "quadrature": int sigmoid(f) N(f; mu, s2) df by 20-point Gauss-Hermite,
 #   "probit":     sigmoid(mu / sqrt(1 + pi s2 / 8)) (MacKay 1992),
-#   "plugin":     sigmoid(mu), the choice of seed004's experiments ([R]).
+#   "plugin":     sigmoid(mu), the choice of the code behind Passerello's
+#                 experiments (2022, chapter 5).
 .class_prob <- function(mu, s2, method, link = "logit") {
   # probit link: int Phi(f) N(f; mu, s2) df = Phi(mu / sqrt(1 + s2)) exactly
   if (identical(link, "probit")) {
@@ -117,15 +118,30 @@
 #' Polya-Gamma helper functions
 #'
 #' The quantities of the Polya-Gamma augmentation of the logistic
-#' likelihood (seed004 section 4), computed in C without overflow or
+#' likelihood (Polson, Scott and Windle 2013; Wenzel et al. 2019; Passerello
+#' 2022, section 2.6), computed in C without overflow or
 #' cancellation: the mean \eqn{\theta(c) = E[\omega] = \tanh(c/2)/(2c)} of
 #' \eqn{\omega \sim PG(1, c)} (which tends to 1/4 at \eqn{c = 0}),
 #' \eqn{\log\cosh(x)}, and the divergence
 #' \eqn{KL[PG(1, c) \| PG(1, 0)] = \log\cosh(c/2) - (c/4)\tanh(c/2)}.
 #' \code{\link{pgpr}()} uses them; they are exported for checks and plots.
 #'
+#' The KL divergence follows from the exponential tilting
+#' \eqn{PG(\omega | 1, c) \propto \exp(-c^2\omega/2) PG(\omega | 1, 0)}
+#' (Polson, Scott and Windle 2013). Integrating \eqn{\omega} out of the
+#' augmented likelihood under \eqn{PG(1, c)} gives the logistic bound of
+#' Jaakkola and Jordan (2000), tight at \eqn{|z| = c} (see the example).
+#'
 #' @param c,x numeric vectors.
 #' @return A numeric vector like the input.
+#' @references Polson, N. G., Scott, J. G. and Windle, J. (2013). Bayesian
+#'   inference for logistic models using Polya-Gamma latent variables. JASA
+#'   108, 1339--1349.
+#'
+#'   Jaakkola, T. S. and Jordan, M. I. (2000). Bayesian parameter estimation
+#'   via variational methods. Statistics and Computing 10, 25--37.
+#'
+#'   See also \link{sparsevgp-references}.
 #' @examples
 #' pg_theta(c(0, 1e-6, 1, 100))      # 1/4 at 0, about 1/(2c) for large c
 #' pg_log_cosh(c(0, 1, 1000))        # no overflow
@@ -175,7 +191,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   lat <- predict.sparsevgp(object, newdata, type = "latent", full_cov = full_cov)
   if (type == "link") return(lat)
   if (type == "pg_variance") {
-    # seed004 section 5.5 / Fig. 5.1: c* = sqrt(mu*^2 + s*^2), 1 / theta(c*)
+    # Passerello 2022, Fig. 5.1: c* = sqrt(mu*^2 + s*^2), 1 / theta(c*)
     return(1 / pg_theta(sqrt(lat$mean^2 + lat$var)))
   }
   p <- .class_prob(lat$mean, lat$var, method, .class_link(object))

@@ -1,4 +1,4 @@
-# The classification data sets of seed004, shipped in inst/extdata (see the
+# The classification data sets of Passerello (2022), shipped in inst/extdata (see the
 # README there for provenance).
 
 .classification_files <- list(
@@ -10,10 +10,10 @@
   breast_cancer = list(file = "breast-cancer-diagnostic.txt", header = FALSE),
   pima = list(file = "pima-diabetes.csv", header = FALSE))
 
-#' Binary classification data sets of seed004
+#' Binary classification data sets of Passerello (2022)
 #'
 #' Loads one of the data sets of Passerello's (2022) experiments on sparse
-#' Gaussian process classification (seed004 Table 5.1), with the
+#' Gaussian process classification (Passerello 2022, Table 5.1), with the
 #' preprocessing of the thesis author's code: the label is the 0/1 column
 #' \code{y}, the other columns are the inputs, unstandardised.
 #'

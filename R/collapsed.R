@@ -70,7 +70,8 @@
 }
 
 # The optimal q(u) = N(m*, S*) of a collapsed fit from its cached factors
-# (m* = L LB^-T v, S* = L B^-1 L'; Passerello 2022, section 5.5), with the
+# (m* = L LB^-T v, S* = L B^-1 L'; Passerello 2022, Appendices B.1.2 and
+# C.2.2), with the
 # constant mean added.
 .collapsed_qu <- function(fit) {
   post <- fit$posterior

@@ -1,8 +1,8 @@
 #' Snelson's one-dimensional regression data
 #'
 #' The toy data set of Snelson and Ghahramani (2006), used throughout the
-#' sparse Gaussian process literature and in the figures of the orthogonal
-#' inducing point thesis (seed000): 200 noisy observations of a smooth
+#' sparse Gaussian process literature and in the figures of Fernlund's (2022)
+#' thesis on orthogonal inducing points: 200 noisy observations of a smooth
 #' function on [0, 6], and 301 evenly spaced test inputs on [-3, 10].
 #'
 #' @format \code{snelson}: a data frame with 200 rows and columns \code{x}

@@ -1,8 +1,10 @@
-# Inducing point selection: greedy conditional variance (plain and weighted,
-# seed004 sections 7.3-7.5), k-means and uniform random subsets, the choice of
-# M from a KL target (seed004 section 3.5), and the re-initialisation loop
-# that alternates selection and hyperparameter fitting (seed004 section 8.3;
-# robustgp's reinit_Z, anchors A3). The factorisation is in src/select.c.
+# Inducing point selection: greedy conditional variance (plain, Burt et al.
+# 2020, and weighted, Passerello 2022, sections 3.3.2 and 4.3.2), k-means and
+# uniform random subsets, the choice of M from a KL target (Passerello 2022,
+# section 3.2.2, eq. 3.7), and the re-initialisation loop that alternates
+# selection and hyperparameter fitting (Passerello 2022, sections 4.3.2, 5.4;
+# reinit_Z in robustgp, the public code of Burt et al. 2020). The
+# factorisation is in src/select.c.
 
 .select_methods <- c("greedy", "kmeans", "random")
 
@@ -152,7 +154,7 @@
 #' addition is returned in \code{trace}; it never increases. With \eqn{w =
 #' 1/\lambda} it is twice the gap that the trace term opens in the collapsed
 #' bound, and it brackets the expected KL divergence from the sparse to the
-#' exact posterior, \eqn{t/2 \le E[KL] \le t} (seed004 eq. 3.7; see
+#' exact posterior, \eqn{t/2 \le E[KL] \le t} (Passerello 2022, eq. 3.7; see
 #' \code{\link{kl_threshold}}).
 #'
 #' \strong{Stopping.} Greedy selection stops at the first of:
@@ -160,8 +162,9 @@
 #'   \item the weighted trace falls below \code{threshold}: the selection is
 #'     the shortest one whose weighted trace is \eqn{< } \code{threshold},
 #'     that is, it includes exactly the points up to and including the one
-#'     whose addition brought the trace below the threshold (robustgp drops
-#'     that point, the thesis code keeps one more; both are off by one). At
+#'     whose addition brought the trace below the threshold (the public code
+#'     of Burt et al. 2020 drops that point, that of Passerello 2022 keeps
+#'     one more; both are off by one). At
 #'     least one point is always returned.
 #'   \item \eqn{M} points are chosen (\code{M = NULL} with a threshold: no
 #'     limit but \eqn{N}; the factor takes \eqn{N \times M} doubles, so
@@ -191,7 +194,8 @@
 #' \code{NULL}). When a cluster empties (R's default Hartigan-Wong algorithm
 #' then stops with an error), Lloyd's algorithm is run from the same start,
 #' the empty clusters are dropped, and the centres are padded to \eqn{M} with
-#' distinct inputs drawn at random, as the thesis does (seed004 section 7.2).
+#' distinct inputs drawn at random, as the code of Passerello's experiments
+#' does.
 #' With \eqn{M} or fewer distinct inputs, all of them are returned (with a
 #' warning when that is fewer than \eqn{M}; padding would repeat an input).
 #' \strong{random} draws \eqn{M} distinct inputs uniformly
@@ -235,7 +239,8 @@
 #'     \item{\code{iter.max}, \code{nstart}}{k-means: passed to
 #'       \code{\link[stats]{kmeans}} (defaults 50 and 1);}
 #'     \item{\code{max_points}}{k-means: run on at most this many distinct
-#'       inputs (default 20000, as in seed004);}
+#'       inputs (default 20000, as in the code of Passerello's
+#'       experiments);}
 #'     \item{\code{trace}}{k-means and random: compute the weighted trace
 #'       (default \code{TRUE}; it costs \eqn{O(N M^2)}).}
 #'   }
@@ -460,8 +465,9 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # Hartigan-Wong algorithm stops with an error when a cluster empties; then
 # Lloyd's algorithm is run from the same start, which returns NaN for an
 # empty cluster. Centres that are not finite or repeat are dropped and the
-# set is padded with distinct inputs drawn at random, as the thesis code pads
-# scipy's kmeans when fewer than M centroids come back (seed004 section 7.2).
+# set is padded with distinct inputs drawn at random, as the code of
+# Passerello's experiments pads scipy's kmeans when fewer than M centroids
+# come back.
 .kmeans_centres <- function(ux, centers, opts) {
   M <- if (length(centers) == 1L) as.integer(centers) else nrow(centers)
   run <- function(algorithm) {
@@ -552,7 +558,8 @@ plot.sparsevgp_inducing <- function(x, log = "y", xlab = "number of inducing poi
 #' For regression with noise variances \eqn{\lambda_n}, write \eqn{t =
 #' \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}. The collapsed bound contains
 #' \eqn{-t/2}, and if the data follow the model, the expected KL divergence
-#' satisfies \eqn{t/2 \le E[KL] \le t} (seed004 eq. 3.7; Burt et al. 2020).
+#' satisfies \eqn{t/2 \le E[KL] \le t} (Passerello 2022, eq. 3.7, extending
+#' Burt et al. 2020 to unequal noise variances).
 #' So a selection whose trace is below \code{kl} keeps the expected KL below
 #' \code{kl}. The trace that \code{select_inducing()} computes is
 #' \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}:
@@ -569,8 +576,8 @@ plot.sparsevgp_inducing <- function(x, log = "y", xlab = "number of inducing poi
 #' \itemize{
 #'   \item The KL divergence is a sum over observations, so for the same
 #'     accuracy per observation it grows with \eqn{N}, and a fixed threshold
-#'     asks for ever more points as \eqn{N} grows (the thesis remarks that
-#'     the threshold "needs to increase" with \eqn{N}). Give a target per
+#'     asks for ever more points as \eqn{N} grows (Passerello 2022, section
+#'     7.1.3, remarks that the threshold "needs to increase" with \eqn{N}). Give a target per
 #'     observation with \code{N}: \code{kl} of \code{1e-3} to \code{1e-2}
 #'     nats per observation is a sensible range.
 #'   \item A total of about one nat is negligible for comparing models
@@ -580,7 +587,7 @@ plot.sparsevgp_inducing <- function(x, log = "y", xlab = "number of inducing poi
 #'     the more inducing points the same target needs. Before fitting, use a
 #'     guess (\code{sgpr()} starts at a tenth of the variance of \eqn{y});
 #'     \code{\link{reinit_inducing}()} re-selects with the fitted noise.
-#'   \item The thesis's example threshold, \code{1e-3} on the weighted trace,
+#'   \item Passerello's example threshold, \code{1e-3} on the weighted trace,
 #'     is strict and suits small data sets.
 #'   \item After fitting, \code{summary()} of an \code{sgpr} fit reports the
 #'     a posteriori bound \eqn{KL \le U - L} for the actual data.
@@ -647,7 +654,8 @@ n_inducing <- function(selection, threshold) {
 #' \code{conv_tol}, or \code{patience} passes in a row fail to improve on
 #' the best bound so far, or \code{max_passes} passes are done. This is the
 #' "greedy variance reinitialisation" of Burt et al. (2020) and the outer
-#' loop of the variational EM of seed004 (section 8.3): selection adapts to
+#' loop of the "double-layered variational EM" of Passerello (2022, sections
+#' 4.3.2 and 5.4): selection adapts to
 #' the learned lengthscales (and noise), and the fit adapts to the selection.
 #'
 #' Each pass selects afresh with \code{\link{select_inducing}()}, breaking
@@ -661,8 +669,9 @@ n_inducing <- function(selection, threshold) {
 #' selection can change a lot with small changes of the hyperparameters and
 #' the bound wanders. So the fit with the highest bound among the starting
 #' fit and all passes is returned, and \code{patience} ends a loop that no
-#' longer improves (robustgp stops at the first pass that does not improve,
-#' \code{patience = 1}; seed004 runs all passes, \code{patience = Inf}).
+#' longer improves (the public code of Burt et al. 2020 stops at the first
+#' pass that does not improve, \code{patience = 1}; that of Passerello 2022
+#' runs all passes, \code{patience = Inf}).
 #'
 #' @param fit a fitted sparse model with inducing inputs, such as an
 #'   \code{\link{sgpr}()} fit.
@@ -673,7 +682,7 @@ n_inducing <- function(selection, threshold) {
 #' @param weights \code{"model"} for the model's weights (\eqn{1/\lambda} for
 #'   \code{sgpr}), \code{"none"} for plain greedy variance.
 #' @param conv_tol stop when the bound changes by less than this (absolute;
-#'   seed004 uses \code{1e-3}).
+#'   the code of Passerello's experiments uses \code{1e-3}).
 #' @param max_passes the maximum number of selection passes.
 #' @param patience stop after this many passes in a row without a new best
 #'   bound (\code{Inf}: never).
@@ -785,7 +794,8 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
 # M inducing inputs by one k-means run on the distinct training inputs (the
 # "K-means" arm of inst/bench/reproduce_pgpr.R, kept as it made the cached
 # runs); when that run fails (an empty cluster), the fallback of
-# select_inducing(method = "kmeans"), which pads as Passerello (2022, section 7.2) does.
+# select_inducing(method = "kmeans"), which pads as the code of Passerello
+# (2022) does.
 .kmeans_inducing <- function(x, M) {
   ux <- unique(x)
   if (nrow(ux) < M) {

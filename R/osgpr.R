@@ -1,14 +1,15 @@
-# Orthogonal sparse GP regression (seed000 chapter 5): regular inducing
+# Orthogonal sparse GP regression (Fernlund 2022, chapter 5): regular inducing
 # inputs Z and orthogonal inducing inputs O, with the collapsed bounds of
-# src/bound_orthogonal.c (block Cholesky of seed000 Algorithm 3) and the
+# src/bound_orthogonal.c (block Cholesky of Fernlund 2022, Algorithm 3) and the
 # SOLVE-GPR (eq. 5.57) or ODGPR (eq. 5.56) predictive distribution.
 #
-# What the digest established (seed000 section 5.2) and this file makes
-# visible: the thesis's collapsed bound (eq. 5.33) is the SGPR bound on
-# rbind(Z, O) (R1); the predictive mean is the SGPR mean on rbind(Z, O) (R2);
-# the ELBO of the posterior the model predicts with is lower, with closed
-# forms (R5). bound = "union" optimises eq. 5.33, bound = "family" the ELBO of
-# the predicted posterior.
+# Facts derived for this package and checked numerically in its tests, which
+# this file makes visible: Fernlund's collapsed bound (eq. 5.33) equals the
+# SGPR bound on rbind(Z, O) (by the block inverse, eq. 5.4); the predictive
+# mean of both families equals the SGPR mean on rbind(Z, O); the true ELBOs of
+# the SOLVE-GP and ODVGP posteriors the model predicts with are lower, with
+# closed forms. bound = "union" optimises eq. 5.33, bound = "family" the ELBO
+# of the predicted posterior.
 
 #' Orthogonal sparse Gaussian process regression (SOLVE-GPR and ODGPR)
 #'
@@ -21,7 +22,7 @@
 #' \describe{
 #'   \item{\code{type = "solve"}}{SOLVE-GP (Shi, Titsias and Mnih 2020):
 #'     \eqn{q(u) = N(m_u, S_u)} and \eqn{q(v^\perp) = N(m_v, S_v)}
-#'     independent. The predictive covariance is seed000 eq. 5.57.}
+#'     independent. The predictive covariance is Fernlund (2022), eq. 5.57.}
 #'   \item{\code{type = "odvgp"}}{ODVGP (Salimbeni et al. 2018), the special
 #'     case \eqn{S_v = C_{vv}}: the orthogonal inputs change the mean only,
 #'     and the predictive covariance is that of SGPR on \eqn{Z} alone
@@ -31,27 +32,32 @@
 #' depends only on the kernel parameters, the noise, the mean and the
 #' inducing inputs, which are optimised by L-BFGS-B on analytic gradients.
 #'
-#' \strong{Which bound.} The thesis's orthogonal collapsed bound (eq. 5.33)
+#' \strong{Which bound.} Fernlund's orthogonal collapsed bound (eq. 5.33)
 #' equals the SGPR bound of \code{\link{sgpr}()} on the stacked inducing set
 #' \code{rbind(Z, O)}, and the predictive mean of both types equals the SGPR
-#' mean on \code{rbind(Z, O)} (seed000 R1, R2): eq. 5.33 is the ELBO of a
+#' mean on \code{rbind(Z, O)} (derived for this package from the block
+#' inverse, Fernlund 2022, eq. 5.4, and checked numerically in its tests):
+#' eq. 5.33 is the ELBO of a
 #' different posterior (the full-covariance one) from the one the model
 #' predicts with. \code{bound = "family"} (the default) maximises the true
-#' ELBO of the predicted posterior, which is lower (seed000 R5):
+#' ELBO of the predicted posterior, which is lower (closed forms derived for
+#' this package and checked numerically; Fernlund 2022, section 5.3.2, takes
+#' the two to be equal):
 #' \deqn{F_{solve} = F_{5.33} - \tfrac12\log|B_v| + \tfrac12\log|Q|, \quad
 #'       F_{odvgp} = F_{5.33} - \tfrac12\mathrm{tr}(A_vA_v^\top) + \tfrac12\log|Q|,}
 #' with \eqn{B_v = I + A_vA_v^\top}, \eqn{Q} the Schur complement of
 #' \eqn{B_u} in \eqn{B} and \eqn{A_v = L_v^{-1}C_{vf}/\sigma} (eq. 5.37). So
 #' \eqn{F_{odvgp} \le F_{solve} \le F_{5.33}}, with equality in the second
 #' when the two sets are far apart. \code{bound = "union"} maximises eq. 5.33
-#' as the thesis does; the fit is then that of \code{sgpr()} on the union,
+#' as Fernlund (2022) does; the fit is then that of \code{sgpr()} on the union,
 #' predicted through the orthogonal family. \code{summary()} reports both.
 #'
-#' \strong{Cost.} The bound is computed by the block Cholesky of seed000
-#' Algorithm 3 in \eqn{O(N M^2)} with \eqn{M = M_1 + M_2} and no
+#' \strong{Cost.} The bound is computed by the block Cholesky of Fernlund
+#' (2022), Algorithm 3, in \eqn{O(N M^2)} with \eqn{M = M_1 + M_2} and no
 #' \eqn{N \times N} matrix. Its flop count equals that of SGPR with \eqn{M}
-#' inducing inputs (seed000 R6): the thesis's claim that it is 25--50\%
-#' cheaper does not hold. \code{inst/bench/bench_osgpr.R} measures it; see
+#' inducing inputs, counting every operation at its true cost: the claim of
+#' Fernlund (2022, section 6.1, Table 6.1) that it is 25--50\% cheaper comes
+#' from mixing unit costs and does not hold. \code{inst/bench/bench_osgpr.R} measures it; see
 #' \code{vignette("orthogonal", package = "sparsevgp")} for the figures.
 #'
 #' \strong{Inducing inputs.} \code{inducing} and \code{orthogonal} each take
@@ -84,7 +90,7 @@
 #' @param type the variational family and so the predictive distribution:
 #'   \code{"solve"} (SOLVE-GPR) or \code{"odvgp"} (ODGPR).
 #' @param bound the objective: \code{"family"}, the ELBO of the posterior
-#'   the model predicts with, or \code{"union"}, seed000 eq. 5.33 (the SGPR
+#'   the model predicts with, or \code{"union"}, Fernlund (2022), eq. 5.33 (the SGPR
 #'   bound on \code{rbind(Z, O)}).
 #' @param noise one learned noise variance (a number, its starting value), a
 #'   vector of \eqn{N} known variances, or a one-sided formula for a learned
@@ -102,7 +108,7 @@
 #'   at the fitted parameters.
 #' @references Fernlund, O. (2022). Orthogonal sparse variational
 #'   approximations for Gaussian processes. MSc thesis, Imperial College
-#'   London (seed000). Shi, J., Titsias, M. and Mnih, A. (2020). Sparse
+#'   London. Shi, J., Titsias, M. and Mnih, A. (2020). Sparse
 #'   orthogonal variational inference for Gaussian processes. AISTATS.
 #'   Salimbeni, H., Cheng, C.-A., Boots, B. and Deisenroth, M. (2018).
 #'   Orthogonally decoupled variational Gaussian processes. NeurIPS.
@@ -114,7 +120,7 @@
 #' summary(fit)
 #' plot(fit)
 #'
-#' # the thesis's bound (eq. 5.33) is the SGPR bound on rbind(Z, O)
+#' # Fernlund's bound (eq. 5.33) is the SGPR bound on rbind(Z, O)
 #' p <- fit$params
 #' sg <- sgpr(y ~ x, data = snelson, inducing = rbind(p$Z, p$O),
 #'            kernel = kernel_rbf(p$lengthscale, p$variance),
@@ -283,13 +289,17 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 
 # The caches of the predictive distribution. In whitened coordinates
 # e = L^-1 [u; v] the posterior is N(w, S) with S^-1 = blkdiag(Bu, Bv) for
-# SOLVE-GP and blkdiag(Bu, I) for ODVGP (seed000 R4). The prediction
+# SOLVE-GP and blkdiag(Bu, I) for ODVGP (derived for this package; the exact
+# optimum has precision B, so SOLVE-GP is mean-field between u and the
+# orthogonal part). The prediction
 # routine of src/predict.c computes mean = T2'v, var = kss - |T1|^2 + |T2|^2
 # with T1 = L^-1 K(W, *) and T2 = LB^-1 T1; with LB = chol(S^-1) =: LBf and
-# v = LBf'w this is the mean T1'w of seed000 R3 (no N x N matrix) and the
+# v = LBf'w this is the mean T1'w, which equals Fernlund's eq. 5.55 without
+# its N x N matrices, and the
 # covariance K** - T1'(I - S)T1 of eq. 5.57 (solve) or 5.56 (odvgp), where
-# T1 = [alpha_u; alpha_v] with alpha_v = Lv^-1 (Kv* - dv' alpha_u) (Algorithm 3
-# lines 19-20 with ERRATUM seed000 E8 fixed: C_v* = K_v* - dv' d*).
+# T1 = [alpha_u; alpha_v] with alpha_v = Lv^-1 (Kv* - dv' alpha_u) (Fernlund
+# 2022, Algorithm 3, lines 19-20; line 20 there reads C_v* = dv' d*, which
+# omits K_v*: the correct line is C_v* = K_v* - dv' d*).
 .osgpr_posterior <- function(b, M1, type, Kww) {
   M <- nrow(b$L)
   M2 <- M - M1
@@ -340,7 +350,8 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 }
 
 # Orthogonal inputs whose prior variance given the regular ones is tiny sit
-# (nearly) on the span of the regular ones (seed000 section 5.1, T13): C_vv
+# (nearly) on the span of the regular ones (the case u = v of Fernlund 2022,
+# section 6.3.1): C_vv
 # is then singular and only the jitter keeps the factorisation going.
 .osgpr_check_colocated <- function(fit) {
   post <- fit$posterior
@@ -361,7 +372,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 #' The optimal distribution of the inducing variables of an orthogonal model
 #'
 #' The closed-form optimal variational distribution of an \code{\link{osgpr}}
-#' fit (seed000 eq. 5.26): \eqn{q(u) = N(m_u, S_u)} of the function values
+#' fit (Fernlund 2022, eq. 5.26): \eqn{q(u) = N(m_u, S_u)} of the function values
 #' at the regular inputs \eqn{Z}, and \eqn{q(v^\perp) = N(m_v, S_v)} of the
 #' orthogonal part \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u} at \eqn{O},
 #' independent of \eqn{u}:
@@ -408,7 +419,7 @@ posterior_orthogonal <- function(fit) {
 #' Decomposition of an orthogonal posterior into g, h and l
 #'
 #' The posterior process of an \code{\link{osgpr}} fit is a sum of three
-#' independent processes (seed000 eqs 5.11 and 5.16; eq. 4.6 for SGPR):
+#' independent processes (Fernlund 2022, eqs. 5.11 and 5.16; eq. 4.6 for SGPR):
 #' \describe{
 #'   \item{\code{g}}{the part carried by the regular inputs, mean
 #'     \eqn{k_u^\top K_{uu}^{-1} m_u} and variance
@@ -472,9 +483,9 @@ osgpr_components <- function(fit, newdata) {
 #' \deqn{KL(N_1 \| N_2) = \tfrac12\{\mathrm{tr}(\Sigma_2^{-1}\Sigma_1) +
 #'   (\mu_2 - \mu_1)^\top\Sigma_2^{-1}(\mu_2 - \mu_1) - n +
 #'   \log|\Sigma_2| - \log|\Sigma_1|\}}
-#' (seed000 eq. 3.11), computed from Cholesky factors.
+#' (Fernlund 2022, eq. 3.11), computed from Cholesky factors.
 #' \code{kl_predictive()} applies it to the joint predictive distributions
-#' of two fitted models at the same inputs, as in seed000 Figs 6.2-6.4
+#' of two fitted models at the same inputs, as in Fernlund (2022), Figs. 6.2-6.4
 #' (for example an \code{\link{osgpr}} fit against \code{\link{gpr}} or
 #' \code{\link{sgpr}} fits at the same hyperparameters).
 #'

@@ -1,42 +1,50 @@
-# Polya-Gamma sparse GP classification (PGPR; seed004 chapter 4): the
+# Polya-Gamma sparse GP classification (PGPR; Passerello 2022, chapter 4): the
 # collapsed bound for the logistic likelihood with closed-form local
-# parameters c, trained by seed004's double loop (section 8.3) with
+# parameters c, trained by Passerello's double loop (sections 4.3.2, 5.4) with
 # heteroscedastic greedy-variance selection of the inducing inputs.
 #
 # For fixed c the bound is the heteroscedastic Gaussian bound with noise
 # lambda_n = 1 / theta_n and pseudo-targets ytil_n = y_n / (2 theta_n), plus
-# terms that depend on c only (seed004 section 5.6), so it is computed by the
+# terms that depend on c only (Passerello 2022, eq. 4.14 and App. C.3, in
+# the exact pseudo-target form derived for this package and checked
+# numerically in its tests), so it is computed by the
 # Gaussian bound routine of SGPR (src/bound_gaussian.c) and its gradient comes
 # from that routine's adjoints.
 
 #' Polya-Gamma sparse Gaussian process classification (PGPR)
 #'
 #' Fits the collapsed sparse variational Gaussian process classifier of
-#' Passerello (2022; seed004 chapter 4) for the logistic likelihood
+#' Passerello (2022, chapter 4) for the logistic likelihood
 #' \eqn{p(y_n | f_n) = \sigma(y_n f_n)}, \eqn{y_n \in \{-1, +1\}}. The
 #' likelihood is augmented with Polya-Gamma variables
 #' \eqn{\omega_n \sim PG(1, c_n)}; the optimal \eqn{q(u)} is then Gaussian and
-#' available in closed form, and the evidence lower bound (seed004 eq. 4.7)
+#' available in closed form, and the evidence lower bound (Passerello 2022,
+#' eq. 4.7)
 #' \deqn{F = \log N(\tilde y; m, Q_{ff} + \Theta^{-1}) - \tfrac12 \mathrm{tr}(\Theta(K_{ff} - Q_{ff}))
 #'       + \tfrac N2 \log 2\pi - \tfrac12 \sum_n \log\theta_n + \tfrac18 \sum_n \theta_n^{-1}
 #'       - N \log 2 - \sum_n KL[PG(1, c_n) \| PG(1, 0)]}
 #' with \eqn{\theta_n = \tanh(c_n/2)/(2c_n)} and pseudo-targets
 #' \eqn{\tilde y_n = y_n / (2\theta_n)} is the collapsed bound of
 #' heteroscedastic sparse regression plus terms that depend on \eqn{c} only
-#' (seed004 section 5.6). It is a lower bound on the log marginal likelihood
+#' (Passerello 2022, eq. 4.14 and Appendix C.3; the exact pseudo-target form
+#' was derived for this package and is checked numerically in its tests).
+#' It is a lower bound on the log marginal likelihood
 #' of the logistic model for every \eqn{c}; it is computed by the same C
 #' routine as \code{\link{sgpr}()} in \eqn{O(N M^2)} time.
 #'
-#' \strong{Training} follows seed004's double loop (section 8.3). The inner
+#' \strong{Training} follows Passerello's double loop, a "double-layered
+#' variational EM" (Passerello 2022, sections 4.3.2 and 5.4). The inner
 #' loop alternates L-BFGS-B on the kernel parameters (and the mean, and the
 #' inducing inputs if \code{optimize_inducing = TRUE}) at fixed \eqn{c} with
 #' closed-form updates \eqn{c_n = \sqrt{\mu_n^2 + \sigma_n^2}} from the current
-#' \eqn{q(f_n)} (seed004 eq. 4.11), which never decrease the bound. With
+#' \eqn{q(f_n)} (Passerello 2022, eq. 4.11), which never decrease the bound.
+#' With
 #' \code{inducing = "hgv"} or \code{"gv"} an outer loop re-selects the
 #' inducing inputs from the training inputs before every inner loop, by
 #' greedy conditional variance weighted by \eqn{\theta} (heteroscedastic
 #' greedy variance, HGV, which favours points near the decision boundary;
-#' seed004 sections 5.8 and 7.4) or unweighted (GV), at the current kernel
+#' Passerello 2022, sections 4.3.2 and 5.5) or unweighted (GV; Burt,
+#' Rasmussen and van der Wilk 2020), at the current kernel
 #' and \eqn{c}; ties are broken in one random order drawn once per fit, so
 #' that a selection changes between passes only through the kernel and
 #' \eqn{c}. Both loops stop when the bound changes by less than
@@ -48,8 +56,8 @@
 #' @param y the labels: a factor with two levels (the second is the
 #'   positive class), a logical vector, or a numeric 0/1 (or -1/+1) vector.
 #' @param kernel a kernel; parameters left \code{NULL} start at variance 1
-#'   and the median distance between inputs. seed004 uses
-#'   \code{kernel_rbf(1, 1)} on standardised inputs.
+#'   and the median distance between inputs. Passerello's experiments start
+#'   from \code{kernel_rbf(1, 1)} (GPflow's default) on standardised inputs.
 #' @param inducing how the inducing inputs are chosen: \code{"greedy"}
 #'   (heteroscedastic greedy variance, weighted by \eqn{\theta} and
 #'   re-selected in every outer pass; the default; \code{"hgv"} is the
@@ -67,11 +75,13 @@
 #' @param threshold for the greedy methods: stop adding inducing inputs
 #'   once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))} falls
 #'   below it, so that \eqn{M} is chosen automatically (Passerello 2022,
-#'   section 7.5, suggests 1e-3 for small data; it should grow with \eqn{N}).
+#'   section 7.1.3, suggests 1e-3 for small data; it should grow with
+#'   \eqn{N}).
 #' @param mean the prior mean of the latent function: a fixed number (0, as
-#'   in seed004, by default) or \code{"constant"} to learn it.
+#'   in Passerello 2022, by default) or \code{"constant"} to learn it.
 #' @param optimize_inducing if \code{TRUE}, the inducing inputs are also
-#'   optimised by gradient in every inner L-BFGS-B run ("GO" in seed004).
+#'   optimised by gradient in every inner L-BFGS-B run (the "GO" variants of
+#'   Passerello 2022, section 5.6.2).
 #' @param fixed names of parameters to hold at their starting values:
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"mean"}, or single
 #'   entries such as \code{"lengthscale[2]"}.
@@ -80,7 +90,8 @@
 #'   updates, 10), \code{ci_iters} (c updates per round, 10),
 #'   \code{outer_max} (selection passes for \code{"hgv"}/\code{"gv"}, 10),
 #'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
-#'   (starting value of every \eqn{c_n}, 0.1, as in seed004), and
+#'   (starting value of every \eqn{c_n}, 0.1, as in the code of Passerello's
+#'   experiments), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
 #' @param start a previous \code{pgpr} fit whose kernel parameters, mean and
@@ -95,7 +106,7 @@
 #'   \code{fitted}, \code{logLik} (the bound), \code{\link{objective}}.
 #' @references Passerello, G. (2022). Heteroscedastic inducing point
 #'   selection for sparse Gaussian process classification. MEng thesis,
-#'   Imperial College London (seed004).
+#'   Imperial College London.
 #'
 #'   Wenzel, F., Galy-Fajou, T., Donner, C., Kloft, M. and Opper, M. (2019).
 #'   Efficient Gaussian process classification using Polya-Gamma data
@@ -211,9 +222,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # The one place where PGPR asks for inducing inputs (R/inducing.R): greedy
 # conditional variance weighted by theta ("greedy", "hgv": heteroscedastic
-# greedy variance, Passerello 2022, section 7.4) or unweighted ("gv", Burt
-# et al. 2020), k-means centres or distinct training inputs drawn without
-# replacement (Passerello 2022, sections 7.1, 7.2). With a threshold (greedy
+# greedy variance, Passerello 2022, sections 3.3.2 and 4.3.2) or unweighted
+# ("gv", Burt et al. 2020), k-means centres or distinct training inputs drawn
+# without replacement (Passerello 2022, sections 5.4 and 5.6.1). With a threshold (greedy
 # only) the selection stops once the weighted trace tr(W (Kff - Qff)) falls
 # below it, with M (if given) as a cap. The double loop passes the same
 # tie-breaking order spec$perm in every pass: with a stationary kernel all
@@ -244,13 +255,15 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # ---- bound and gradient -----------------------------------------------------------
 
 # The PGPR bound at `params` and the current local parameters fit$c, through
-# the pseudo-target identity (Passerello 2022, section 5.6):
+# the pseudo-target identity (Passerello 2022, eq. 4.14 and App. C.3, in the
+# exact form derived for this package and checked numerically):
 #   F = F_gauss(ytil = y / (2 theta) - m, lambda = 1 / theta)
 #       + N/2 log 2 pi - 1/2 sum log theta + 1/8 sum 1/theta - N log 2
 #       - sum KL[PG(1, c_n) || PG(1, 0)].
 # The added terms do not depend on the kernel, the mean or Z, so the gradient
 # is the Gaussian bound's, contracted with the kernel derivatives as for
-# sgpr (Passerello 2022, section 3.8, with lambda = 1 / theta).
+# sgpr (the heteroscedastic gradient derived for this package and checked
+# against finite differences, with lambda = 1 / theta).
 #' @export
 .evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
   N <- nrow(fit$x)
@@ -288,7 +301,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
 # under the current q*(f) (Passerello 2022, eqs. 4.9-4.11), repeated
 # `iters` times or until c stops moving. Each update is a coordinate ascent
-# step and never lowers the bound (Passerello 2022, section 5.3). Returns the
+# step and never lowers the bound (derived for this package and checked
+# numerically; Passerello 2022, section 4.1.3, iterates the updates until
+# the bound converges). Returns the
 # fit with the new c and `bound` evaluated there.
 .pgpr_update_c <- function(fit, iters) {
   r <- .evaluate(fit, fit$params, grad = FALSE)
@@ -317,7 +332,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @export
 .optim_upper.pgpr <- function(fit, par) ifelse(grepl("^log_", names(par)), 30, Inf)
 
-# Inner loop (Passerello 2022, section 8.2): L-BFGS-B on the free parameters at fixed
+# Inner loop (Passerello 2022, section 4.1.3): L-BFGS-B on the free parameters at fixed
 # c, then closed-form c updates, until the bound changes by less than tol.
 .pgpr_inner <- function(fit) {
   ctrl <- fit$control
@@ -340,7 +355,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   fit
 }
 
-# The double loop (Passerello 2022, section 8.3): for the greedy methods,
+# The double loop (Passerello 2022, sections 4.3.2 and 5.4): for the greedy methods,
 # re-select Z from scratch at the current kernel and c before each inner
 # loop, until the bound changes by less than tol or outer_max passes; keep
 # the best state.
@@ -419,14 +434,15 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' \code{"probit"} uses the approximation
 #' \eqn{\sigma(\mu_*/\sqrt{1 + \pi\sigma_*^2/8})}, and \code{"plugin"} the
 #' value \eqn{\sigma(\mu_*)}, which ignores the variance; the plug-in is what
-#' seed004's experiments report (accuracy and NLL in its Tables 5.2-5.5). All
+#' Passerello's experiments report (the code behind the accuracy and NLL of
+#' Passerello 2022, Tables 5.2-5.5, uses it). All
 #' three give the same decision boundary \eqn{\mu_* = 0}, so
 #' \code{type = "class"} does not depend on \code{method}.
 #'
 #' \code{type = "pg_variance"} gives \eqn{1/\theta(c_*)} with
 #' \eqn{c_* = \sqrt{\mu_*^2 + \sigma_*^2}}: the variance of the Gaussian
 #' pseudo-observation that the Polya-Gamma augmentation puts at \eqn{x_*}. It
-#' is smallest near the decision boundary (seed004 Fig. 5.1), which is where
+#' is smallest near the decision boundary (Passerello 2022, Fig. 5.1), which is where
 #' heteroscedastic greedy variance places inducing inputs.
 #'
 #' @param object a \code{pgpr} or \code{svgp} fit.
@@ -474,7 +490,8 @@ fitted.pgpr <- function(object, method = "quadrature", ...) {
 #' boundary \eqn{p = 1/2} (thick line), the data by class and the inducing
 #' inputs (gold points). With more inputs: the fitted probabilities by
 #' observed class. \code{what = "pg_variance"} shows the Polya-Gamma
-#' variance map \eqn{1/\theta} instead (seed004 Fig. 5.1; log10 scale in 2-D).
+#' variance map \eqn{1/\theta} instead (Passerello 2022, Fig. 5.1; log10
+#' scale in 2-D).
 #'
 #' @param x a \code{pgpr} or \code{svgp} (Bernoulli) fit.
 #' @param what \code{"prob"} or \code{"pg_variance"}.

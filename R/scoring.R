@@ -1,12 +1,12 @@
-# Scoring of repeated-split model comparisons as in seed004 section 10.2
-# (Passerello 2022, section 5.7): summary statistics over the runs, one point
+# Scoring of repeated-split model comparisons as in Passerello (2022,
+# sections 5.1.2 and 5.7): summary statistics over the runs, one point
 # per criterion to every best model (ties all score), and per-data-set ranks.
 # The thesis's Tables D.1/D.2 are bundled in inst/extdata so that tests can
 # check that these rules reproduce its Tables 5.2, 5.4 and 5.5.
 
-#' Score a repeated-split comparison of models (seed004's points and ranks)
+#' Score a repeated-split comparison of models (the points and ranks of Passerello 2022)
 #'
-#' The scoring rules of Passerello (2022, section 5.7; seed004 section 10.2)
+#' The scoring rules of Passerello (2022, sections 5.1.2 and 5.7)
 #' for comparing models over repeated random train/test splits.
 #' \code{summarise_runs()} reduces the runs to five statistics per data set,
 #' method and metric; \code{award_points()} gives one point per criterion to
@@ -17,7 +17,8 @@
 #' \code{elbo}, the test accuracy \code{acc} and the test negative log
 #' predictive probability \code{nll}) the runs are summarised by their
 #' maximum, minimum, median, mean and \emph{population} standard deviation
-#' (divisor \eqn{n}, as NumPy's \code{np.std} that the thesis used). With
+#' (divisor \eqn{n}, as NumPy's \code{np.std} in the code behind the
+#' thesis). With
 #' \code{digits} the statistics are rounded as the thesis printed them (2
 #' decimals for the ELBO, 4 for the others), so that ties count as they do
 #' in its tables.
@@ -36,7 +37,7 @@
 #' tied models sharing the better rank; with \eqn{K} models a first place is
 #' worth \eqn{K} and a last place 1 (Tables 5.3 and 5.5 of the thesis).
 #'
-#' The bundled file \code{system.file("extdata", "seed004_tables_D1_D2.csv",
+#' The bundled file \code{system.file("extdata", "passerello2022_tables_D1_D2.csv",
 #' package = "sparsevgp")} holds the thesis's Tables D.1 and D.2 in the form
 #' these functions take (columns \code{table}, \code{dataset}, \code{N},
 #' \code{M}, \code{method}, \code{metric}, the five statistics and a
@@ -67,10 +68,10 @@
 #'   \code{max} possible score.
 #' @references Passerello, G. (2022). Heteroscedastic inducing point
 #'   selection for sparse Gaussian process classification. MEng thesis,
-#'   Imperial College London (seed004), Tables 5.2-5.5, D.1, D.2.
+#'   Imperial College London, Tables 5.2-5.5, D.1, D.2.
 #' @examples
 #' # the thesis's Table D.2 (gradient-optimised inducing inputs)
-#' d <- read.csv(system.file("extdata", "seed004_tables_D1_D2.csv",
+#' d <- read.csv(system.file("extdata", "passerello2022_tables_D1_D2.csv",
 #'                           package = "sparsevgp"))
 #' d2 <- d[d$table == "D.2", ]
 #' award_points(d2)          # the thesis's Table 5.4
@@ -133,7 +134,8 @@ award_points <- function(tab, methods = NULL, lower_better = "nll") {
       if (!any(ok)) next
       low <- st == "std" || m %in% lower_better
       best <- if (low) min(v[ok]) else max(v[ok])
-      # every tied best model scores (seed004 section 10.2)
+      # every tied best model scores: this reading of Passerello (2022,
+      # section 5.7) reproduces its Table 5.4 from Table D.2
       winners <- unique(t$method[ok & v == best])
       pts[winners, m] <- pts[winners, m] + 1
     }

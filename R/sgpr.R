@@ -219,7 +219,9 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' \eqn{\theta_n = \tanh(c_n/2)/(2c_n)}, and the pseudo-targets
 #' \eqn{y_n/(2\theta_n)} in place of \eqn{y} (labels \eqn{y_n = \pm 1}):
 #' \eqn{\mu = m + K_{uu}\Sigma^{-1}K_{uf}(y/2 - \Theta m)},
-#' \eqn{\Sigma = K_{uu} + K_{uf}\Theta K_{fu}} (Passerello 2022, section 5.6).
+#' \eqn{\Sigma = K_{uu} + K_{uf}\Theta K_{fu}} (Passerello 2022, eq. 4.5;
+#' that it is the regression optimum on the pseudo-targets was derived for
+#' this package and is checked numerically in its tests).
 #'
 #' @param fit an \code{\link{sgpr}} or \code{\link{pgpr}} fit.
 #' @return A list with \code{Z} (the inducing inputs), \code{mean} and

@@ -14,6 +14,11 @@
 #' \code{\link{kernel_rbf}} and the Matern family. Every model gives its
 #' optimisation objective through \code{\link{objective}}.
 #'
+#' The published work behind every model, bound and helper, with the
+#' equations and sections the package uses from it, is listed in
+#' \link{sparsevgp-references} (and in
+#' \code{system.file("REFERENCES.md", package = "sparsevgp")}).
+#'
 #' @keywords internal
 #' @useDynLib sparsevgp, .registration = TRUE, .fixes = ""
 #' @importFrom stats coef fitted logLik nobs predict residuals setNames update

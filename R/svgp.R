@@ -1,10 +1,11 @@
-# The uncollapsed SVGP (Hensman et al. 2013, 2015; seed001; seed004 section
-# 6.1): q(u) = N(L b, L W W' L') with L = chol(Kuu) (whitened, the default)
+# The uncollapsed SVGP (Hensman et al. 2013, 2015; Tiao 2020; the baseline
+# of Passerello 2022, sections 5.1.1-5.1.2): q(u) = N(L b, L W W' L') with
+# L = chol(Kuu) (whitened, the default)
 # or q(u) = N(b, W W') (whiten = FALSE), fitted jointly with the kernel
 # parameters by L-BFGS-B on the full batch or by Adam on minibatches
 # (R/optim_adam.R). The ELBO, its gradient in the variational parameters
 # and its adjoints for the kernel matrices are computed by src/svgp.c.
-# With a Bernoulli-logit likelihood it is seed004's baseline classifier;
+# With a Bernoulli-logit likelihood it is Passerello's baseline classifier;
 # with a Gaussian likelihood it must agree with SGPR at SGPR's optimal q(u).
 
 #' Stochastic variational Gaussian process (SVGP), uncollapsed
@@ -12,7 +13,8 @@
 #' Fits a sparse variational Gaussian process with an explicit Gaussian
 #' \eqn{q(u)} for the function values at the inducing inputs, by maximising
 #' \deqn{\mathrm{ELBO} = \sum_n E_{q(f_n)}[\log p(y_n | f_n)] - KL[q(u) \| p(u)]}
-#' (seed001 section 5; Hensman et al. 2015) over the variational parameters,
+#' (Hensman et al. 2015; Tiao 2020, "Non-Gaussian likelihoods") over the
+#' variational parameters,
 #' the kernel parameters (and the noise and mean) and, optionally, the
 #' inducing inputs, with L-BFGS-B on the analytic gradient (full batch).
 #'
@@ -22,8 +24,10 @@
 #' scale), so that \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
 #' \log W_{ii})}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}
 #' directly and \eqn{KL[N(b, W W^\top) \| N(0, K_{uu})] = \frac12(\|L^{-1}W\|_F^2
-#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}} (seed001
-#' sections 2 and 5); the predictive is that of seed001 section 6. Both
+#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}} (the
+#' Gaussian KL divergence written with Cholesky factors; Tiao 2020,
+#' "Whitened parameterization"); the predictive is the algorithm of Tiao
+#' (2020), Appendix II. Both
 #' start at the prior (\eqn{q(u) = p(u)}) unless \code{q_u} is given, and
 #' both give the same ELBO and predictions for the same \eqn{q(u)}; the
 #' whitened form is usually better conditioned for gradient-based
@@ -32,7 +36,8 @@
 #' Likelihoods: \code{"bernoulli"}, the logistic
 #' \eqn{p(y | f) = \sigma(y f)} with \eqn{y \in \{-1, +1\}}, whose expectations
 #' are computed by Gauss-Hermite quadrature with \code{quadrature} points
-#' (20 by default, GPflow's choice and the baseline of seed004's tables; at
+#' (20 by default, GPflow's choice and that of the SVGP baseline in
+#' Passerello's tables; at
 #' a latent variance of 100 the 20-point rule is biased by about 0.035 nats
 #' per point, so raise it for very uncertain latent functions);
 #' \code{"probit"}, the Bernoulli likelihood with the probit link
@@ -52,8 +57,8 @@
 #' 0.9}, \eqn{\beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}) uses the unbiased
 #' minibatch estimate \deqn{\frac{N}{B}\sum_{n \in \mathcal B} E_{q(f_n)}[\log
 #' p(y_n | f_n)] - KL[q(u) \| p(u)]} and its gradient on a batch of
-#' \eqn{B} points drawn uniformly without replacement (seed001 section 5;
-#' Hensman et al. 2013), at a cost of \eqn{O(B M^2 + M^3)} per iteration;
+#' \eqn{B} points drawn uniformly without replacement (Hensman, Fusi and
+#' Lawrence 2013), at a cost of \eqn{O(B M^2 + M^3)} per iteration;
 #' the batches come from R's random number generator, so
 #' \code{set.seed()} makes fits reproducible. The step size is
 #' \code{control$lr} (default 0.01); parameters are scaled as for
@@ -80,10 +85,10 @@
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}).
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
-#'   it. By default 0 for Bernoulli (as in seed004) and \code{"constant"} for
+#'   it. By default 0 for Bernoulli (as in Passerello 2022) and \code{"constant"} for
 #'   Gaussian.
 #' @param optimize_inducing if \code{TRUE} (the default, as in GPflow), the
-#'   inducing inputs are optimised with the other parameters; seed004's
+#'   inducing inputs are optimised with the other parameters; Passerello's
 #'   "SVGP K-means" baseline holds them at the k-means centres
 #'   (\code{FALSE}). With \code{TRUE}, full-batch fits run L-BFGS-B twice:
 #'   first with the inducing inputs held at their start, then with
@@ -122,8 +127,8 @@
 #' @references Hensman, J., Matthews, A. G. de G. and Ghahramani, Z. (2015).
 #'   Scalable variational Gaussian process classification. AISTATS.
 #'
-#'   Tiao, L. C. (2020). A handbook for sparse variational Gaussian processes
-#'   (seed001).
+#'   Tiao, L. C. (2020). A handbook for sparse variational Gaussian
+#'   processes. Online handbook, tiao.io.
 #'
 #'   Kingma, D. P. and Ba, J. (2015). Adam: a method for stochastic
 #'   optimization. ICLR.
@@ -344,7 +349,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # One call of src/svgp.c at `params`, on the rows `batch` of the data
 # (NULL: all), with the data term scaled by N / |batch| (Hensman et al.
-# 2013; Tiao 2020, section 5, minibatching).
+# 2013).
 .svgp_call <- function(fit, params, grad, batch = NULL) {
   x <- fit$x
   target <- fit$target
@@ -394,7 +399,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   out
 }
 
-# q(f*) (seed001 section 6): A = L^-1 K_u*; whitened mean m + A' b,
+# q(f*) (Tiao 2020, Appendix II): A = L^-1 K_u*; whitened mean m + A' b,
 # variance k** - |A|^2 + |W' A|^2; non-whitened the same with
 # Psi = L^-T A in place of A in the mean and in W' Psi. Blocks of 1000 rows.
 #' @export

@@ -1,4 +1,4 @@
-# Speed of the orthogonal collapsed bound (seed000 Algorithm 3, block
+# Speed of the orthogonal collapsed bound (Fernlund 2022, Algorithm 3, block
 # Cholesky, M1 = M2 = M/2) against SGPR with M inducing points.
 #
 # Usage (from the package root, with sparsevgp installed):
@@ -10,12 +10,13 @@
 # would (as in bench_sgpr.R); a gc() before each timing keeps collections
 # of the previous call's results out of it.
 #
-# The thesis (seed000 section 6.1, Table 6.1) claims the orthogonal bound is
+# Fernlund (2022, section 6.1, Table 6.1) claims the orthogonal bound is
 # 25-50 % cheaper than SGPR with the same total M. Counting flops
 # consistently (a triangular solve or a syrk of an M x M factor into N
 # columns costs M^2 N, a general product 2abc, a Cholesky M^3/3), both cost
-# 2 M^2 N + 2/3 M^3 for the bound (seed000 R6): the orthogonal one evaluates
-# the same number as SGPR on rbind(Z, O) (R1) through a block Cholesky. This
+# 2 M^2 N + 2/3 M^3 for the bound (the thesis's table mixes unit costs): the
+# orthogonal one evaluates the same number as SGPR on rbind(Z, O) (its eq.
+# 5.33 is the SGPR bound on the union) through a block Cholesky. This
 # script measures it, with the same BLAS for both.
 #
 # Each row is timed for SGPR(M) and for osgpr(M/2, M/2) in alternation, and
@@ -69,7 +70,7 @@ for (sz in sizes) {
   os <- osgpr(x, y, kernel = k, inducing = W[seq_len(M1), , drop = FALSE],
               orthogonal = W[-seq_len(M1), , drop = FALSE], type = "solve",
               bound = "family", noise = 0.01, mean = 0, optimize = FALSE)
-  # same stacked inducing set: the union bound is SGPR's (R1)
+  # same stacked inducing set: the union bound (eq. 5.33) is SGPR's
   stopifnot(abs(os$bounds[["union"]] - sg$bound) < 1e-6 * abs(sg$bound))
   osg <- objective(sg)
   oos <- objective(os)
@@ -116,6 +117,6 @@ for (sz in sizes) {
   }
 }
 cat("\nLoad average at end (1, 5, 15 min):", loadavg(), "\n")
-cat("\nFlop model (seed000 R6): both bounds 2 M^2 N + 2/3 M^3, ratio 1.",
-    "\nThe thesis's Table 6.1 claims 0.75 for M << N.\n")
+cat("\nFlop model (every operation at its true cost): both bounds 2 M^2 N + 2/3 M^3, ratio 1.",
+    "\nFernlund (2022), Table 6.1, claims 0.75 for M << N.\n")
 invisible(do.call(rbind, results))

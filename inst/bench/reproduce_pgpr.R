@@ -1,14 +1,15 @@
-# Reproduction of seed004 Tables 5.2, 5.3 and D.1 (fixed inducing inputs):
+# Reproduction of Passerello (2022), Tables 5.2, 5.3 and D.1 (fixed inducing inputs):
 # PGPR with heteroscedastic greedy variance (hgv), greedy variance (gv),
 # k-means and uniform inducing inputs against the SVGP-Bernoulli baseline with
 # k-means inducing inputs, on six data sets, over random 90/10 splits.
 #
-# Protocol (seed004 sections 8.4, 10.1, 10.2):
+# Protocol (Passerello 2022, sections 5.1.2, 5.1.4 and 5.7, with the details
+# the thesis leaves open taken from the author's public code):
 #   - inputs standardised with the training split's means and SDs;
 #   - RBF kernel with one shared lengthscale, starting at variance 1 and
 #     lengthscale 1; prior mean 0;
-#   - M and iteration budgets per data set from the author's metadata
-#     (seed004 section 8.4): PGPR inner rounds, L-BFGS-B iterations per
+#   - M and iteration budgets per data set from the metadata of the
+#     author's code: PGPR inner rounds, L-BFGS-B iterations per
 #     round, c updates per round; SVGP L-BFGS-B iterations;
 #   - PGPR hgv/gv: at most 10 selection passes, tolerance 1e-3, best pass
 #     kept; k-means/uniform: inducing inputs chosen once;
@@ -46,7 +47,8 @@ datasets <- strsplit(opt$datasets, ",", fixed = TRUE)[[1L]]
 methods <- strsplit(opt$methods, ",", fixed = TRUE)[[1L]]
 splits <- eval(parse(text = opt$splits))
 
-# seed004 section 8.4 (metrics experiments)
+# budgets of the metrics experiments (Tables 5.2-5.5, D.1, D.2), from the
+# metadata of the author's code
 budget <- data.frame(
   dataset = c("banana", "crabs", "heart", "ionosphere", "breast_cancer", "pima"),
   M = c(40L, 10L, 35L, 50L, 50L, 60L),

@@ -21,7 +21,7 @@
 #   - the exact GP (gpr()) on the same training set is the reference;
 #   - metrics: the bound (ELBO), the test RMSE and the mean test negative log
 #     predictive density (NLPD) of y, both in the original units of y, the
-#     a-posteriori KL bound U - ELBO (summary(); seed004 eq. 3.6) and the
+#     a-posteriori KL bound U - ELBO (summary(); Passerello 2022, eq. 3.6) and the
 #     seconds taken.
 suppressMessages(library(sparsevgp))
 args <- commandArgs(trailingOnly = TRUE)

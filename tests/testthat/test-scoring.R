@@ -4,7 +4,7 @@
 # (bundled in inst/extdata, transcribed from the thesis).
 
 thesis_tables <- function() {
-  f <- system.file("extdata", "seed004_tables_D1_D2.csv", package = "sparsevgp")
+  f <- system.file("extdata", "passerello2022_tables_D1_D2.csv", package = "sparsevgp")
   expect_true(nzchar(f))
   read.csv(f, stringsAsFactors = FALSE)
 }
