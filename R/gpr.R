@@ -26,14 +26,32 @@
 #' @param mean \code{"constant"} (a learned constant mean, starting at
 #'   \code{mean(y)}) or a number, the fixed mean.
 #' @param optimize if \code{FALSE}, build the model at the given parameters
-#'   without fitting.
+#'   without fitting (parameters left unset take simple data-driven values:
+#'   the median distance between inputs, \eqn{var(y)} and \eqn{var(y)/10});
+#'   with \code{TRUE} they start at the best point of a small grid (see
+#'   \code{\link{kernels}}) and are fitted.
 #' @param fixed names of parameters to hold at their starting values:
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   or single entries such as \code{"lengthscale[2]"}.
-#' @param control a list of settings: \code{maxit}, \code{factr},
-#'   \code{pgtol}, \code{trace} (passed to \code{\link[stats]{optim}}),
-#'   \code{jitter} and \code{jitter_cap} (Cholesky jitter relative to the mean
-#'   diagonal). The sparse models always add \code{jitter} (default
+#' @param control a list of settings:
+#'   \code{maxit} (L-BFGS-B evaluations per run, 1000), \code{factr} and
+#'   \code{pgtol} (L-BFGS-B's own tests, see \code{\link[stats]{optim}});
+#'   \code{min_gain} (a run stops when the bound has risen by less than
+#'   \code{min_gain} nats per observation over its last 25 evaluations,
+#'   keeping the best point: default \eqn{10^{-3}}, 0 turns the rule off and
+#'   runs to L-BFGS-B's convergence); \code{trace} (\code{NULL}, the
+#'   default, prints a progress line every 5 seconds in interactive sessions
+#'   once a run takes that long; 0 never, 1 every second, 2 and more also
+#'   \code{optim()}'s own trace); \code{jitter} and \code{jitter_cap}
+#'   (Cholesky jitter relative to the mean diagonal).
+#'   The optimiser works on the parameters of the standardised problem (each
+#'   input column by its standard deviation, \eqn{y} by its mean and standard
+#'   deviation) and its tests see the bound plus \eqn{N \log sd(y)}, so that
+#'   a fit does not depend on the units of \eqn{x} or \eqn{y}; parameters,
+#'   the bound and predictions are reported on the data's own scale. A fit
+#'   stopped by Ctrl-C returns the best parameters found so far with a
+#'   warning; a fit that stops at \code{maxit}, or whose signal variance is
+#'   below 1\% of the noise, gives a warning in plain words. The sparse models always add \code{jitter} (default
 #'   \eqn{10^{-8}}) to \eqn{K_{uu}}: inducing inputs that drift close
 #'   together during optimisation make \eqn{K_{uu}} numerically singular
 #'   while its Cholesky factorisation still succeeds, and the bound and

@@ -24,8 +24,15 @@
 # selection method with Z = NULL. A number for `inducing` is M for the
 # default method. M is NA when a threshold alone decides it.
 .inducing_spec <- function(inducing, M, threshold, x, name = "inducing",
-                           default = "greedy") {
+                           default = "greedy", auto_kl = NULL) {
   N <- nrow(x)
+  # automatic M (sgpr): greedy selection until the expected KL divergence
+  # from the exact posterior is below auto_kl nats per observation
+  if (!is.null(auto_kl) && is.null(M) && is.null(threshold) &&
+      (is.null(inducing) || identical(inducing, "greedy"))) {
+    return(list(method = "greedy", M = .auto_max_inducing(N), threshold = auto_kl * N,
+                Z = NULL, auto = TRUE))
+  }
   if (!is.null(threshold)) {
     if (!is.numeric(threshold) || length(threshold) != 1L || !is.finite(threshold) ||
         threshold < 0) {
@@ -68,6 +75,13 @@
   }
   Z <- .given_inducing(inducing, x, name)
   list(method = "given", M = nrow(Z), threshold = NULL, Z = Z)
+}
+
+# The most inducing inputs an automatic choice takes: all N for small data,
+# then as many as keep N M^2 (the cost of one evaluation) near 1e8, and at
+# least 100.
+.auto_max_inducing <- function(N) {
+  as.integer(min(N, max(100, floor(sqrt(1e8 / N)))))
 }
 
 # Inducing inputs given as a matrix (or data frame, or a vector for one

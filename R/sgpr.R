@@ -28,6 +28,40 @@
 #'     columns are called \code{x1}, \code{x2}, ...).
 #' }
 #'
+#' \strong{Training.} By default (\code{control$schedule = "staged"}) the
+#' fit runs in stages, each an L-BFGS-B run on the analytic gradient:
+#' \enumerate{
+#'   \item the kernel, noise and mean, with the inducing inputs held where
+#'     greedy selection put them at the starting values (few parameters:
+#'     tens of evaluations);
+#'   \item for greedy inducing inputs, re-selection at the fitted parameters
+#'     and a refit, repeated (up to three times) while it raises the bound
+#'     (Burt, Rasmussen and van der Wilk 2020); with an automatic \eqn{M}
+#'     it is chosen anew in each pass;
+#'   \item with \code{optimize_inducing = TRUE}, all parameters together,
+#'     inducing inputs included.
+#' }
+#' With more than 20 000 observations, these stages run on a random
+#' subsample of 20 000, and then the kernel, noise and mean are refined on
+#' all the data with the inducing inputs held: each evaluation on the full
+#' data costs \eqn{O(N M^2)}, and a few suffice from there.
+#' \code{control$schedule = "joint"} gives the former path, one L-BFGS-B run
+#' over all free parameters from simple starting values. The report
+#' (\code{fit$optim}) has the bound after each stage in \code{stages}.
+#' Starting values left unset are chosen as described in
+#' \code{\link{kernels}}.
+#'
+#' \strong{Number of inducing inputs.} By default (\code{inducing =
+#' "greedy"} without \code{M} or \code{threshold}), greedy selection adds
+#' inducing inputs until the trace term
+#' \eqn{t = \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}, which brackets the
+#' expected KL divergence from the exact posterior (\eqn{t/2 \le E[KL] \le
+#' t}, Burt et al. 2019), is below 0.01 nats per observation, and at most
+#' \eqn{\max(100, \sqrt{10^8 / N})}{max(100, sqrt(1e8 / N))} of them (so
+#' that one evaluation costs about \eqn{10^8} multiplications at most).
+#' \code{summary()} reports the \eqn{M} chosen. Give \code{inducing} (a
+#' number) or \code{M} to choose it yourself.
+#'
 #' Predictions follow the Titsias/GPflow convention (no diagonal
 #' correction); see \code{\link{predict.sparsevgp}}. \code{summary()} reports
 #' the bound's terms, the upper bound on \eqn{\log p(y)} of Titsias (2014)
@@ -44,7 +78,8 @@
 #'   \code{"gv"} (greedy variance without weights), \code{"kmeans"} or
 #'   \code{"random"}, for \code{M} inputs chosen that way; or the result of
 #'   \code{select_inducing()}, for full control (threshold, weights). By
-#'   default \eqn{M = \min(N, 100)} by greedy selection. Greedy selection
+#'   default greedy selection with \eqn{M} chosen from the data (see
+#'   Details). Greedy selection
 #'   uses R's random numbers only to break ties: \code{set.seed()} makes it
 #'   reproducible. A learned noise model starts from a constant variance, so
 #'   its first selection is unweighted; \code{\link{reinit_inducing}()}
@@ -53,15 +88,20 @@
 #'   (the exact GP), and a larger \eqn{M} is almost always a mistake in the
 #'   call.
 #' @param M the number of inducing inputs for a method name in
-#'   \code{inducing} (by default \eqn{\min(N, 100)}); with a
-#'   \code{threshold}, the most that greedy selection may take.
+#'   \code{inducing} (by default chosen from the data for \code{"greedy"}, see
+#'   Details, and \eqn{\min(N, 100)} for \code{"kmeans"} and
+#'   \code{"random"}); with a \code{threshold}, the most that greedy
+#'   selection may take.
 #' @param threshold for the greedy methods: stop adding inducing inputs once
-#'   the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))} falls below
-#'   it, so that \eqn{M} is chosen from the data (see
-#'   \code{\link{kl_threshold}()}).
+#'   the trace \eqn{\sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n} falls below it,
+#'   so that \eqn{M} is chosen from the data. It is on the scale of the KL
+#'   divergence: \code{kl_threshold(kl, N = N)} for a target of \code{kl}
+#'   nats per observation.
 #' @param optimize_inducing if \code{TRUE} (the default), the inducing
-#'   inputs are optimised with the other parameters; \code{FALSE} holds
-#'   them where they were chosen (the same as \code{fixed = "Z"}).
+#'   inputs are optimised with the other parameters in the last stage of
+#'   training; \code{FALSE} holds them where (re-)selection put them.
+#' @param control as for \code{\link{gpr}()}, and \code{schedule}:
+#'   \code{"staged"} (the default, see Details) or \code{"joint"}.
 #' @param noise a number, a vector of \eqn{N} known variances, or a
 #'   one-sided formula; see Details. By default one variance starting at a
 #'   tenth of the variance of \code{y}.
@@ -115,7 +155,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
   }
-  spec <- .inducing_spec(inducing, M, threshold, x)
+  spec <- .inducing_spec(inducing, M, threshold, x, auto_kl = .auto_kl)
   st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
                            control$schedule == "staged")
   kernel <- st$kernel
@@ -137,7 +177,8 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   control = control,
                   label = sprintf("Sparse GP regression (SGPR), %s noise", nz$label),
                   extra = list(noise_model = nz$model,
-                               selection = spec[c("method", "M", "threshold")]))
+                               selection = spec[intersect(names(spec),
+                                                          c("method", "M", "threshold", "auto"))]))
   .build_or_fit(fit, optimize)
 }
 
@@ -200,8 +241,18 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   fit$summary_extra <- list(
     "Upper bound on log p(y) (Titsias 2014)" = format(U, digits = 8L),
     "KL(q || exact posterior) <= U - ELBO" = format(U - fit$bound, digits = 4L))
+  if (isTRUE(fit$selection$auto)) {
+    fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
+      "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",
+      nrow(fit$params$Z), .auto_kl, fit$selection$M)
+  }
   fit
 }
+
+# The target of the automatic choice of M, in nats per observation: the
+# trace term t = sum_n [Kff - Qff]_nn / lambda_n brackets the expected KL
+# divergence from the exact posterior, t/2 <= E[KL] <= t (Burt et al. 2019).
+.auto_kl <- 0.01
 
 #' The optimal distribution of the inducing variables
 #'

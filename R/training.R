@@ -3,9 +3,6 @@
 # coordinates at once from a poor start takes L-BFGS-B hundreds to
 # thousands of evaluations and often ends in a flat fit. Instead:
 #
-#   0. with more than 20 000 observations, the kernel, noise and mean are
-#      first fitted on a random subsample of 20 000 (inducing inputs held),
-#      so that the full data see only a few refining evaluations;
 #   1. the kernel, noise and mean with the inducing inputs held where greedy
 #      selection put them (few parameters: tens of evaluations);
 #   2. for inducing inputs chosen by greedy selection, re-selection at the
@@ -14,6 +11,10 @@
 #      `threshold`, M is chosen anew in each pass;
 #   3. when the inducing inputs are optimised (optimize_inducing = TRUE),
 #      all parameters together, from there.
+#
+# With more than 20 000 observations, stages 1-3 run on a random subsample
+# of 20 000, and then the kernel, noise and mean on all the data with the
+# inducing inputs held (.train_large()).
 #
 # control$schedule = "joint" gives the former path: one L-BFGS-B run over
 # all free parameters from the start.
@@ -56,19 +57,12 @@
     f$fixed[grepl(pat, names(f$fixed))] <- TRUE
     f
   }
+  N <- nrow(fit$x)
+  if (N > .train_subsample) return(.train_large(fit, sets, reselect))
   initial <- fit
   fit <- held(fit)
-  # 0. a subsample first for large N
-  N <- nrow(fit$x)
-  if (N > .train_subsample) {
-    sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
-    sub <- record(.fit_lbfgsb(held(sub), "subsample, inducing inputs held"), "subsample")
-    fit$params <- .warm_params(fit$params, sub$params, skip = sets)
-  }
   # 1. hyperparameters with the inducing inputs held
-  if (!isTRUE(reports$subsample$interrupted)) {
-    fit <- record(.fit_lbfgsb(fit, "inducing inputs held"), "inducing_held")
-  }
+  fit <- record(.fit_lbfgsb(fit, "inducing inputs held"), "inducing_held")
   # 2. re-selection while it pays
   if (reselect && !isTRUE(fit$optim$interrupted)) {
     gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
@@ -103,6 +97,41 @@
   fit
 }
 
+# Large N: the whole schedule on a random subsample of .train_subsample
+# rows (re-selecting and optimising the inducing inputs there), then the
+# kernel, noise and mean on all the data with those inducing inputs held, so
+# that the full data see only the evaluations of one short run.
+.train_large <- function(fit, sets, reselect) {
+  start <- proc.time()[["elapsed"]]
+  N <- nrow(fit$x)
+  sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
+  sub <- .train_staged(sub, sets, reselect)
+  fit$params <- sub$params
+  reports <- lapply(names(sub$optim$stages), function(s) {
+    list(value = sub$optim$stages[[s]], counts = c("function" = 0L, gradient = 0L),
+         failed_evaluations = 0L, convergence = 0L)
+  })
+  names(reports) <- paste0("subsample_", names(sub$optim$stages))
+  # the subsample's evaluations cost n / N of a full one each
+  reports[[1L]]$counts <- sub$optim$counts
+  reports[[1L]]$failed_evaluations <- sub$optim$failed_evaluations
+  if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
+  if (!isTRUE(sub$optim$interrupted)) {
+    pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
+    fit$fixed[grepl(pat, names(fit$fixed))] <- TRUE
+    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held")
+    reports$all_data <- fit$optim
+  } else {
+    fit$optim <- sub$optim
+    reports[[1L]]$interrupted <- TRUE
+  }
+  fit$fixed <- .fixed_from_spec(fit)
+  fit$optim <- .stage_report(fit$optim, reports)
+  fit$optim$subsample <- .train_subsample
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit
+}
+
 # The report of a staged fit: the last run's, with every run's evaluations
 # counted, the bound after each run and whether any stopped at its cap.
 .stage_report <- function(last, reports) {
@@ -120,6 +149,10 @@
 # hyperparameters on a subsample): the data and everything stored per
 # observation.
 .subsample_fit <- function(fit, rows) {
+  # a threshold on the trace (a sum over observations) shrinks with them
+  if (!is.null(fit$selection$threshold)) {
+    fit$selection$threshold <- fit$selection$threshold * length(rows) / nrow(fit$x)
+  }
   fit$x <- fit$x[rows, , drop = FALSE]
   fit$y <- fit$y[rows]
   nm <- fit$noise_model

@@ -354,20 +354,29 @@ test_that("sgpr() selects greedily, weighted by 1/lambda for known noise, and ac
   expect_equal(f$params$Z, hw$Z, ignore_attr = TRUE)
   set.seed(15)
   expect_false(identical(select_inducing(d$x, k, M = 9)$index, hw$index))
-  for (meth in c("greedy", "kmeans", "random")) {
+  for (meth in c("kmeans", "random")) {
     set.seed(16)
     f <- sgpr(d$x[1:30, ], d$y[1:30], kernel = k, inducing = meth, noise = 0.1,
               optimize = FALSE)
     expect_equal(dim(f$params$Z), c(30L, 2L))
   }
+  set.seed(16)
+  f <- sgpr(d$x[1:30, ], d$y[1:30], kernel = k, inducing = "greedy", M = 30, noise = 0.1,
+            optimize = FALSE)
+  expect_equal(dim(f$params$Z), c(30L, 2L))
   sel <- select_inducing(d$x, k, M = 6)
   f <- sgpr(d$x, d$y, kernel = k, inducing = sel, noise = 0.1, optimize = FALSE)
   expect_equal(f$params$Z, sel$Z, ignore_attr = TRUE)
   expect_error(sgpr(d$x, d$y, inducing = "greedier"), "'inducing' must be")
-  # the default is greedy with M = min(N, 100)
+  # the default is greedy with M chosen for an expected KL divergence below
+  # 0.01 nats per observation (weights 1 / noise: the trace on the KL scale)
   set.seed(17)
   f <- sgpr(d$x, d$y, kernel = k, noise = 0.1, optimize = FALSE)
-  expect_equal(nrow(f$params$Z), 50L)
+  set.seed(17)
+  auto <- select_inducing(d$x, k, M = 50, threshold = 0.01 * 50, weights = rep(10, 50))
+  expect_equal(f$params$Z, auto$Z, ignore_attr = TRUE)
+  expect_lt(nrow(f$params$Z), 50L)
+  expect_output(print(summary(f)), "expected KL divergence below 0.01")
 })
 
 test_that("reinit_inducing() alternates selection and fitting and keeps the best pass", {
