@@ -36,3 +36,14 @@ bound_at <- function(fit) {
   o <- objective(fit)
   -o$fn(o$par)
 }
+
+# The messages of the warnings an expression gives (muffled), for tests that
+# expect one warning among others.
+collect_warnings <- function(expr) {
+  msgs <- character()
+  withCallingHandlers(expr, warning = function(w) {
+    msgs <<- c(msgs, conditionMessage(w))
+    invokeRestart("muffleWarning")
+  })
+  msgs
+}

@@ -104,5 +104,6 @@ test_that("bad input gives clear errors", {
   expect_error(gpr(d$x, d$y, control = list(maxiter = 3)), "unknown 'control'")
   expect_error(gpr(d$x, d$y, bogus = 1), "unused arguments: bogus")
   expect_error(gpr(y ~ x, data = data.frame(x = c(1, NA, 3), y = 1:3)), "missing values")
-  expect_error(gpr(y ~ x, data = data.frame(x = letters[1:3], y = 1:3)), NA)
+  # three points with a factor input fit (flatly: too few points for a signal)
+  expect_error(suppressWarnings(gpr(y ~ x, data = data.frame(x = letters[1:3], y = 1:3))), NA)
 })

@@ -148,10 +148,11 @@ test_that("at the console, a formula fit keeps its size over updates", {
   g <- globalenv()
   assign(".sparsevgp_test_df", proto_df, envir = g)
   on.exit(rm(list = c(".sparsevgp_test_df", ".sparsevgp_test_fit"), envir = g), add = TRUE)
-  evalq(.sparsevgp_test_fit <- sgpr(y ~ x, data = .sparsevgp_test_df, inducing = 5,
-                                    noise = ~ x, control = list(maxit = 5)), g)
+  suppressWarnings(evalq(.sparsevgp_test_fit <- sgpr(y ~ x, data = .sparsevgp_test_df,
+                                                     inducing = 5, noise = ~ x,
+                                                     control = list(maxit = 5)), g))
   first <- length(serialize(get(".sparsevgp_test_fit", envir = g), NULL))
-  for (i in 1:3) evalq(.sparsevgp_test_fit <- update(.sparsevgp_test_fit), g)
+  for (i in 1:3) suppressWarnings(evalq(.sparsevgp_test_fit <- update(.sparsevgp_test_fit), g))
   last <- length(serialize(get(".sparsevgp_test_fit", envir = g), NULL))
   expect_lt(abs(last / first - 1), 0.05)
 })

@@ -23,8 +23,10 @@ test_that("default starts find a signal that a single start at a typical distanc
   expect_gt(as.numeric(logLik(def)), as.numeric(logLik(good)) - 1)
   expect_gt(as.numeric(logLik(def_het)), as.numeric(logLik(good_het)) - 1)
   # the former path from the median distance ends flat, and says so
-  expect_warning(old <- sgpr(y ~ x, data = d, inducing = 50, control = list(schedule = "joint")),
-                 "no signal")
+  # (greedy selection at the median distance also stops short of M = 50)
+  w <- collect_warnings(old <- sgpr(y ~ x, data = d, inducing = 50,
+                                    control = list(schedule = "joint")))
+  expect_true(any(grepl("no signal", w)))
   expect_lt(as.numeric(logLik(old)), as.numeric(logLik(def)) - 50)
   # the exact GP starts from the same grid
   ex <- gpr(y ~ x, data = d)
@@ -110,7 +112,8 @@ test_that("warnings: a capped fit and a flat fit say so in plain words", {
 
 test_that("an interrupted fit returns the best parameters so far, with a warning", {
   d <- het_toy()
-  full <- sgpr(y ~ x, data = d, inducing = 20, control = list(schedule = "joint"))
+  full <- suppressWarnings(sgpr(y ~ x, data = d, inducing = 20,
+                                control = list(schedule = "joint")))
   old <- options(sparsevgp.interrupt_after = 6)
   on.exit(options(old), add = TRUE)
   expect_warning(int <- sgpr(y ~ x, data = d, inducing = 20, control = list(schedule = "joint")),
@@ -136,8 +139,8 @@ test_that("progress lines appear with trace = 1 and never with trace = 0", {
   on.exit(options(old), add = TRUE)
   msgs <- character()
   withCallingHandlers(
-    sgpr(y ~ x, data = d, inducing = 40, control = list(trace = 1, schedule = "joint",
-                                                       factr = 1)),
+    suppressWarnings(sgpr(y ~ x, data = d, inducing = 40,
+                          control = list(trace = 1, schedule = "joint", factr = 1))),
     message = function(m) {
       msgs <<- c(msgs, conditionMessage(m))
       invokeRestart("muffleMessage")
