@@ -16,9 +16,10 @@
   k <- .kernel_at(fit$kernel, params)
   x <- fit$x
   ctl <- fit$control
-  Kww <- .ffi_kern_matrix(k, W)
-  Kwf <- .ffi_kern_matrix(k, W, x)
-  kdiag <- .ffi_kern_diag(k, x)
+  km <- .collapsed_matrices(k, W, x)
+  Kww <- km$Kww
+  Kwf <- km$Kwf
+  kdiag <- km$kdiag
   b <- if (is.null(variant)) {
     .ffi_gaussian_bound(Kww, Kwf, kdiag, lambda, ytil, ctl$jitter, ctl$jitter_cap, grad)
   } else {
@@ -36,6 +37,12 @@
                       want_W = .any_free(fit, c("Z", "O")))
   }
   b
+}
+
+# The kernel matrices a collapsed bound reads: K(W, W), K(W, X), diag K(X, X).
+.collapsed_matrices <- function(kernel, W, x) {
+  list(Kww = .ffi_kern_matrix(kernel, W), Kwf = .ffi_kern_matrix(kernel, W, x),
+       kdiag = .ffi_kern_diag(kernel, x))
 }
 
 # The gradient blocks of a collapsed model in the order of `params`, from

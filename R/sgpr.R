@@ -217,12 +217,10 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # bound with noise Lambda + t I, so the same C routine computes it.
 .sgpr_upper_bound <- function(fit) {
   params <- fit$params
-  k <- .kernel_at(fit$kernel, params)
-  Z <- params$Z
-  x <- fit$x
-  Kuu <- .ffi_kern_matrix(k, Z)
-  Kuf <- .ffi_kern_matrix(k, Z, x)
-  kdiag <- .ffi_kern_diag(k, x)
+  km <- .collapsed_matrices(.kernel_at(fit$kernel, params), params$Z, fit$x)
+  Kuu <- km$Kww
+  Kuf <- km$Kwf
+  kdiag <- km$kdiag
   ytil <- fit$y - params$mean
   lambda <- .noise_lambda(fit, params)
   ctl <- fit$control

@@ -67,10 +67,8 @@
 
 # The collapsed bound of a constant-mean SGPR at the given parameters.
 .start_score <- function(kernel, x, y, Z, lambda) {
-  Kuu <- .ffi_kern_matrix(kernel, Z)
-  Kuf <- .ffi_kern_matrix(kernel, Z, x)
-  kdiag <- .ffi_kern_diag(kernel, x)
-  .ffi_gaussian_bound(Kuu, Kuf, kdiag, lambda, y - mean(y), 1e-8, 1e-2, FALSE)$bound
+  km <- .collapsed_matrices(kernel, Z, x)
+  .ffi_gaussian_bound(km$Kww, km$Kwf, km$kdiag, lambda, y - mean(y), 1e-8, 1e-2, FALSE)$bound
 }
 
 # A kernel whose `ard` is NULL (the default) gets one lengthscale per input
