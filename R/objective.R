@@ -116,6 +116,7 @@ objective.sparsevgp <- function(fit, ...) {
        value_grad = value_grad,
        failures = function() cache$failures,
        count = function() cache$count,
+       trail = function() cache$trail,
        best = function() list(value = cache$best, par = cache$best_par))
 }
 
@@ -279,9 +280,12 @@ objective.sparsevgp <- function(fit, ...) {
                         failed_evaluations = o$failures())
       fit$params <- o$unpack(res$par)
     }
+    # the best bound after each evaluation (for plots of convergence)
+    fit$optim$trail <- o$trail()
   } else {
     fit$optim <- list(convergence = 0L, message = "no free parameters",
-                      counts = c("function" = 0L, gradient = 0L), value = NA_real_,
+                      counts = c("function" = 0L, gradient = 0L),
+                      value = .evaluate(fit, fit$params, grad = FALSE)$value,
                       failed_evaluations = 0L)
   }
   fit$time <- proc.time()[["elapsed"]] - start
@@ -318,6 +322,7 @@ objective.sparsevgp <- function(fit, ...) {
   first_time <- fit$time
   fit <- .fit_lbfgsb(fit, "all parameters")
   fit$optim$counts <- fit$optim$counts + first$counts
+  fit$optim$trail <- c(first$trail, fit$optim$trail)
   fit$optim$failed_evaluations <- fit$optim$failed_evaluations + first$failed_evaluations
   fit$optim$capped <- isTRUE(first$convergence == 1L) || isTRUE(first$capped)
   stage_names <- c(paste0("fixed_", paste(hold, collapse = "_")), "all")

@@ -72,7 +72,7 @@
       if (identical(unname(Z), unname(fit$params$Z))) break
       cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
       reports[[sprintf("reselect_%d", pass)]] <- cand$optim
-      if (isTRUE(cand$optim$interrupted) || !(cand$optim$value > fit$optim$value + gain)) {
+      if (isTRUE(cand$optim$interrupted) || !isTRUE(cand$optim$value > fit$optim$value + gain)) {
         if (isTRUE(cand$optim$interrupted) && cand$optim$value > fit$optim$value) fit <- cand
         break
       }
@@ -139,6 +139,8 @@
   out$counts <- Reduce(`+`, lapply(reports, function(r) r$counts))
   out$failed_evaluations <- sum(vapply(reports, function(r) as.integer(r$failed_evaluations), 0L))
   out$stages <- vapply(reports, function(r) as.double(r$value), 0)
+  # the best bound after each evaluation, stage after stage
+  out$trail <- unlist(lapply(reports, function(r) r$trail), use.names = FALSE)
   out$capped <- any(vapply(reports, function(r) isTRUE(r$convergence == 1L), TRUE))
   if (any(vapply(reports, function(r) isTRUE(r$interrupted), TRUE))) out$interrupted <- TRUE
   out$schedule <- "staged"
