@@ -93,8 +93,9 @@ objective.sparsevgp <- function(fit, ...) {
     .progress_tick(progress, cache$count, max(cache$best, if (!is.null(r)) r$value))
     if (is.null(r)) {
       cache$failures <- cache$failures + 1L
-      cache$value <- -max(1e10, 1e3 * abs(cache$best))
+      cache$value <- -max(1e10, 1e3 * abs(if (is.finite(cache$best)) cache$best else 0))
       cache$grad <- setNames(numeric(sum(free)), names(full)[free])
+      cache$trail[cache$count] <- cache$best
       return(invisible())
     }
     cache$value <- r$value
@@ -103,7 +104,7 @@ objective.sparsevgp <- function(fit, ...) {
     cache$grad <- r$grad
     cache$trail[cache$count] <- cache$best
     if (stop_gain > 0 && cache$count > window &&
-        cache$best - cache$trail[cache$count - window] < stop_gain) {
+        isTRUE(cache$best - cache$trail[cache$count - window] < stop_gain)) {
       signalCondition(structure(class = c("sparsevgp_converged", "condition"),
                                 list(message = "converged", call = NULL)))
     }
