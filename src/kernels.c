@@ -19,16 +19,12 @@
  * with respect to the kernel parameters and the inputs without building one
  * matrix per parameter (the design of GPy's VarDTC).
  */
-#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 #define SQRT3 1.7320508075688772
 #define SQRT5 2.2360679774997898

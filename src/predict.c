@@ -10,15 +10,11 @@
  *   cov  = Kss - T1'T1 + T2'T2
  * Cost O(M^2 S); the diagonal path never forms an S x S matrix.
  */
-#define USE_FC_LEN_T
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 static void pred_gaussian(const double *L, const double *LB, const double *v,
                           int M, int S, double *T1, double *mean, double *var,

@@ -38,16 +38,12 @@
  *     shortest prefix with t_m < threshold (not robustgp's m - 1 nor SHGP's
  *     m + 1, anchors A3).
  */
-#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 enum { SEL_STOP_M = 1, SEL_STOP_THRESHOLD = 2, SEL_STOP_EXHAUSTED = 3 };
 
