@@ -445,7 +445,7 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
     }
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
-    kern_scale_points(&k, REAL(x), (size_t) N, xs);
+    if (kern_scale_points(&k, REAL(x), (size_t) N, xs)) kern_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * Mmax, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));
     int *index = (int *) R_alloc((size_t) Mmax, sizeof(int));
@@ -525,9 +525,10 @@ SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
     const int want_factor = chk_flag(factor, "factor");
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
-    kern_scale_points(&k, REAL(x), (size_t) N, xs);
     double *zs = (double *) R_alloc((size_t) D * M, sizeof(double));
-    kern_scale_points(&k, REAL(Z), (size_t) M, zs);
+    if (kern_scale_points(&k, REAL(x), (size_t) N, xs) ||
+        kern_scale_points(&k, REAL(Z), (size_t) M, zs))
+        kern_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * M, sizeof(double));
     double *col = (double *) R_alloc((size_t) N, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));

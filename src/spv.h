@@ -34,9 +34,12 @@ typedef struct {
 int kern_npar(const spv_kernel *k);
 
 /* Copy n points of an n x D column-major R matrix into a D x n array,
- * dividing coordinate d by the lengthscale of d. */
-void kern_scale_points(const spv_kernel *k, const double *x, size_t n,
-                       double *xs);
+ * dividing coordinate d by the lengthscale of d. Returns 1 if a scaled
+ * coordinate overflowed (then kern_overflow_error() is the error to
+ * raise), else 0. */
+int kern_scale_points(const spv_kernel *k, const double *x, size_t n,
+                      double *xs);
+void kern_overflow_error(const spv_kernel *k);
 
 /* K(A, B): nA x nB, from points scaled by kern_scale_points. */
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
