@@ -6,11 +6,16 @@
  * One routine serves
  *   - SGPR            (lambda_n = sigma^2, ytil = y - mean),
  *   - heteroscedastic SGPR (lambda_n per point),
- *   - PGPR            (lambda_n = 1 / theta_n, ytil = y / (2 theta_n)),
- * see seed004 section 5.6. The bound never sees kernel parameters: the
+ *   - PGPR            (lambda_n = 1 / theta_n, ytil = y / (2 theta_n)):
+ * for fixed local parameters the Polya-Gamma bound of Passerello (2022,
+ * eq. 4.7) is the heteroscedastic bound on these pseudo-targets plus terms
+ * in c only (derived for this package from the augmented form, Passerello
+ * 2022, eq. 4.14 and Appendix C.3, and checked in the tests). The bound
+ * never sees kernel parameters: the
  * caller contracts the adjoints Guu, Guf, gdiag with the kernel derivatives.
  *
- * Stable form (seed000 eq. 4.37; seed004 eq. B.1), with Lambda = diag(lambda):
+ * Stable form (Fernlund 2022, eq. 4.37; with per-point noise Passerello
+ * 2022, eq. B.1), with Lambda = diag(lambda):
  *   L  = chol(Kuu + jitter I)                      M x M
  *   A  = L^-1 Kuf Lambda^-1/2                      M x N
  *   B  = I + A A' = LB LB'                         M x M
@@ -19,7 +24,8 @@
  *        - 1/2 sum ytil_n^2 / lambda_n + 1/2 v'v
  *        - 1/2 sum_n (k_nn / lambda_n - |a_n|^2)
  *
- * Adjoints (seed004 section 3.8, rewritten in whitened form), with
+ * Adjoints (derived by hand for this package in whitened form, checked
+ * against central finite differences in the tests), with
  *   vt = LB^-T v, alpha = L^-T vt = Kuu^-1 m*, mu = Kfu alpha,
  *   r_n = (ytil_n - mu_n) / lambda_n:
  *   Guu     = L^-T [ I - B/2 - B^-1/2 - vt vt'/2 ] L^-1

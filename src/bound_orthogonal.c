@@ -1,7 +1,8 @@
 /*
- * bound_orthogonal.c: the collapsed bounds of orthogonal SGPR (seed000
- * chapter 5) by the block Cholesky of seed000 Algorithm 3, in three
- * variants, with their adjoints with respect to every kernel matrix read.
+ * bound_orthogonal.c: the collapsed bounds of orthogonal SGPR (Fernlund
+ * 2022, chapter 5) by the block Cholesky of Fernlund (2022), Algorithm 3,
+ * in three variants, with their adjoints with respect to every kernel
+ * matrix read.
  *
  * Inputs are the kernel matrices of the stacked inducing set W = [Z; O]
  * (M1 regular inputs Z, then M2 orthogonal inputs O, M = M1 + M2):
@@ -15,7 +16,7 @@
  * Block Cholesky (Algorithm 3 lines 2-16; jitter eps_u on Kuu, eps_v on Cvv):
  *   Lu  = chol(Kuu + eps_u I)                   M1 x M1   (line 2)
  *   dv  = Lu^-1 Kuv,  df = Lu^-1 Kuf            M1 x M2, M1 x N (line 3)
- *   Cvv = Kvv - dv'dv, Cvf = Kvf - dv'df        (line 4, seed000 eq. 5.5)
+ *   Cvv = Kvv - dv'dv, Cvf = Kvf - dv'df        (line 4, eq. 5.5)
  *   Lv  = chol(Cvv + eps_v I)                   M2 x M2   (line 5)
  *   Au  = df Lambda^-1/2, Av = Lv^-1 Cvf Lambda^-1/2       (line 6, eq. 5.37)
  *   B   = I + A A' = [[Bu, Buv], [Buv', Bv]]    (lines 8-10, eqs 5.38-5.39)
@@ -24,27 +25,33 @@
  *   c   = LB^-1 A Lambda^-1/2 ytil              (line 16)
  * L = [[Lu, 0], [dv', Lv]] is the lower Cholesky factor of
  * Kww + blkdiag(eps_u I, eps_v I), and A = L^-1 Kwf Lambda^-1/2, so every
- * quantity below is a function of that jittered Kww (seed000 R1).
+ * quantity below is a function of that jittered Kww.
  *
  * The three bounds share the fit and trace terms (eq. 4.37 in this basis):
  *   F = -N/2 log 2 pi - 1/2 sum log lambda - 1/2 |ys|^2 + 1/2 c'c
  *       - 1/2 sum_n (k_nn / lambda_n - |a_n|^2) + D,   ys = Lambda^-1/2 ytil,
  * and differ in the log-determinant term D:
- *   union (seed000 eq. 5.33 = SGPR on [Z; O], R1):  D = -log|LBu| - log|LQ|
- *   SOLVE-GP family (R5):                 D = -log|LBu| - log|LBv|,
+ *   union (eq. 5.33):                     D = -log|LBu| - log|LQ|
+ *   SOLVE-GP family (Shi et al. 2020):    D = -log|LBu| - log|LBv|,
  *                                          LBv = chol(Bv)
- *   ODVGP family (R5):                    D = -log|LBu| - tr(Av Av')/2
+ *   ODVGP family (Salimbeni et al. 2018): D = -log|LBu| - tr(Av Av')/2
+ * The union bound is the SGPR bound on [Z; O] (by the block inverse, eq.
+ * 5.4); the bounds of the two families are the true ELBOs of the
+ * posteriors they predict with, which are lower: section 5.3.2 takes them
+ * to equal eq. 5.33, which holds only when Bu,v = 0 (both facts derived
+ * for this package and checked numerically in the tests).
  * In whitened coordinates e = L^-1 [u; v] with prior N(0, I) the optimal
  * q(e) = N(w, S) has w = B^-1 A ys in all three and S = B^-1 (union),
  * blkdiag(Bu^-1, Bv^-1) (SOLVE, mean-field between u and the orthogonal
- * part, R4) or blkdiag(Bu^-1, I) (ODVGP, S_v = C_vv); the bound is the ELBO
+ * part) or blkdiag(Bu^-1, I) (ODVGP, S_v = C_vv); the bound is the ELBO
  * -1/2 |ys - A'w|^2 - 1/2 tr(A'SA) - KL(N(w, S) || N(0, I)) + const.
  *
  * Adjoints (derived by hand for this file; verified by central finite
  * differences in tests/testthat/test-osgpr.R). By the envelope theorem the
  * adjoint of the whitened A at the optimal (w, S) is
  *   Abar = (I - S) A + w rt',   rt = ys - A'w = Lambda^1/2 r,
- *   r = (ytil - mu) / lambda,   mu = Lambda^1/2 A'w (the mean at X, R2).
+ *   r = (ytil - mu) / lambda,   mu = Lambda^1/2 A'w (the mean at X, the
+ *   SGPR mean on [Z; O] for every variant).
  * Through A = L^-1 Kwf Lambda^-1/2:
  *   Gwf = L^-T Abar Lambda^-1/2 = L^-T (I - S) A Lambda^-1/2 + alpha r',
  *         alpha = L^-T w.
@@ -67,7 +74,8 @@
  * dF/d eps_v = tr(Gvv): the caller adds their share to d/d log variance.
  *
  * Cost of the bound: the same flops as bound_gaussian.c with M = M1 + M2
- * (2 M^2 N + O(M^3); seed000 R6), plus chol(Bv) (M2^3 / 3). The adjoints add
+ * (2 M^2 N + O(M^3), so not the saving claimed in Fernlund 2022, section
+ * 6.1), plus chol(Bv) (M2^3 / 3). The adjoints add
  * one M x M x N product and O(M^3). Memory: A (M x N) and, with gradients,
  * Gwf (M x N); nothing is N x N.
  */
@@ -134,16 +142,16 @@ static void bo_put_block(double *X, int ldx, int r0, int c0, int n, int m,
                (size_t) n * sizeof(double));
 }
 
-/* The M x M block lower-triangular factor [T11 0; X' T22] (M = M1 + M2)
- * from its diagonal blocks T11 (M1 x M1), T22 (M2 x M2) and X (M1 x M2):
+/* The M x M block lower-triangular factor [D1 0; X' D2] (M = M1 + M2)
+ * from its diagonal blocks D1 (M1 x M1), D2 (M2 x M2) and X (M1 x M2):
  * both L (X = Lu^-1 Kuv) and LB (X = gamma) have this form. */
-static void bo_block_lower(double *T, int M1, int M2, const double *T11,
-                           const double *X, const double *T22)
+static void bo_block_lower(double *T, int M1, int M2, const double *D1,
+                           const double *X, const double *D2)
 {
     const int M = M1 + M2;
     memset(T, 0, (size_t) M * M * sizeof(double));
-    bo_put_block(T, M, 0, 0, M1, M1, T11);
-    bo_put_block(T, M, M1, M1, M2, M2, T22);
+    bo_put_block(T, M, 0, 0, M1, M1, D1);
+    bo_put_block(T, M, M1, M1, M2, M2, D2);
     for (int j = 0; j < M1; j++)
         for (int i = 0; i < M2; i++)
             T[M1 + i + (size_t) M * j] = X[j + (size_t) M1 * i];
@@ -170,7 +178,7 @@ static int bo_factor_kww(bo_factors *f, double jit_base, double jit_cap,
     /* dv = Lu^-1 Kuv: M1 x M2 */
     bo_get_block(f->Kww, M, 0, M1, M1, M2, f->dv);
     la_trsm_left(f->Lu, M1, f->dv, M2, 'N');
-    /* Cvv = Kvv - dv'dv: M2 x M2 (lower; seed000 eq. 5.5) */
+    /* Cvv = Kvv - dv'dv: M2 x M2 (lower; Fernlund 2022, eq. 5.5) */
     bo_get_block(f->Kww, M, M1, M1, M2, M2, Cvv);
     if (M1 > 0 && M2 > 0)
         F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, f->dv, &M1, &one, Cvv,

@@ -180,7 +180,8 @@ void la_syrk(const double *A, int n, int k, double alpha, double beta,
 }
 
 /* B = I + A A' (n x n, both triangles) for A n x k: the matrix B of the
- * collapsed bounds (seed000 eq. 4.37, Algorithm 3 lines 8-10). */
+ * collapsed bounds (Fernlund 2022, eq. 4.37 and Algorithm 3, lines
+ * 8-10). */
 void la_identity_plus_gram(const double *A, int n, int k, double *B)
 {
     memset(B, 0, (size_t) n * n * sizeof(double));

@@ -1,22 +1,23 @@
 /*
  * select.c: inducing point selection by greedy conditional variance, a
  * pivoted partial Cholesky factorisation of K_ff computed column by column
- * (seed004 sections 7.3-7.5; anchors A3, A6; Fine & Scheinberg 2001).
+ * (Burt et al. 2020; weighted as in Passerello 2022, sections 3.3.2 and
+ * 4.3.2; Fine & Scheinberg 2001).
  *
  * After m pivots p_1..p_m the factor C (N x m) satisfies C C' = Q_ff =
  * K_fu K_uu^-1 K_uf with u = f(p_1..p_m), and the residual variances are
  *   d_n = [K_ff - Q_ff]_nn = k_nn - sum_i C_ni^2.
  * A new pivot p with factor row r (length m) and residual d_p adds the column
- *   e = (K(X, p) - C r) / sqrt(d_p),                         (seed004 7.4)
+ *   e = (K(X, p) - C r) / sqrt(d_p),
  * and d <- d - e^2. e is the vector b of the rank-one update Q+ = Q + b b'
- * in the monotonicity proof of seed004 section 3.6.
+ * in the monotonicity proof of Passerello 2022, Appendix B.4.
  *
  * Greedy selection (weighted: HGV) takes as next pivot the training input
  * maximising w_n d_n: w = 1 is plain greedy variance (Burt et al. 2020),
  * w = 1/lambda heteroscedastic regression, w = theta PG classification.
  * The weighted trace t_m = sum_n w_n d_n after each addition is recorded;
  * with w = 1/lambda it brackets the expected KL divergence, t/2 <= E[KL]
- * <= t (seed004 eq. 3.7).
+ * <= t (Passerello 2022, eq. 3.7).
  *
  * Costs: each step evaluates one kernel column, O(N D), and one
  * matrix-vector product with the m columns so far, O(N m); M steps cost
@@ -32,11 +33,12 @@
  *   - inputs with d_n <= tol * k_nn (tol = 0 by default: d_n = 0 after
  *     clipping) count as explained; when every input is explained the
  *     selection stops with fewer points ("exhausted"), instead of picking a
- *     duplicate as robustgp/SHGP can (seed004 section 9);
+ *     duplicate as the code of Burt et al. 2020 (robustgp) and of
+ *     Passerello 2022 (SHGP) can when every residual is 0;
  *   - the threshold stop keeps exactly the points up to and including the
  *     one whose addition brought t below the threshold: the selection is the
  *     shortest prefix with t_m < threshold (not robustgp's m - 1 nor SHGP's
- *     m + 1, anchors A3).
+ *     m + 1).
  */
 #include <math.h>
 #include <string.h>
@@ -241,7 +243,8 @@ static int sel_plan(const spv_kernel *k, const double *xs, int N,
     return b;
 }
 
-/* Greedy weighted selection (seed004 section 7.4 pseudocode, with the rules
+/* Greedy weighted selection (the heteroscedastic greedy variance of
+ * Passerello 2022, sections 3.3.2 and 4.3.2, with the rules
  * in the header), organised in blocks so that the work on the factor is one
  * matrix-matrix product per block instead of one matrix-vector product per
  * pivot (the delayed updates of LAPACK's dpstrf, with the pivots of a block

@@ -69,8 +69,8 @@ void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
 
 /* ---- collapsed Gaussian bound (bound_gaussian.c) ----------------------- */
 
-/* The per-point adjoints shared by the collapsed bounds (seed004 section
- * 3.8, whitened): on entry column n of G (M x N) holds (E A)_n with
+/* The per-point adjoints shared by the collapsed bounds (derived for this
+ * package, whitened): on entry column n of G (M x N) holds (E A)_n with
  * E = L^-T R, R = I - B^-1 for SGPR (bound_orthogonal.c passes its own R);
  * q_n = a_n' R a_n is recovered as Kuf_n' (E A)_n / sqrt(lambda_n). On exit
  * G = dF/dKuf = E A Lambda^-1/2 + alpha r', and gdiag, glambda, gytil hold

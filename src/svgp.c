@@ -1,35 +1,39 @@
 /*
  * svgp.c: the uncollapsed, whitened SVGP evidence lower bound (Hensman et
- * al. 2015; seed001 sections 2.1, 5 and 7; seed004 section 6.1) for a
- * Bernoulli likelihood with a logit or probit link (Gauss-Hermite quadrature) and a Gaussian one
- * (closed form), with its gradient with respect to the variational
+ * al. 2015; Tiao 2020, its whitened parameterisation and section
+ * "Non-Gaussian likelihoods"; the classification baseline of Passerello
+ * 2022, section 5.1.1) for a Bernoulli likelihood with a logit or probit
+ * link (Gauss-Hermite quadrature) and a Gaussian one (closed form), with
+ * its gradient with respect to the variational
  * parameters and its adjoints with respect to the kernel matrices.
  *
  * Whitened parametrisation (whiten = TRUE): u = L v, L = chol(Kuu + jitter I),
  * q(v) = N(b, W W') with b = q_mu (M) and W = q_sqrt (M x M, lower).
- * Non-whitened (whiten = FALSE; seed001 section 2, items 3-4 of section 10):
- * q(u) = N(b, W W') directly. It is evaluated as the whitened form with
- * b' = L^-1 b and W' = L^-1 W (full M x M; seed001 section 7, last item),
- * which gives the predictive of seed001 section 6 (Psi' b = A' L^-1 b) and
+ * Non-whitened (whiten = FALSE; Tiao 2020's q(u) before whitening):
+ * q(u) = N(b, W W') directly. It is evaluated as the
+ * whitened form with b' = L^-1 b and W' = L^-1 W (full M x M), which gives
+ * the predictive of Tiao 2020, Appendix II (Psi' b = A' L^-1 b) and
  *   KL = 1/2 (|W'|_F^2 + |b'|^2 - M) - sum log |W_ii| + sum log L_ii
- * (seed001 section 5, closed form); the dependence of b', W' and log det L
+ * (the closed form of the Gaussian KL divergence, invariant under
+ * u = L u'); the dependence of b', W' and log det L
  * on L is added to the adjoint of L before the Cholesky backward pass:
  *   Lbar += -tril(bbar b'^T + Wbar W'^T) - diag(1 / L_ii)
  * with bbar = L^-T (A g - b'), Wbar = L^-T (2 A diag(h) V' - W').
  *
- * Minibatches (seed001 section 5, "Minibatching"; target 11): Kuf, kdiag
+ * Minibatches (Hensman et al. 2013): Kuf, kdiag
  * and y hold the columns of a batch B and the expected log-likelihood and
  * its derivatives are multiplied by ell_scale = N / |B|, which makes the
  * ELBO and its gradient unbiased estimates of the full-batch ones.
  *   A       = L^-1 Kuf                                   M x N
  *   V       = W' A                                       M x N
- *   mu_n    = mean + a_n' b                              (seed001 sec. 6)
+ *   mu_n    = mean + a_n' b                        (Tiao 2020, App. II)
  *   s2_n    = k_nn - |a_n|^2 + |V_n|^2
  *   ELL     = sum_n E_N(f; mu_n, s2_n) [log p(y_n | f)]
- *   KL      = 1/2 (|W|_F^2 + |b|^2 - M - 2 sum_i log |W_ii|)  (seed001 sec. 5)
+ *   KL      = 1/2 (|W|_F^2 + |b|^2 - M - 2 sum_i log |W_ii|)
  *   ELBO    = ELL - KL
  *
- * With g_n = dELL/dmu_n and h_n = dELL/ds2_n (seed001 sec. 7):
+ * With g_n = dELL/dmu_n and h_n = dELL/ds2_n (derived by hand for this
+ * package, checked against finite differences in the tests):
  *   dELBO/db = A g - b
  *   dELBO/dW = tril(2 A diag(h) V') - tril(W) + diag(1 / W_ii)
  *   Abar     = b g' + 2 (W V - A) diag(h)        adjoint of A      M x N
@@ -43,7 +47,7 @@
  *
  * Likelihoods, with y_n in {-1, +1} for Bernoulli:
  *   Bernoulli-logit: log p = log sigmoid(y f), expectation by Gauss-Hermite,
- *     E[g(f)] ~ sum_i w_i / sqrt(pi) g(mu + sqrt(2) s t_i) (seed001 sec. 5);
+ *     E[g(f)] ~ sum_i w_i / sqrt(pi) g(mu + sqrt(2) s t_i);
  *     g and h are the exact derivatives of that sum.
  *   Gaussian with variance s2y: ELL_n = log N(y_n; mu_n, s2y) - s2_n/(2 s2y).
  *
