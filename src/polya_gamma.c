@@ -59,6 +59,7 @@ static double pg_log_cosh(double x)
 static double pg_kl(double c)
 {
     const double x = 0.5 * fabs(c);
+    if (!R_FINITE(x)) return x;          /* the limit x/2 - log 2 -> Inf */
     if (x < 0.05) {
         const double x2 = x * x, x4 = x2 * x2;
         return x4 * (1.0 / 12.0 + x2 * (-2.0 / 45.0 + x2 * (17.0 / 840.0 -

@@ -23,7 +23,7 @@ static void pred_gaussian(const double *L, const double *LB, const double *v,
     const double one = 1.0, mone = -1.0, zero = 0.0;
     const int ione = 1;
     la_trsm_left(L, M, P1, S, 'N');
-    double *P2 = (double *) R_alloc((size_t) M * S + 1, sizeof(double));
+    double *P2 = la_alloc((size_t) M * S);
     if (var) {
         for (int s = 0; s < S; s++) {
             const double *t = P1 + (size_t) M * s;
@@ -36,7 +36,7 @@ static void pred_gaussian(const double *L, const double *LB, const double *v,
         F77_CALL(dsyrk)("L", "T", &S, &M, &mone, P1, &M, &one, cov, &S
                         FCONE FCONE);
     }
-    memcpy(P2, P1, (size_t) M * S * sizeof(double));
+    la_copy(P2, P1, (size_t) M * S);
     la_trsm_left(LB, M, P2, S, 'N');
     if (S > 0 && M == 0)
         memset(mean, 0, (size_t) S * sizeof(double));
@@ -83,8 +83,8 @@ SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
     chk_finite(kss, "kss");
 
     int nprot = 0;
-    double *P1 = (double *) R_alloc((size_t) M * S + 1, sizeof(double));
-    memcpy(P1, REAL(Kus), (size_t) M * S * sizeof(double));
+    double *P1 = la_alloc((size_t) M * S);
+    la_copy(P1, REAL(Kus), (size_t) M * S);
     SEXP mean = PROTECT(allocVector(REALSXP, S)); nprot++;
     SEXP second = PROTECT(duplicate(kss)); nprot++;
     pred_gaussian(REAL(L), REAL(LB), REAL(v), M, S, P1, REAL(mean),

@@ -84,6 +84,8 @@ void chk_kernel(SEXP kern, int D, spv_kernel *out)
 {
     if (TYPEOF(kern) != VECSXP || XLENGTH(kern) != 3)
         error("'kernel' must be a list(family, variance, lengthscale)");
+    if (D < 1)
+        error("the inputs must have at least one column");
     SEXP fam = VECTOR_ELT(kern, 0), var = VECTOR_ELT(kern, 1),
          ls = VECTOR_ELT(kern, 2);
     if (!isInteger(fam) || XLENGTH(fam) != 1 || INTEGER(fam)[0] < KERN_RBF ||
