@@ -89,6 +89,9 @@ SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
     SEXP second = PROTECT(duplicate(kss)); nprot++;
     pred_gaussian(REAL(L), REAL(LB), REAL(v), M, S, P1, REAL(mean),
                   f ? NULL : REAL(second), f ? REAL(second) : NULL);
+    chk_result(REAL(mean), (size_t) S, "predictive mean");
+    chk_result(REAL(second), (size_t) XLENGTH(second),
+               f ? "predictive covariance" : "predictive variance");
     const char *names[] = {"mean", f ? "cov" : "var", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, mean);

@@ -399,9 +399,16 @@ static void sel_check_inputs(SEXP kern, SEXP x, SEXP weights, spv_kernel *k,
     chk_kernel(kern, *D, k);
     chk_real_vector(weights, "weights", *N);
     const double *w = REAL(weights);
-    for (int n = 0; n < *N; n++)
+    double t0 = 0.0;
+    for (int n = 0; n < *N; n++) {
         if (!R_FINITE(w[n]) || !(w[n] > 0.0))
             error("'weights' must be positive and finite");
+        t0 += w[n] * k->variance;
+    }
+    /* every weighted trace of the selection is at most this one */
+    if (!R_FINITE(t0))
+        error("the weighted trace sum(weights) * variance overflows: the "
+              "weights or the kernel variance are too large");
 }
 
 static double sel_check_tol(SEXP tol)

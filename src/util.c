@@ -73,8 +73,9 @@ void chk_chol_factor(SEXP L, const char *name, int n)
     chk_finite(L, name);
     const double *p = REAL(L);
     for (int i = 0; i < m; i++)
-        if (!(p[i + (size_t) m * i] > 0.0))
-            error("'%s' must be a Cholesky factor (positive diagonal)", name);
+        if (!(p[i + (size_t) m * i] >= DBL_MIN))
+            error("'%s' must be a Cholesky factor (positive diagonal, "
+                  "not subnormal)", name);
 }
 
 /* A kernel arrives as list(family = integer code, variance = double,
