@@ -66,10 +66,12 @@ typedef struct {
     double *isl;        /* N: lambda^-1/2 */
     double sumloglam;   /* sum log lambda_n */
     double yy;          /* |Lambda^-1/2 ytil|^2 */
+    double kl;          /* sum k_nn / lambda_n */
 } bg_factors;
 
 /* Status of bg_collapsed(). */
-enum { BG_OK = 0, BG_KUU = 1, BG_B = 2, BG_A = 3, BG_KUU_OVERFLOW = 4 };
+enum { BG_OK = 0, BG_KUU = 1, BG_B = 2, BG_A = 3, BG_KUU_OVERFLOW = 4,
+       BG_PRECISION = 5 };
 
 /* Forward pass: L = chol(Kuu + jitter I) and A = L^-1 Kuf Lambda^-1/2, with
  * the per-point sums of the bound in the same pass over A: out->v holds
@@ -95,7 +97,7 @@ static int bg_forward(bg_factors *f, double jit_base, double jit_cap,
     f->isl = la_alloc((size_t) N);
     double *w = out->v;
     memset(w, 0, (size_t) M * sizeof(double));
-    double sumloglam = 0.0, yy = 0.0, trace = 0.0;
+    double sumloglam = 0.0, yy = 0.0, trace = 0.0, kl = 0.0;
     for (int n = 0; n < N; n++) {
         if ((n & 1023) == 1023) R_CheckUserInterrupt();
         const double isl = 1.0 / sqrt(f->lambda[n]);
@@ -111,15 +113,21 @@ static int bg_forward(bg_factors *f, double jit_base, double jit_cap,
         sumloglam += log(f->lambda[n]);
         yy += yn * yn;
         trace += f->kdiag[n] / f->lambda[n] - s;
+        kl += f->kdiag[n] / f->lambda[n];
     }
     f->sumloglam = sumloglam;
     f->yy = yy;
+    f->kl = kl;
     out->trace = trace;
     return BG_OK;
 }
 
 /* The value: B = I + A A' = LB LB', v = LB^-1 A Lambda^-1/2 ytil and the
- * bound with its terms (header). */
+ * bound with its terms (header). In exact arithmetic v'v <= |ys|^2 and the
+ * trace term is >= 0 (so F <= -N/2 log 2 pi - 1/2 sum log lambda); a
+ * violation beyond rounding means that B = I + A A' is too ill-conditioned
+ * for double precision (noise variances tiny next to the kernel
+ * variance), and the value would be garbage: BG_PRECISION. */
 static int bg_value(bg_factors *f, bg_out *out)
 {
     const int M = f->M, N = f->N, ione = 1;
@@ -132,6 +140,8 @@ static int bg_value(bg_factors *f, bg_out *out)
                         FCONE FCONE FCONE);
     double vv = 0.0;
     for (int m = 0; m < M; m++) vv += out->v[m] * out->v[m];
+    if (vv > f->yy * (1.0 + 1e-6) || out->trace < -1e-6 * f->kl)
+        return BG_PRECISION;
     out->logdet = -la_half_logdet(out->LB, M) - 0.5 * f->sumloglam;
     out->fit = -0.5 * f->yy + 0.5 * vv;
     out->bound = -0.5 * N * LOG_2PI + out->logdet + out->fit -
@@ -198,8 +208,8 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
                         const double *ytil, int M, int N, double jit_base,
                         double jit_cap, bg_out *out)
 {
-    bg_factors f = {M, N, Kuu, Kuf, kdiag, lambda, ytil,
-                    NULL, NULL, NULL, 0.0, 0.0};
+    bg_factors f = {.M = M, .N = N, .Kuu = Kuu, .Kuf = Kuf, .kdiag = kdiag,
+                    .lambda = lambda, .ytil = ytil};
     int st = bg_forward(&f, jit_base, jit_cap, out);
     if (st == BG_OK) st = bg_value(&f, out);
     if (st == BG_OK && out->Guf != NULL) bg_backward(&f, out);
@@ -290,6 +300,10 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
     if (status == BG_A)
         error("NA/NaN/Inf in 'Kuf', or L^-1 Kuf Lambda^-1/2 overflows (a "
               "kernel variance too large for the noise variances)");
+    if (status == BG_PRECISION)
+        error("the bound has lost its precision: B = I + A A' is too "
+              "ill-conditioned for double precision (noise variances tiny "
+              "next to the kernel variance)");
     if (!R_FINITE(o.bound))
         error("the bound is not finite");
     if (g) {

@@ -117,11 +117,12 @@ typedef struct {
     double sumloglam;       /* sum log lambda_n */
     double yy;              /* |ys|^2, ys = Lambda^-1/2 ytil */
     double trBv;            /* tr(Av Av') */
+    double kl;              /* sum k_nn / lambda_n */
 } bo_factors;
 
 /* Status of bo_collapsed(). */
 enum { BO_OK = 0, BO_KUU = 1, BO_CVV = 2, BO_B = 3, BO_A = 4,
-       BO_OVERFLOW = 5 };
+       BO_OVERFLOW = 5, BO_PRECISION = 6 };
 
 /* Copy the n x m block at (r0, c0) of X (leading dimension ldx) to Y
  * (contiguous, n x m). */
@@ -215,7 +216,7 @@ static int bo_whiten(bo_factors *f, bo_out *out)
         F77_CALL(dtrsm)("L", "L", "N", "N", &M2, &N, &one, f->Lv, &M2, A + M1,
                         &M FCONE FCONE FCONE FCONE);
     f->isl = la_alloc((size_t) N);
-    double sumloglam = 0.0, yy = 0.0, trace = 0.0, trBv = 0.0;
+    double sumloglam = 0.0, yy = 0.0, trace = 0.0, trBv = 0.0, kl = 0.0;
     for (int n = 0; n < N; n++) {
         if ((n & 1023) == 1023) R_CheckUserInterrupt();
         const double isl = 1.0 / sqrt(f->lambda[n]), ys = f->ytil[n] * isl;
@@ -234,7 +235,9 @@ static int bo_whiten(bo_factors *f, bo_out *out)
         sumloglam += log(f->lambda[n]);
         yy += ys * ys;
         trace += f->kdiag[n] / f->lambda[n] - (su + sv);
+        kl += f->kdiag[n] / f->lambda[n];
     }
+    f->kl = kl;
     f->sumloglam = sumloglam;
     f->yy = yy;
     f->trBv = trBv;
@@ -269,8 +272,10 @@ static int bo_factor_b(bo_factors *f, bo_out *out)
 }
 
 /* c = LB^-1 A ys (line 16), the three bounds (line 17 and the header) and
- * w = LB^-T c = B^-1 A ys. */
-static void bo_value(const bo_factors *f, bo_out *out)
+ * w = LB^-T c = B^-1 A ys. As in bound_gaussian.c, c'c <= |ys|^2 and a
+ * non-negative trace hold in exact arithmetic; a violation beyond rounding
+ * is BO_PRECISION. */
+static int bo_value(const bo_factors *f, bo_out *out)
 {
     const int M = f->M, N = f->N, ione = 1;
     double *ys = la_alloc((size_t) N);
@@ -280,6 +285,8 @@ static void bo_value(const bo_factors *f, bo_out *out)
                     FCONE FCONE FCONE);
     double cc = 0.0;
     for (int m = 0; m < M; m++) cc += out->c[m] * out->c[m];
+    if (cc > f->yy * (1.0 + 1e-6) || out->trace < -1e-6 * f->kl)
+        return BO_PRECISION;
     const double hu = la_half_logdet(out->LBu, f->M1),
                  hq = la_half_logdet(f->LQ, f->M2),
                  hv = la_half_logdet(out->LBv, f->M2);
@@ -293,6 +300,7 @@ static void bo_value(const bo_factors *f, bo_out *out)
     la_copy(out->w, out->c, (size_t) M);
     F77_CALL(dtrsv)("L", "T", "N", &M, out->LB, &M, out->w, &ione
                     FCONE FCONE FCONE);
+    return BO_OK;
 }
 
 /* R = I - S (M x M), S the whitened posterior covariance of the variant:
@@ -392,8 +400,8 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
     int st = bo_factor_kww(&f, jit_base, jit_cap, out);
     if (st == BO_OK) st = bo_whiten(&f, out);
     if (st == BO_OK) st = bo_factor_b(&f, out);
+    if (st == BO_OK) st = bo_value(&f, out);
     if (st != BO_OK) return st;
-    bo_value(&f, out);
     if (out->Gwf != NULL) bo_backward(&f, variant, out);
     return BO_OK;
 }
@@ -486,6 +494,10 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
     if (status == BO_A)
         error("L^-1 Kwf Lambda^-1/2 overflows (a kernel variance too large "
               "for the noise variances)");
+    if (status == BO_PRECISION)
+        error("the bound has lost its precision: B = I + A A' is too "
+              "ill-conditioned for double precision (noise variances tiny "
+              "next to the kernel variance)");
     if (status == BO_OVERFLOW)
         error("the Cholesky factor of Kww overflows: the kernel variance is "
               "too large for double precision");
