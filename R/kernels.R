@@ -201,6 +201,50 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
     kernel$variance <- if (is.finite(v) && v > 0) v else 1
   }
+  .check_kernel_scale(kernel, x, y)
+}
+
+# The range of scales in which the bounds, their gradients and the
+# optimiser's standardisation stay within double precision: input columns
+# span at most .scale_limit; the lengthscales are at least 1 / .ls_ratio
+# of the span of their inputs (below, no two distinct inputs are
+# correlated and the gradient in the lengthscale is exactly 0); for
+# regression (y given), the kernel variance is within a factor .var_ratio
+# of var(y), beyond which the bound over- or underflows or the optimiser
+# cannot move it. Every message says what is out of range, on which scale,
+# and what to do.
+.scale_limit <- 1e100
+.ls_ratio <- 1e15
+.var_ratio <- 1e100
+
+.check_kernel_scale <- function(kernel, x, y = NULL) {
+  span <- apply(x, 2L, function(v) max(v) - min(v))
+  big <- which(!(span <= .scale_limit))
+  if (length(big)) {
+    stop(sprintf("input column %d spans %s, beyond what the kernels compute in double precision (spans up to %g): rescale the inputs, for example with scale()",
+                 big[1L], format(span[big[1L]], digits = 3L), .scale_limit), call. = FALSE)
+  }
+  ls <- rep_len(kernel$lengthscale, ncol(x))
+  lspan <- if (length(kernel$lengthscale) == 1L) rep(max(span), ncol(x)) else span
+  small <- which(lspan > 0 & ls * .ls_ratio < lspan)
+  if (length(small)) {
+    d <- small[1L]
+    stop(sprintf("the kernel lengthscale %s is below 1e-15 times the span of %s (%s): at that scale no two distinct inputs are correlated and the lengthscale cannot be fitted (its gradient is 0). Give a lengthscale on the scale of the inputs' spacing, or leave it NULL to choose it from the data",
+                 format(ls[d], digits = 3L),
+                 if (length(kernel$lengthscale) == 1L) "the inputs" else sprintf("input column %d", d),
+                 format(lspan[d], digits = 3L)), call. = FALSE)
+  }
+  if (is.null(y)) return(kernel)
+  vy <- if (length(y) < 2L) 1 else stats::var(y)
+  if (!(is.finite(vy) && vy > 0)) vy <- 1
+  ratio <- kernel$variance / vy
+  if (!(ratio <= .var_ratio && ratio >= 1 / .var_ratio)) {
+    stop(sprintf("the kernel variance %s is %s times the variance of y (%s): outside a factor 1e100 either way, the bound %s double precision. Give a variance on the scale of var(y), or leave it NULL to choose it from the data",
+                 format(kernel$variance, digits = 3L), format(ratio, digits = 3L),
+                 format(vy, digits = 3L),
+                 if (ratio > 1) "overflows" else "underflows, and the optimiser cannot move it, in"),
+         call. = FALSE)
+  }
   kernel
 }
 

@@ -46,7 +46,22 @@
     stop(sprintf("'%s' contains NA, NaN or infinite values", name),
          call. = FALSE)
   }
-  as.double(y)
+  .check_response_scale(as.double(y), name)
+}
+
+# A response whose spread (max - min) is beyond 1e100, or below 1e-100 but
+# not 0 (a constant response is fine), has a variance that over- or
+# underflows double precision once squared and summed: the bounds and the
+# optimiser's standardisation (by sd(y)) cannot work with it.
+.check_response_scale <- function(y, name = "y") {
+  span <- if (length(y)) max(y) - min(y) else 0
+  if (!(span <= 1e100) || (span > 0 && span < 1e-100)) {
+    stop(sprintf("'%s' spans %s (max - min), outside 1e-100 to 1e100, where its variance %s double precision: rescale it (for example %s / %s) and scale the predictions back",
+                 name, format(span, digits = 3L),
+                 if (span > 1) "overflows" else "underflows", name,
+                 format(10^round(log10(span)), digits = 3L)), call. = FALSE)
+  }
+  y
 }
 
 .check_positive <- function(x, name, len = NULL) {
@@ -56,6 +71,14 @@
       "one positive finite number"
     if (!is.null(len) && len > 1L) what <- sprintf("%d %s", len, what)
     stop(sprintf("'%s' must be %s", name, what), call. = FALSE)
+  }
+  # below the smallest normal double a number has lost its precision, and
+  # what is computed from it underflows (a subnormal kernel variance gave
+  # bound -Inf and NaN predictions, or a fit stuck at its start)
+  if (any(x < .Machine$double.xmin)) {
+    stop(sprintf("'%s' is %s, below the smallest normal double (%s): give it on the scale of the data",
+                 name, format(min(x), digits = 3L), format(.Machine$double.xmin, digits = 3L)),
+         call. = FALSE)
   }
   as.double(x)
 }
