@@ -122,14 +122,15 @@
            call. = FALSE)
     }
     tt <- stats::delete.response(object$terms)
+    .check_newdata_vars(tt, newdata)
     mf <- stats::model.frame(tt, newdata, na.action = stats::na.fail,
                              xlev = object$xlevels)
     x <- stats::model.matrix(tt, mf)
     attr(x, "assign") <- NULL
     attr(x, "contrasts") <- NULL
-    return(.as_input_matrix(x, "newdata"))
+    return(.as_input_matrix(x, "newdata", min_rows = 0L))
   }
-  x <- .as_input_matrix(newdata, "newdata")
+  x <- .as_input_matrix(newdata, "newdata", min_rows = 0L)
   D <- ncol(object$x)
   if (ncol(x) != D) {
     stop(sprintf("'newdata' must have %d columns, not %d", D, ncol(x)),
@@ -142,6 +143,23 @@
          call. = FALSE)
   }
   x
+}
+
+# The variables of the formula's terms that neither `newdata` nor the
+# formula's environment has: an error naming them, instead of
+# model.frame()'s "object 'b' not found".
+.check_newdata_vars <- function(tt, newdata) {
+  vars <- all.vars(tt)
+  env <- environment(tt)
+  if (is.null(env)) env <- globalenv()
+  absent <- vars[!(vars %in% names(newdata)) &
+                   !vapply(vars, exists, TRUE, envir = env, inherits = TRUE)]
+  if (length(absent)) {
+    stop(sprintf("'newdata' has no variable%s %s, which the model's formula uses",
+                 if (length(absent) > 1L) "s" else "", paste(absent, collapse = ", ")),
+         call. = FALSE)
+  }
+  invisible()
 }
 
 # Row blocks of at most `size` rows, for predictions that would otherwise
