@@ -449,9 +449,12 @@ objective.sparsevgp <- function(fit, ...) {
   fit$bound_terms <- r$terms
   fit$posterior <- r$posterior
   fit$jitter <- r$jitter
-  if (!is.null(r$jitter) && r$jitter > fit$control$jitter * r$jitter_scale * (1 + 1e-8)) {
+  # the jitter the model adds anyway: control$jitter times the scale, or the
+  # model's own base (gpr tries K + noise as it is first: base 0)
+  base <- if (is.null(r$jitter_base)) fit$control$jitter else r$jitter_base
+  if (!is.null(r$jitter) && max(r$jitter) > base * r$jitter_scale * (1 + 1e-8)) {
     warning(sprintf("the Cholesky factorisation needed jitter %.3g (%.3g times the mean diagonal); the fit may be poorly conditioned",
-                    r$jitter, r$jitter / r$jitter_scale), call. = FALSE)
+                    max(r$jitter), max(r$jitter) / r$jitter_scale), call. = FALSE)
   }
   .report(fit)
 }
@@ -487,7 +490,31 @@ objective.sparsevgp <- function(fit, ...) {
     warning(sprintf("the optimiser stopped at its limit of %d evaluations (control$maxit) before the bound converged, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
                     as.integer(fit$control$maxit)), call. = FALSE)
   }
+  .line_search_warning(fit)
   .flat_fit_warning(fit)
+  invisible()
+}
+
+# L-BFGS-B's codes 51 and 52 (a warning or an abnormal end of its line
+# search): no step along the search direction raised the bound as the
+# gradient promised, so the parameters may be short of an optimum. The
+# usual cause is a bound that is not smooth at double precision, such as
+# noise variances tiny next to the kernel variance: the warning says so
+# when that is the case.
+.line_search_warning <- function(fit) {
+  o <- fit$optim
+  if (identical(o$method, "Adam") || !isTRUE(o$convergence %in% c(51L, 52L))) return(invisible())
+  noise <- if (!is.null(fit$noise_model)) min(.noise_lambda(fit, fit$params)) else
+    fit$params$noise
+  why <- if (!is.null(noise) && !is.null(fit$params$variance) &&
+             min(noise) < 1e-8 * fit$params$variance) {
+    sprintf("the noise variance (down to %s) is below 1e-8 times the kernel variance %s, which leaves the bound too ill-conditioned for double precision there; larger noise variances (a noise floor) avoid this",
+            format(min(noise), digits = 3L), format(fit$params$variance, digits = 3L))
+  } else {
+    "the bound or its gradient is not smooth at double precision near these parameters (for example inducing inputs that nearly coincide)"
+  }
+  warning(sprintf("the optimiser stopped without converging (L-BFGS-B code %d: %s), so the parameters may not be at an optimum: %s",
+                  as.integer(o$convergence), o$message, why), call. = FALSE)
   invisible()
 }
 
