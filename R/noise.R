@@ -15,6 +15,7 @@
     }
     nd <- .noise_frame(noise_data, x)
     tt <- stats::terms(noise, data = nd)
+    .check_formula_vars(tt, nd, "the data of the 'noise' formula", "the 'noise' formula")
     mf <- stats::model.frame(tt, nd, na.action = stats::na.fail)
     Phi <- stats::model.matrix(tt, mf)
     rownames(Phi) <- NULL

@@ -99,6 +99,9 @@
          call. = FALSE)
   }
   if (missing(data) || is.null(data)) data <- environment(formula)
+  if (is.list(data)) {
+    .check_formula_vars(stats::terms(formula, data = data), data, "'data'", "the formula")
+  }
   mf <- stats::model.frame(formula, data = data, na.action = stats::na.fail)
   tt <- attr(mf, "terms")
   attr(tt, "intercept") <- 0L
@@ -122,7 +125,7 @@
            call. = FALSE)
     }
     tt <- stats::delete.response(object$terms)
-    .check_newdata_vars(tt, newdata)
+    .check_formula_vars(tt, newdata, "'newdata'", "the model's formula", na = TRUE)
     mf <- stats::model.frame(tt, newdata, na.action = stats::na.fail,
                              xlev = object$xlevels)
     x <- stats::model.matrix(tt, mf)
@@ -145,19 +148,30 @@
   x
 }
 
-# The variables of the formula's terms that neither `newdata` nor the
-# formula's environment has: an error naming them, instead of
-# model.frame()'s "object 'b' not found".
-.check_newdata_vars <- function(tt, newdata) {
+# The variables of the terms `tt` that neither `data` (a data frame or
+# list; `name` in messages) nor the formula's environment has: an error
+# naming them (`what` is the formula), instead of model.frame()'s "object
+# 'b' not found"; with na = TRUE, also NA in the variables `data` holds
+# (instead of "missing values in object").
+.check_formula_vars <- function(tt, data, name, what, na = FALSE) {
+  if (!is.list(data)) return(invisible())
   vars <- all.vars(tt)
   env <- environment(tt)
   if (is.null(env)) env <- globalenv()
-  absent <- vars[!(vars %in% names(newdata)) &
+  absent <- vars[!(vars %in% names(data)) &
                    !vapply(vars, exists, TRUE, envir = env, inherits = TRUE)]
   if (length(absent)) {
-    stop(sprintf("'newdata' has no variable%s %s, which the model's formula uses",
-                 if (length(absent) > 1L) "s" else "", paste(absent, collapse = ", ")),
+    stop(sprintf("%s has no variable%s %s, which %s uses", name,
+                 if (length(absent) > 1L) "s" else "", paste(absent, collapse = ", "), what),
          call. = FALSE)
+  }
+  held <- intersect(vars, names(data))
+  if (na && length(held)) {
+    bad <- held[vapply(held, function(v) anyNA(data[[v]]), TRUE)]
+    if (length(bad)) {
+      stop(sprintf("%s has NA in %s: remove or impute those rows first", name,
+                   paste(bad, collapse = ", ")), call. = FALSE)
+    }
   }
   invisible()
 }
