@@ -334,7 +334,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     threshold <- as.double(threshold)
   }
   M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
-  kernel <- .kern_init(.check_kernel(kernel), x)
+  kernel <- .kern_init(.check_kernel(kernel), x, check_variance = FALSE)
   out <- switch(method,
     greedy = .select_greedy(x, kernel, M, w, threshold, opts),
     kmeans = .select_kmeans(x, kernel, M, w, opts),

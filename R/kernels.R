@@ -174,7 +174,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 
 # Fill the parameters a user left NULL from the data: the lengthscale so that
 # typical scaled distances are about 1, the variance from var(y).
-.kern_init <- function(kernel, x, y = NULL) {
+.kern_init <- function(kernel, x, y = NULL, check_variance = TRUE) {
   D <- ncol(x)
   kernel <- .kern_ard(kernel, D)
   if (!is.null(kernel$lengthscale) && length(kernel$lengthscale) > 1L &&
@@ -201,28 +201,30 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
     kernel$variance <- if (is.finite(v) && v > 0) v else 1
   }
-  .check_kernel_scale(kernel, x, y)
+  .check_kernel_scale(kernel, x, y, check_variance)
 }
 
 # The range of scales in which the bounds, their gradients and the
 # optimiser's standardisation stay within double precision: input columns
-# span at most .scale_limit; the lengthscales are at least 1 / .ls_ratio
+# span from 1 / .scale_limit to .scale_limit, or 0 (the standardisation
+# squares the spread: sd(x)^2 under- or overflows beyond); the lengthscales are at least 1 / .ls_ratio
 # of the span of their inputs (below, no two distinct inputs are
-# correlated and the gradient in the lengthscale is exactly 0); for
-# regression (y given), the kernel variance is within a factor .var_ratio
-# of var(y), beyond which the bound over- or underflows or the optimiser
-# cannot move it. Every message says what is out of range, on which scale,
-# and what to do.
+# correlated and the gradient in the lengthscale is exactly 0); with
+# check_variance, the kernel variance is within a factor .var_ratio of
+# var(y) (of 1, the latent scale of a classifier, when y is NULL), beyond
+# which the bound over- or underflows or the optimiser cannot move it.
+# Every message says what is out of range, on which scale, and what to do.
 .scale_limit <- 1e100
 .ls_ratio <- 1e15
 .var_ratio <- 1e100
 
-.check_kernel_scale <- function(kernel, x, y = NULL) {
+.check_kernel_scale <- function(kernel, x, y = NULL, check_variance = TRUE) {
   span <- apply(x, 2L, function(v) max(v) - min(v))
-  big <- which(!(span <= .scale_limit))
-  if (length(big)) {
-    stop(sprintf("input column %d spans %s, beyond what the kernels compute in double precision (spans up to %g): rescale the inputs, for example with scale()",
-                 big[1L], format(span[big[1L]], digits = 3L), .scale_limit), call. = FALSE)
+  bad <- which(!(span <= .scale_limit) | (span > 0 & span < 1 / .scale_limit))
+  if (length(bad)) {
+    stop(sprintf("input column %d spans %s, outside what the kernels and the optimiser's standardisation compute in double precision (spans from %g to %g, or 0): rescale the inputs, for example with scale()",
+                 bad[1L], format(span[bad[1L]], digits = 3L), 1 / .scale_limit, .scale_limit),
+         call. = FALSE)
   }
   ls <- rep_len(kernel$lengthscale, ncol(x))
   lspan <- if (length(kernel$lengthscale) == 1L) rep(max(span), ncol(x)) else span
@@ -234,15 +236,17 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
                  if (length(kernel$lengthscale) == 1L) "the inputs" else sprintf("input column %d", d),
                  format(lspan[d], digits = 3L)), call. = FALSE)
   }
-  if (is.null(y)) return(kernel)
+  if (!check_variance) return(kernel)
   vy <- if (length(y) < 2L) 1 else stats::var(y)
   if (!(is.finite(vy) && vy > 0)) vy <- 1
   ratio <- kernel$variance / vy
   if (!(ratio <= .var_ratio && ratio >= 1 / .var_ratio)) {
-    stop(sprintf("the kernel variance %s is %s times the variance of y (%s): outside a factor 1e100 either way, the bound %s double precision. Give a variance on the scale of var(y), or leave it NULL to choose it from the data",
+    stop(sprintf("the kernel variance %s is %s times %s: outside a factor 1e100 either way, the bound %s double precision. Give a variance on the scale of %s, or leave it NULL to choose it from the data",
                  format(kernel$variance, digits = 3L), format(ratio, digits = 3L),
-                 format(vy, digits = 3L),
-                 if (ratio > 1) "overflows" else "underflows, and the optimiser cannot move it, in"),
+                 if (is.null(y)) "the latent scale of a classifier (1)" else
+                   sprintf("the variance of y (%s)", format(vy, digits = 3L)),
+                 if (ratio > 1) "overflows" else "underflows, and the optimiser cannot move it, in",
+                 if (is.null(y)) "1" else "var(y)"),
          call. = FALSE)
   }
   kernel

@@ -253,7 +253,8 @@ objective.sparsevgp <- function(fit, ...) {
                                  lower = (su$lower - su$shift) / su$parscale,
                                  upper = (su$upper - su$shift) / su$parscale, control = ctrl),
                     interrupt = function(e) NULL,
-                    sparsevgp_converged = function(e) "stopped")
+                    sparsevgp_converged = function(e) "stopped",
+                    error = function(e) .optim_error(e))
     if (identical(res, "stopped")) {
       # the bound stopped rising (see .stop_window): the best point so far
       best <- o$best()
@@ -291,6 +292,19 @@ objective.sparsevgp <- function(fit, ...) {
   }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
+}
+
+# optim()'s own errors in the user's terms: L-BFGS-B stepped to non-finite
+# parameters, or saw a non-finite value, when the bound's gradient is too
+# large for double precision at the starting values. Other errors pass
+# through unchanged.
+.optim_error <- function(e) {
+  msg <- conditionMessage(e)
+  if (grepl("non-finite value supplied by optim|needs finite values of 'fn'", msg)) {
+    stop(sprintf("L-BFGS-B failed (%s): the gradient of the bound at the starting values is too large for double precision. Start from parameters on the scale of the data (or leave the kernel's parameters NULL to choose them from the data)",
+                 msg), call. = FALSE)
+  }
+  stop(e)
 }
 
 # What the optimiser adds to the bound so that its tests do not depend on
