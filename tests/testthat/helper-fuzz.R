@@ -208,52 +208,61 @@ fuzz_corpus <- function(names, n, seed0 = 0L) {
 
 # Run the corpus in batches of `batch` calls, each in a child R process
 # limited to `timeout` seconds, and return the calls with their outcome:
-# "finite", "error", "unclean error", "non-finite", "crash" or "hang" (the
-# call a batch died or stalled on; the batch then resumes after it).
+# "finite", "error", "unclean error", "non-finite", "crash" or "hang".
 fuzz_run <- function(calls, helper, batch = 100L, timeout = 120) {
-  calls$outcome <- NA_character_
-  calls$message <- NA_character_
+  child_batches(calls, c("name", "seed"), helper, "fuzz_run_batch", batch, timeout)
+}
+
+# The rows of `items` run in batches of `batch`, each in a child R process
+# limited to `timeout` seconds: the child loads sparsevgp from this
+# session's library paths, sources the files `helper` and calls
+# `fun(items[rows, cols], out)`, which writes "i<TAB>start" before item i and
+# "i<TAB>outcome<TAB>message" after it. An item the child died on is a
+# "crash", one it was stopped on (exit status 124) a "hang"; the next batch
+# resumes after it. Returns `items` with columns outcome and message.
+child_batches <- function(items, cols, helper, fun, batch, timeout) {
+  items$outcome <- NA_character_
+  items$message <- NA_character_
   libs <- paste(deparse(.libPaths()), collapse = " ")
   rscript <- file.path(R.home("bin"), "Rscript")
-  todo <- seq_len(nrow(calls))
+  todo <- seq_len(nrow(items))
   while (length(todo)) {
     idx <- todo[seq_len(min(batch, length(todo)))]
-    calls_file <- tempfile(fileext = ".rds")
+    items_file <- tempfile(fileext = ".rds")
     out <- tempfile(fileext = ".txt")
+    err <- tempfile(fileext = ".txt")
     script <- tempfile(fileext = ".R")
-    saveRDS(calls[idx, c("name", "seed")], calls_file)
+    saveRDS(items[idx, cols, drop = FALSE], items_file)
     writeLines(c(sprintf(".libPaths(%s)", libs),
                  "suppressMessages(library(sparsevgp))",
-                 sprintf("source(%s)", deparse(helper)),
-                 sprintf("fuzz_run_batch(readRDS(%s), %s)", deparse(calls_file), deparse(out))),
+                 sprintf("source(%s)", vapply(helper, deparse, "")),
+                 sprintf("%s(readRDS(%s), %s)", fun, deparse(items_file), deparse(out))),
                script)
-    err <- tempfile(fileext = ".txt")
     status <- suppressWarnings(system2(rscript, c("--vanilla", script), stdout = FALSE,
                                        stderr = err, timeout = timeout))
     lines <- if (file.exists(out)) readLines(out, warn = FALSE) else character()
-    f <- strsplit(lines, "\t", fixed = TRUE)
     done <- 0L
-    for (p in f) {
+    for (p in strsplit(lines, "\t", fixed = TRUE)) {
       j <- as.integer(p[1L])
       if (length(p) >= 2L && p[2L] != "start") {
-        calls$outcome[idx[j]] <- p[2L]
-        calls$message[idx[j]] <- if (length(p) >= 3L) p[3L] else ""
+        items$outcome[idx[j]] <- p[2L]
+        items$message[idx[j]] <- if (length(p) >= 3L) p[3L] else ""
         done <- j
       }
     }
     if (done < length(idx)) {
       # the child died (crash) or was stopped (hang, exit status 124) on the
-      # call after the last one it finished
-      calls$outcome[idx[done + 1L]] <- if (identical(as.integer(status), 124L)) "hang" else "crash"
+      # item after the last one it finished
       tail_err <- if (file.exists(err)) utils::tail(readLines(err, warn = FALSE), 5L)
-      calls$message[idx[done + 1L]] <- paste(c(sprintf("child exit status %s", format(status)),
+      items$outcome[idx[done + 1L]] <- if (identical(as.integer(status), 124L)) "hang" else "crash"
+      items$message[idx[done + 1L]] <- paste(c(sprintf("child exit status %s", format(status)),
                                                tail_err), collapse = " | ")
       done <- done + 1L
     }
     todo <- setdiff(todo, idx[seq_len(done)])
-    unlink(c(calls_file, out, script, err))
+    unlink(c(items_file, out, script, err))
   }
-  calls
+  items
 }
 
 # The description of a call, to reproduce it: the entry point, the seed
