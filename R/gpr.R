@@ -81,19 +81,21 @@ gpr <- function(x, ...) UseMethod("gpr")
 
 #' @rdname gpr
 #' @export
-gpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("gpr", match.call(), x, data, ...)
+gpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("gpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname gpr
 #' @export
 gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
                         mean = "constant", optimize = TRUE, fixed = NULL,
-                        control = list(), start = NULL, ...) {
+                        control = list(), start = NULL, weights = NULL, offset = NULL, ...) {
   call <- .model_call(match.call(), "gpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
+  wo <- .check_weights_offset(weights, offset, nrow(x))
+  if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   if (!is.null(.check_start(start, "gpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
@@ -117,7 +119,10 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
                   mean = "identity")
   fit <- .new_fit("gpr", call, x, y, kernel, params, transforms, fixed,
                   always = if (mn$fixed) "mean", control = .check_control(control),
-                  label = "Exact GP regression")
+                  label = "Exact GP regression",
+                  extra = c(list(noise_model = list(kind = "constant",
+                                                    lambda = if (!is.null(wo$weights)) 1 / wo$weights)),
+                            wo))
   .build_or_fit(fit, optimize)
 }
 
@@ -131,7 +136,8 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   n <- nrow(x)
   kern <- .kernel_at(fit$kernel, params)
   Ky <- .ffi_kern_matrix(kern, x)
-  diag(Ky) <- diag(Ky) + params$noise
+  lambda <- .noise_lambda(fit, params)
+  diag(Ky) <- diag(Ky) + lambda
   ch <- .ffi_chol(Ky, 0, fit$control$jitter_cap)
   L <- ch$L
   r <- fit$y - params$mean
@@ -149,7 +155,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
     G <- 0.5 * (tcrossprod(alpha) - Kinv)
     gk <- .ffi_kern_grad(kern, x, NULL, G, FALSE)$theta
     out$grad <- list(variance = gk[1L], lengthscale = gk[-1L],
-                     noise = sum(diag(G)) * params$noise,
+                     noise = .noise_grad(fit, params, diag(G), lambda)$noise,
                      mean = sum(alpha))
   }
   out
@@ -177,4 +183,16 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
     var[b] <- .ffi_kern_diag(kern, xb) - colSums(V^2)
   }
   list(mean = mean, var = var)
+}
+
+# The effective number of parameters of the exact GP: tr(S) with
+# S = K (K + Lambda)^-1 = I - Lambda C^-1, plus the learned mean's share
+# (see .collapsed_edf()). From the Cholesky factor of C = K + Lambda. O(N^3).
+#' @export
+.edf.gpr <- function(fit) {
+  L <- fit$posterior$L
+  lambda <- .noise_lambda(fit, fit$params)
+  Ci <- chol2inv(t(L))
+  tr_s <- length(lambda) - sum(lambda * diag(Ci))
+  .edf_mean(fit, tr_s, lambda, function(u) sqrt(lambda) * (Ci %*% (sqrt(lambda) * u)))
 }

@@ -93,6 +93,7 @@ objective.sparsevgp <- function(fit, ...) {
     .progress_tick(progress, cache$count, max(cache$best, if (!is.null(r)) r$value))
     if (is.null(r)) {
       cache$failures <- cache$failures + 1L
+      cache$trail[cache$count] <- cache$best
       cache$value <- -max(1e10, 1e3 * abs(cache$best))
       cache$grad <- setNames(numeric(sum(free)), names(full)[free])
       return(invisible())

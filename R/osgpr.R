@@ -132,8 +132,8 @@ osgpr <- function(x, ...) UseMethod("osgpr")
 
 #' @rdname osgpr
 #' @export
-osgpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("osgpr", match.call(), x, data, ...)
+osgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("osgpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname osgpr
@@ -142,13 +142,16 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                           orthogonal = NULL, type = c("solve", "odvgp"),
                           bound = c("family", "union"), noise = NULL,
                           mean = "constant", optimize = TRUE, optimize_inducing = TRUE,
-                          fixed = NULL, control = list(), start = NULL, ...) {
+                          fixed = NULL, control = list(), start = NULL, weights = NULL,
+                          offset = NULL, ...) {
   call <- .model_call(match.call(), "osgpr")
   data <- .dots_data(...)
   type <- match.arg(type)
   bound <- match.arg(bound)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
+  wo <- .check_weights_offset(weights, offset, nrow(x))
+  if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
@@ -162,7 +165,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                          optimize && is.null(start) && control$schedule == "staged")
   kernel <- st$kernel
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
-  nz <- .noise_setup(noise, x, y, data, start = st$noise)
+  nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   mn <- .mean_start(mean, mean(y))
   params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
               nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
@@ -178,7 +181,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                   label = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
                                   if (bound == "union") "union (SGPR on Z and O together)" else
                                     "family"),
-                  extra = list(noise_model = nz$model, type = type, bound_type = bound))
+                  extra = c(list(noise_model = nz$model, type = type, bound_type = bound), wo))
   .build_or_fit(fit, optimize)
 }
 

@@ -131,8 +131,8 @@ pgpr <- function(x, ...) UseMethod("pgpr")
 
 #' @rdname pgpr
 #' @export
-pgpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("pgpr", match.call(), x, data, ...)
+pgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("pgpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname pgpr
@@ -473,31 +473,47 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' predict(fit, nd, type = "pg_variance")
 #' @export
 predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class", "pg_variance"),
-                         method = c("quadrature", "probit", "plugin"), full_cov = FALSE, ...) {
-  .predict_classifier(object, newdata, type[1L], method[1L], full_cov)
+                         method = c("quadrature", "probit", "plugin"),
+                         interval = c("none", "confidence", "prediction"), level = 0.95,
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass, ...) {
+  .check_dots("predict", ...)
+  .predict_classifier(object, newdata, type[1L], method[1L], interval[1L], level, se.fit,
+                      full_cov, na.action)
 }
 
 #' @export
 fitted.pgpr <- function(object, method = "quadrature", ...) {
+  .check_dots("fitted", ...)
   .fitted_classifier(object, method)
 }
 
 #' Plot a Gaussian process classifier
 #'
-#' For one input: the probability of the positive class with the band
-#' \eqn{\sigma(\mu \pm 2 sd)}, the labels at 0 and 1, and the inducing inputs
-#' as ticks. For two inputs: filled probability contours, the decision
-#' boundary \eqn{p = 1/2} (thick line), the data by class and the inducing
-#' inputs (gold points). With more inputs: the fitted probabilities by
-#' observed class. \code{what = "pg_variance"} shows the Polya-Gamma
-#' variance map \eqn{1/\theta} instead (Passerello 2022, Fig. 5.1; log10
-#' scale in 2-D).
+#' \code{which = "fit"} draws the classifier on the scale of the data, with
+#' axes labelled by the names of the inputs and the response. For one
+#' input: the probability of the positive class with a band
+#' \eqn{g(\mu \pm z s)}{g(mu +/- z sd)} of coverage \code{level} (\eqn{g}
+#' the inverse link), the labels at 0 and 1 in the colours of their classes,
+#' and the inducing inputs as ticks. For two inputs: an image of the
+#' probability with a colour key, dashed contours at 0.1, 0.25, 0.75 and
+#' 0.9, the decision boundary \eqn{p = 1/2} (thick line), the data by class
+#' (blue circles and red triangles with a white edge, so that they stay
+#' visible on a background of their own colour; the legend names the
+#' classes) and the inducing inputs (gold diamonds). With more inputs: the
+#' fitted probabilities by observed class. \code{what = "pg_variance"}
+#' shows the Polya-Gamma variance map \eqn{1/\theta} instead (Passerello
+#' 2022, Fig. 5.1; log10 scale in 2-D). \code{which = "convergence"} and
+#' \code{"residuals"} are as for \code{\link{plot.sparsevgp}}: for
+#' \code{pgpr()} the convergence plot shows the bound after each selection
+#' pass of the double loop.
 #'
 #' @param x a \code{pgpr} or \code{svgp} (Bernoulli) fit.
+#' @param which \code{"fit"}, \code{"convergence"} or \code{"residuals"}.
 #' @param what \code{"prob"} or \code{"pg_variance"}.
 #' @param n number of grid points per input.
 #' @param method how probabilities are computed; see
 #'   \code{\link{predict.pgpr}}.
+#' @param level the coverage of the band (one input).
 #' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
 #'   example when they are all the training inputs).
 #' @param xlab,ylab,main axis labels and title.
@@ -510,11 +526,14 @@ fitted.pgpr <- function(object, method = "quadrature", ...) {
 #'             control = list(inner_max = 2))
 #' plot(fit)
 #' plot(fit, what = "pg_variance")
+#' plot(fit, which = "convergence")
 #' @export
-plot.pgpr <- function(x, what = c("prob", "pg_variance"), n = 200L,
-                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
-                      ylab = NULL, main = NULL, ...) {
+plot.pgpr <- function(x, which = c("fit", "convergence", "residuals"),
+                      what = c("prob", "pg_variance"), n = 200L,
+                      method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
+                      xlab = NULL, ylab = NULL, main = NULL, ...) {
   what <- match.arg(what)
   method <- match.arg(method)
-  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
+  .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
+                   .check_flag(inducing, "inducing"), ...)
 }

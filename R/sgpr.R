@@ -133,8 +133,8 @@ sgpr <- function(x, ...) UseMethod("sgpr")
 
 #' @rdname sgpr
 #' @export
-sgpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("sgpr", match.call(), x, data, ...)
+sgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("sgpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname sgpr
@@ -142,11 +142,13 @@ sgpr.formula <- function(x, data = NULL, ...) {
 sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, ...) {
+                         start = NULL, weights = NULL, offset = NULL, ...) {
   call <- .model_call(match.call(), "sgpr")
   data <- .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
+  wo <- .check_weights_offset(weights, offset, nrow(x))
+  if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
@@ -159,11 +161,12 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
                            control$schedule == "staged")
   kernel <- st$kernel
-  nz <- .noise_setup(noise, x, y, data, start = st$noise)
+  nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   # greedy selection weighted by 1/lambda at the starting noise, so that a
   # threshold is on the scale of the KL divergence (kl_threshold())
-  weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
-  Z <- .select_by_spec(spec, x, kernel, weights, warn_short = !is.null(M) || is.numeric(inducing))
+  sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
+  Z <- .select_by_spec(spec, x, kernel, sel_weights,
+                       warn_short = !is.null(M) || is.numeric(inducing))
   mn <- .mean_start(mean, mean(y))
   params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
               nz$params, list(mean = mn$value, Z = Z))
@@ -176,9 +179,10 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
                   control = control,
                   label = sprintf("Sparse GP regression (SGPR), %s noise", nz$label),
-                  extra = list(noise_model = nz$model,
-                               selection = spec[intersect(names(spec),
-                                                          c("method", "M", "threshold", "auto"))]))
+                  extra = c(list(noise_model = nz$model,
+                                 selection = spec[intersect(names(spec),
+                                                            c("method", "M", "threshold", "auto"))]),
+                            wo))
   .build_or_fit(fit, optimize)
 }
 

@@ -21,5 +21,6 @@
 #'
 #' @keywords internal
 #' @useDynLib sparsevgp, .registration = TRUE, .fixes = ""
-#' @importFrom stats coef fitted logLik nobs predict residuals setNames update
+#' @importFrom stats coef confint deviance df.residual fitted formula logLik model.frame nobs
+#'   predict residuals setNames simulate update weights
 "_PACKAGE"

@@ -162,8 +162,8 @@ svgp <- function(x, ...) UseMethod("svgp")
 
 #' @rdname svgp
 #' @export
-svgp.formula <- function(x, data = NULL, ...) {
-  .fit_formula("svgp", match.call(), x, data, ...)
+svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("svgp", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname svgp
@@ -173,7 +173,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                          likelihood = c("bernoulli", "gaussian", "probit"), noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
-                         quadrature = 20L, ...) {
+                         quadrature = 20L, offset = NULL, ...) {
   call <- .model_call(match.call(), "svgp")
   .dots_data(...)
   likelihood <- match.arg(likelihood)
@@ -186,6 +186,11 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   } else {
     target <- .as_response(y, N)
   }
+  if (!is.null(offset) && bern) {
+    stop("'offset' is for the Gaussian likelihood only", call. = FALSE)
+  }
+  wo <- .check_weights_offset(NULL, offset, N)
+  if (!is.null(wo$offset)) target <- target - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   whiten <- .check_flag(whiten, "whiten")
@@ -251,7 +256,8 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                   if (optimize_inducing) "" else ", fixed inducing inputs"),
                   extra = list(target = target, labels = if (bern) lab$coding else NULL,
                                likelihood = likelihood, whiten = whiten,
-                               quadrature = quadrature, batch_size = batch_size))
+                               quadrature = quadrature, batch_size = batch_size,
+                               offset = wo$offset))
   .build_or_fit(fit, optimize)
 }
 
@@ -430,8 +436,10 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 #' @rdname predict.pgpr
 #' @export
-predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, full_cov = FALSE,
-                         ...) {
+predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
+                         interval = c("none", "confidence", "prediction"), level = 0.95,
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass, ...) {
+  .check_dots("predict", ...)
   gauss <- object$likelihood == "gaussian"
   if (gauss && !is.null(method)) {
     stop("'method' applies to the Bernoulli likelihood only (the Gaussian predictive is exact)",
@@ -439,6 +447,7 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, ful
   }
   types <- if (gauss) c("latent", "response") else .classifier_types
   type <- if (is.null(type)) types[1L] else match.arg(type, unique(types))
+  interval <- match.arg(interval)
   if (!gauss) {
     method <- if (is.null(method)) "quadrature" else
       match.arg(method, c("quadrature", "probit", "plugin"))
@@ -446,15 +455,18 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, ful
   if (!is.null(newdata) && NROW(newdata) == 0L) {
     return(.svgp_predict_empty(object, type, .check_flag(full_cov, "full_cov")))
   }
-  if (gauss) return(predict.sparsevgp(object, newdata, type = type, full_cov = full_cov))
-  .predict_classifier(object, newdata, type, method, full_cov)
+  if (gauss) {
+    return(predict.sparsevgp(object, newdata, type = type, interval = interval, level = level,
+                             se.fit = se.fit, full_cov = full_cov, na.action = na.action))
+  }
+  .predict_classifier(object, newdata, type, method, interval, level, se.fit, full_cov, na.action)
 }
 
 # predict() on zero rows of new data: empty results of the usual shapes.
 .svgp_predict_empty <- function(object, type, full_cov) {
   e <- setNames(numeric(0), character(0))
   if (type == "class") return(.labels_from_prob(e, object$labels))
-  if (type == "pg_variance") return(e)
+  if (type %in% c("pg_variance", "prob", "response") && object$likelihood != "gaussian") return(e)
   if (full_cov) {
     if (!type %in% c("link", "latent", "response") ||
         (object$likelihood != "gaussian" && type == "response")) {
@@ -468,12 +480,8 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, ful
 #' @export
 fitted.svgp <- function(object, method = "quadrature", ...) {
   if (object$likelihood == "gaussian") return(NextMethod())
+  .check_dots("fitted", ...)
   .fitted_classifier(object, method)
-}
-
-#' @export
-residuals.svgp <- function(object, ...) {
-  object$y - fitted(object)
 }
 
 #' @export
@@ -494,23 +502,20 @@ summary.svgp <- function(object, ...) {
   s
 }
 
-#' @export
-logLik.svgp <- function(object, ...) {
-  # degrees of freedom: the model parameters, not the variational ones
-  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower)", names(object$fixed))
-  structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
-            class = "logLik")
-}
-
 #' @rdname plot.pgpr
 #' @export
-plot.svgp <- function(x, what = c("prob", "pg_variance"), n = 200L,
-                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
-                      ylab = NULL, main = NULL, ...) {
+plot.svgp <- function(x, which = c("fit", "convergence", "residuals"),
+                      what = c("prob", "pg_variance"), n = 200L,
+                      method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
+                      xlab = NULL, ylab = NULL, main = NULL, ...) {
   if (x$likelihood == "gaussian") {
-    return(plot.sparsevgp(x, n = n, xlab = xlab, ylab = ylab, main = main, ...))
+    if (!missing(method)) stop("'method' is for classifiers: see ?plot.sparsevgp", call. = FALSE)
+    return(plot.sparsevgp(x, which = which, what = if (missing(what)) "mean" else what, n = n,
+                          level = level, inducing = inducing, xlab = xlab, ylab = ylab,
+                          main = main, ...))
   }
   what <- match.arg(what)
   method <- match.arg(method)
-  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
+  .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
+                   .check_flag(inducing, "inducing"), ...)
 }
