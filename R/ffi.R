@@ -102,9 +102,13 @@
 # (whitened or not), its gradient in them and the adjoints of Kuu, Kuf and
 # diag Kff. `gh` holds Gauss-Hermite nodes and weights; `ell_scale`
 # multiplies the expected log-likelihood (N / batch size on minibatches).
+# The C entry point takes q(u), the likelihood with its data and the
+# options as three lists (src/svgp.c checks them field by field).
 .ffi_svgp_elbo <- function(Kuu, Kuf, kdiag, q_mu, q_sqrt, y, likelihood, noise, mean, gh,
                            jitter, jitter_cap, whiten, ell_scale, grad) {
-  .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, as.double(q_mu), q_sqrt, y,
-        .likelihood_codes[[likelihood]], as.double(noise), as.double(mean), gh$x, gh$w,
-        jitter, jitter_cap, whiten, as.double(ell_scale), grad)
+  q <- list(mu = as.double(q_mu), sqrt = q_sqrt, whiten = whiten)
+  lik <- list(type = .likelihood_codes[[likelihood]], y = y, noise = as.double(noise),
+              gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))
+  opts <- list(mean = as.double(mean), jitter = jitter, jitter_cap = jitter_cap)
+  .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, q, lik, opts, grad)
 }

@@ -148,7 +148,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   value <- fit_term + logdet - 0.5 * n * log(2 * pi)
   out <- list(value = value,
               terms = c(fit = fit_term, logdet = logdet),
-              jitter = ch$jitter, jitter_scale = mean(diag(Ky)),
+              jitter = ch$jitter, jitter_scale = mean(diag(Ky)), jitter_base = 0,
               posterior = list(L = L, alpha = alpha))
   if (grad) {
     Kinv <- chol2inv(t(L))

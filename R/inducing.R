@@ -137,12 +137,28 @@
     kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
     random = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
   Z <- sel$Z
-  if (warn_short && !is.null(M) && nrow(Z) < M) {
-    warning(sprintf("'%s' asked for M = %d inducing points, but greedy selection stopped at %d: the kernel has no more residual variance at the other inputs (repeated or nearly repeated inputs)",
-                    name, as.integer(M), nrow(Z)), call. = FALSE)
-  }
+  if (warn_short && !is.null(M) && nrow(Z) < M) .warn_short_selection(x, kernel, M, nrow(Z), name)
   dimnames(Z) <- list(NULL, colnames(x))
   Z
+}
+
+# The warning of a greedy selection that stopped at m < M points, with its
+# cause: fewer distinct inputs than M, or (with enough distinct inputs) a
+# kernel matrix that is numerically low-rank at these inputs: every other
+# input is, to double precision, a combination of the selected ones, which
+# happens when the lengthscale is long next to the inputs' spread.
+.warn_short_selection <- function(x, kernel, M, m, name) {
+  nd <- nrow(unique(x))
+  why <- if (nd < M) {
+    sprintf("there are only %d distinct inputs", nd)
+  } else {
+    span <- max(apply(x, 2L, function(v) diff(range(v))))
+    sprintf("the kernel matrix is numerically low-rank at these inputs (%d distinct): with lengthscale %s against inputs spanning %s, every other input is to double precision a combination of the selected ones, and more inducing points would only make K_uu singular",
+            nd, paste(format(kernel$lengthscale, digits = 3L), collapse = ", "),
+            format(span, digits = 3L))
+  }
+  warning(sprintf("'%s' asked for M = %d inducing points, but greedy selection stopped at %d: %s",
+                  name, as.integer(M), as.integer(m), why), call. = FALSE)
 }
 
 #' Select inducing inputs
@@ -318,7 +334,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     threshold <- as.double(threshold)
   }
   M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
-  kernel <- .kern_init(.check_kernel(kernel), x)
+  kernel <- .kern_init(.check_kernel(kernel), x, check_variance = FALSE)
   out <- switch(method,
     greedy = .select_greedy(x, kernel, M, w, threshold, opts),
     kmeans = .select_kmeans(x, kernel, M, w, opts),

@@ -174,7 +174,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 
 # Fill the parameters a user left NULL from the data: the lengthscale so that
 # typical scaled distances are about 1, the variance from var(y).
-.kern_init <- function(kernel, x, y = NULL) {
+.kern_init <- function(kernel, x, y = NULL, check_variance = TRUE) {
   D <- ncol(x)
   kernel <- .kern_ard(kernel, D)
   if (!is.null(kernel$lengthscale) && length(kernel$lengthscale) > 1L &&
@@ -200,6 +200,54 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
   if (is.null(kernel$variance)) {
     v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
     kernel$variance <- if (is.finite(v) && v > 0) v else 1
+  }
+  .check_kernel_scale(kernel, x, y, check_variance)
+}
+
+# The range of scales in which the bounds, their gradients and the
+# optimiser's standardisation stay within double precision: input columns
+# span from 1 / .scale_limit to .scale_limit, or 0 (the standardisation
+# squares the spread: sd(x)^2 under- or overflows beyond); the lengthscales are at least 1 / .ls_ratio
+# of the span of their inputs (below, no two distinct inputs are
+# correlated and the gradient in the lengthscale is exactly 0); with
+# check_variance, the kernel variance is within a factor .var_ratio of
+# var(y) (of 1, the latent scale of a classifier, when y is NULL), beyond
+# which the bound over- or underflows or the optimiser cannot move it.
+# Every message says what is out of range, on which scale, and what to do.
+.scale_limit <- 1e100
+.ls_ratio <- 1e15
+.var_ratio <- 1e100
+
+.check_kernel_scale <- function(kernel, x, y = NULL, check_variance = TRUE) {
+  span <- apply(x, 2L, function(v) max(v) - min(v))
+  bad <- which(!(span <= .scale_limit) | (span > 0 & span < 1 / .scale_limit))
+  if (length(bad)) {
+    stop(sprintf("input column %d spans %s, outside what the kernels and the optimiser's standardisation compute in double precision (spans from %g to %g, or 0): rescale the inputs, for example with scale()",
+                 bad[1L], format(span[bad[1L]], digits = 3L), 1 / .scale_limit, .scale_limit),
+         call. = FALSE)
+  }
+  ls <- rep_len(kernel$lengthscale, ncol(x))
+  lspan <- if (length(kernel$lengthscale) == 1L) rep(max(span), ncol(x)) else span
+  small <- which(lspan > 0 & ls * .ls_ratio < lspan)
+  if (length(small)) {
+    d <- small[1L]
+    stop(sprintf("the kernel lengthscale %s is below 1e-15 times the span of %s (%s): at that scale no two distinct inputs are correlated and the lengthscale cannot be fitted (its gradient is 0). Give a lengthscale on the scale of the inputs' spacing, or leave it NULL to choose it from the data",
+                 format(ls[d], digits = 3L),
+                 if (length(kernel$lengthscale) == 1L) "the inputs" else sprintf("input column %d", d),
+                 format(lspan[d], digits = 3L)), call. = FALSE)
+  }
+  if (!check_variance) return(kernel)
+  vy <- if (length(y) < 2L) 1 else stats::var(y)
+  if (!(is.finite(vy) && vy > 0)) vy <- 1
+  ratio <- kernel$variance / vy
+  if (!(ratio <= .var_ratio && ratio >= 1 / .var_ratio)) {
+    stop(sprintf("the kernel variance %s is %s times %s: outside a factor 1e100 either way, the bound %s double precision. Give a variance on the scale of %s, or leave it NULL to choose it from the data",
+                 format(kernel$variance, digits = 3L), format(ratio, digits = 3L),
+                 if (is.null(y)) "the latent scale of a classifier (1)" else
+                   sprintf("the variance of y (%s)", format(vy, digits = 3L)),
+                 if (ratio > 1) "overflows" else "underflows, and the optimiser cannot move it, in",
+                 if (is.null(y)) "1" else "var(y)"),
+         call. = FALSE)
   }
   kernel
 }

@@ -32,6 +32,8 @@
       xlev <- noise_data$xlevels
     } else {
       nd <- .noise_frame(if (is.data.frame(noise_data)) noise_data, x)
+      .check_formula_vars(stats::terms(noise, data = nd), nd,
+                          "the data of the 'noise' formula", "the 'noise' formula")
       mf <- stats::model.frame(noise, nd, na.action = stats::na.fail)
       tt <- attr(mf, "terms")
       Phi <- stats::model.matrix(tt, mf)
@@ -57,6 +59,7 @@
     stop("'noise' must be a positive number, a vector of positive variances or a one-sided formula",
          call. = FALSE)
   }
+  .check_noise_scale(noise, y)
   if (length(noise) == 1L) {
     return(list(params = list(noise = as.double(noise)), transforms = c(noise = "log"),
                 model = list(kind = "constant", lambda = rel),
@@ -174,3 +177,18 @@
 .noise_label.gpr <- .noise_label.sgpr
 #' @export
 .select_weights.sgpr <- function(fit) 1 / .noise_lambda(fit, fit$params)
+
+# Noise variances within a factor 1e100 of var(y) (of 1 for a constant y):
+# beyond, Kuf Lambda^-1/2 and the bound over- or underflow double precision.
+.check_noise_scale <- function(noise, y) {
+  vy <- if (length(y) > 1L) stats::var(y) else 1
+  if (!(is.finite(vy) && vy > 0)) vy <- 1
+  r <- range(noise) / vy
+  if (r[1L] < 1e-100 || r[2L] > 1e100) {
+    bad <- if (r[1L] < 1e-100) min(noise) else max(noise)
+    stop(sprintf("the noise variance %s is %s times the variance of y (%s): outside a factor 1e100 either way, the bound %s double precision. Give noise variances on the scale of var(y)",
+                 format(bad, digits = 3L), format(bad / vy, digits = 3L), format(vy, digits = 3L),
+                 if (bad > vy) "overflows" else "underflows"), call. = FALSE)
+  }
+  invisible(noise)
+}

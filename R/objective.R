@@ -93,9 +93,9 @@ objective.sparsevgp <- function(fit, ...) {
     .progress_tick(progress, cache$count, max(cache$best, if (!is.null(r)) r$value))
     if (is.null(r)) {
       cache$failures <- cache$failures + 1L
-      cache$trail[cache$count] <- cache$best
-      cache$value <- -max(1e10, 1e3 * abs(cache$best))
+      cache$value <- -max(1e10, 1e3 * abs(if (is.finite(cache$best)) cache$best else 0))
       cache$grad <- setNames(numeric(sum(free)), names(full)[free])
+      cache$trail[cache$count] <- cache$best
       return(invisible())
     }
     cache$value <- r$value
@@ -104,7 +104,7 @@ objective.sparsevgp <- function(fit, ...) {
     cache$grad <- r$grad
     cache$trail[cache$count] <- cache$best
     if (stop_gain > 0 && cache$count > window &&
-        cache$best - cache$trail[cache$count - window] < stop_gain) {
+        isTRUE(cache$best - cache$trail[cache$count - window] < stop_gain)) {
       signalCondition(structure(class = c("sparsevgp_converged", "condition"),
                                 list(message = "converged", call = NULL)))
     }
@@ -253,7 +253,8 @@ objective.sparsevgp <- function(fit, ...) {
                                  lower = (su$lower - su$shift) / su$parscale,
                                  upper = (su$upper - su$shift) / su$parscale, control = ctrl),
                     interrupt = function(e) NULL,
-                    sparsevgp_converged = function(e) "stopped")
+                    sparsevgp_converged = function(e) "stopped",
+                    error = function(e) .optim_error(e))
     if (identical(res, "stopped")) {
       # the bound stopped rising (see .stop_window): the best point so far
       best <- o$best()
@@ -291,6 +292,19 @@ objective.sparsevgp <- function(fit, ...) {
   }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
+}
+
+# optim()'s own errors in the user's terms: L-BFGS-B stepped to non-finite
+# parameters, or saw a non-finite value, when the bound's gradient is too
+# large for double precision at the starting values. Other errors pass
+# through unchanged.
+.optim_error <- function(e) {
+  msg <- conditionMessage(e)
+  if (grepl("non-finite value supplied by optim|needs finite values of 'fn'", msg)) {
+    stop(sprintf("L-BFGS-B failed (%s): the gradient of the bound at the starting values is too large for double precision. Start from parameters on the scale of the data (or leave the kernel's parameters NULL to choose them from the data)",
+                 msg), call. = FALSE)
+  }
+  stop(e)
 }
 
 # What the optimiser adds to the bound so that its tests do not depend on
@@ -449,9 +463,12 @@ objective.sparsevgp <- function(fit, ...) {
   fit$bound_terms <- r$terms
   fit$posterior <- r$posterior
   fit$jitter <- r$jitter
-  if (!is.null(r$jitter) && r$jitter > fit$control$jitter * r$jitter_scale * (1 + 1e-8)) {
+  # the jitter the model adds anyway: control$jitter times the scale, or the
+  # model's own base (gpr tries K + noise as it is first: base 0)
+  base <- if (is.null(r$jitter_base)) fit$control$jitter else r$jitter_base
+  if (!is.null(r$jitter) && max(r$jitter) > base * r$jitter_scale * (1 + 1e-8)) {
     warning(sprintf("the Cholesky factorisation needed jitter %.3g (%.3g times the mean diagonal); the fit may be poorly conditioned",
-                    r$jitter, r$jitter / r$jitter_scale), call. = FALSE)
+                    max(r$jitter), max(r$jitter) / r$jitter_scale), call. = FALSE)
   }
   .report(fit)
 }
@@ -487,7 +504,31 @@ objective.sparsevgp <- function(fit, ...) {
     warning(sprintf("the optimiser stopped at its limit of %d evaluations (control$maxit) before the bound converged, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
                     as.integer(fit$control$maxit)), call. = FALSE)
   }
+  .line_search_warning(fit)
   .flat_fit_warning(fit)
+  invisible()
+}
+
+# L-BFGS-B's codes 51 and 52 (a warning or an abnormal end of its line
+# search): no step along the search direction raised the bound as the
+# gradient promised, so the parameters may be short of an optimum. The
+# usual cause is a bound that is not smooth at double precision, such as
+# noise variances tiny next to the kernel variance: the warning says so
+# when that is the case.
+.line_search_warning <- function(fit) {
+  o <- fit$optim
+  if (identical(o$method, "Adam") || !isTRUE(o$convergence %in% c(51L, 52L))) return(invisible())
+  noise <- if (!is.null(fit$noise_model)) min(.noise_lambda(fit, fit$params)) else
+    fit$params$noise
+  why <- if (!is.null(noise) && !is.null(fit$params$variance) &&
+             min(noise) < 1e-8 * fit$params$variance) {
+    sprintf("the noise variance (down to %s) is below 1e-8 times the kernel variance %s, which leaves the bound too ill-conditioned for double precision there; larger noise variances (a noise floor) avoid this",
+            format(min(noise), digits = 3L), format(fit$params$variance, digits = 3L))
+  } else {
+    "the bound or its gradient is not smooth at double precision near these parameters (for example inducing inputs that nearly coincide)"
+  }
+  warning(sprintf("the optimiser stopped without converging (L-BFGS-B code %d: %s), so the parameters may not be at an optimum: %s",
+                  as.integer(o$convergence), o$message, why), call. = FALSE)
   invisible()
 }
 

@@ -56,7 +56,7 @@
 #' inducing inputs until the trace term
 #' \eqn{t = \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}, which brackets the
 #' expected KL divergence from the exact posterior (\eqn{t/2 \le E[KL] \le
-#' t}, Burt et al. 2019), is below 0.01 nats per observation, and at most
+#' t}, Burt et al. 2019), is below 0.001 nats per observation, and at most
 #' \eqn{\max(100, \sqrt{10^8 / N})}{max(100, sqrt(1e8 / N))} of them (so
 #' that one evaluation costs about \eqn{10^8} multiplications at most).
 #' \code{summary()} reports the \eqn{M} chosen. Give \code{inducing} (a
@@ -254,7 +254,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # The target of the automatic choice of M, in nats per observation: the
 # trace term t = sum_n [Kff - Qff]_nn / lambda_n brackets the expected KL
 # divergence from the exact posterior, t/2 <= E[KL] <= t (Burt et al. 2019).
-.auto_kl <- 0.01
+.auto_kl <- 0.001
 
 #' The optimal distribution of the inducing variables
 #'

@@ -52,7 +52,22 @@
     stop(sprintf("'%s' contains NA, NaN or infinite values", name),
          call. = FALSE)
   }
-  as.double(y)
+  .check_response_scale(as.double(y), name)
+}
+
+# A response whose spread (max - min) is beyond 1e100, or below 1e-100 but
+# not 0 (a constant response is fine), has a variance that over- or
+# underflows double precision once squared and summed: the bounds and the
+# optimiser's standardisation (by sd(y)) cannot work with it.
+.check_response_scale <- function(y, name = "y") {
+  span <- if (length(y)) max(y) - min(y) else 0
+  if (!(span <= 1e100) || (span > 0 && span < 1e-100)) {
+    stop(sprintf("'%s' spans %s (max - min), outside 1e-100 to 1e100, where its variance %s double precision: rescale it (for example %s / %s) and scale the predictions back",
+                 name, format(span, digits = 3L),
+                 if (span > 1) "overflows" else "underflows", name,
+                 format(10^round(log10(span)), digits = 3L)), call. = FALSE)
+  }
+  y
 }
 
 .check_positive <- function(x, name, len = NULL) {
@@ -62,6 +77,14 @@
       "one positive finite number"
     if (!is.null(len) && len > 1L) what <- sprintf("%d %s", len, what)
     stop(sprintf("'%s' must be %s", name, what), call. = FALSE)
+  }
+  # below the smallest normal double a number has lost its precision, and
+  # what is computed from it underflows (a subnormal kernel variance gave
+  # bound -Inf and NaN predictions, or a fit stuck at its start)
+  if (any(x < .Machine$double.xmin)) {
+    stop(sprintf("'%s' is %s, below the smallest normal double (%s): give it on the scale of the data",
+                 name, format(min(x), digits = 3L), format(.Machine$double.xmin, digits = 3L)),
+         call. = FALSE)
   }
   as.double(x)
 }
@@ -92,6 +115,9 @@
          call. = FALSE)
   }
   if (missing(data) || is.null(data)) data <- environment(formula)
+  if (is.list(data)) {
+    .check_formula_vars(stats::terms(formula, data = data), data, "'data'", "the formula")
+  }
   mfc <- if (is.null(call)) call("model.frame") else
     call[c(1L, match(c("subset", "weights", "na.action", "offset"), names(call), 0L))]
   mfc[[1L]] <- quote(stats::model.frame)
@@ -167,14 +193,15 @@
            call. = FALSE)
     }
     tt <- stats::delete.response(object$terms)
+    .check_formula_vars(tt, newdata, "'newdata'", "the model's formula", na = TRUE)
     mf <- stats::model.frame(tt, newdata, na.action = stats::na.fail,
                              xlev = object$xlevels)
     x <- stats::model.matrix(tt, mf)
     attr(x, "assign") <- NULL
     attr(x, "contrasts") <- NULL
-    return(.as_input_matrix(x, "newdata"))
+    return(.as_input_matrix(x, "newdata", min_rows = 0L))
   }
-  x <- .as_input_matrix(newdata, "newdata")
+  x <- .as_input_matrix(newdata, "newdata", min_rows = 0L)
   D <- ncol(object$x)
   if (ncol(x) != D) {
     stop(sprintf("'newdata' must have %d columns, not %d", D, ncol(x)),
@@ -217,6 +244,7 @@
            call. = FALSE)
     }
     tt <- stats::delete.response(object$terms)
+    .check_formula_vars(tt, newdata, "'newdata'", "the model's formula")
     mf <- stats::model.frame(tt, newdata, na.action = na.action, xlev = object$xlevels)
     x <- stats::model.matrix(tt, mf)
     attr(x, "assign") <- NULL
@@ -258,6 +286,34 @@
   ok <- stats::complete.cases(x)
   if (!is.null(offset)) ok <- ok & is.finite(offset)
   list(x = x, data = data, offset = offset, ok = ok, na = na)
+}
+
+# The variables of the terms `tt` that neither `data` (a data frame or
+# list; `name` in messages) nor the formula's environment has: an error
+# naming them (`what` is the formula), instead of model.frame()'s "object
+# 'b' not found"; with na = TRUE, also NA in the variables `data` holds
+# (instead of "missing values in object").
+.check_formula_vars <- function(tt, data, name, what, na = FALSE) {
+  if (!is.list(data)) return(invisible())
+  vars <- all.vars(tt)
+  env <- environment(tt)
+  if (is.null(env)) env <- globalenv()
+  absent <- vars[!(vars %in% names(data)) &
+                   !vapply(vars, exists, TRUE, envir = env, inherits = TRUE)]
+  if (length(absent)) {
+    stop(sprintf("%s has no variable%s %s, which %s uses", name,
+                 if (length(absent) > 1L) "s" else "", paste(absent, collapse = ", "), what),
+         call. = FALSE)
+  }
+  held <- intersect(vars, names(data))
+  if (na && length(held)) {
+    bad <- held[vapply(held, function(v) anyNA(data[[v]]), TRUE)]
+    if (length(bad)) {
+      stop(sprintf("%s has NA in %s: remove or impute those rows first", name,
+                   paste(bad, collapse = ", ")), call. = FALSE)
+    }
+  }
+  invisible()
 }
 
 # Row blocks of at most `size` rows, for predictions that would otherwise

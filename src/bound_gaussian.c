@@ -6,11 +6,16 @@
  * One routine serves
  *   - SGPR            (lambda_n = sigma^2, ytil = y - mean),
  *   - heteroscedastic SGPR (lambda_n per point),
- *   - PGPR            (lambda_n = 1 / theta_n, ytil = y / (2 theta_n)),
- * see seed004 section 5.6. The bound never sees kernel parameters: the
+ *   - PGPR            (lambda_n = 1 / theta_n, ytil = y / (2 theta_n)):
+ * for fixed local parameters the Polya-Gamma bound of Passerello (2022,
+ * eq. 4.7) is the heteroscedastic bound on these pseudo-targets plus terms
+ * in c only (derived for this package from the augmented form, Passerello
+ * 2022, eq. 4.14 and Appendix C.3, and checked in the tests). The bound
+ * never sees kernel parameters: the
  * caller contracts the adjoints Guu, Guf, gdiag with the kernel derivatives.
  *
- * Stable form (seed000 eq. 4.37; seed004 eq. B.1), with Lambda = diag(lambda):
+ * Stable form (Fernlund 2022, eq. 4.37; with per-point noise Passerello
+ * 2022, eq. B.1), with Lambda = diag(lambda):
  *   L  = chol(Kuu + jitter I)                      M x M
  *   A  = L^-1 Kuf Lambda^-1/2                      M x N
  *   B  = I + A A' = LB LB'                         M x M
@@ -19,7 +24,8 @@
  *        - 1/2 sum ytil_n^2 / lambda_n + 1/2 v'v
  *        - 1/2 sum_n (k_nn / lambda_n - |a_n|^2)
  *
- * Adjoints (seed004 section 3.8, rewritten in whitened form), with
+ * Adjoints (derived by hand for this package in whitened form, checked
+ * against central finite differences in the tests), with
  *   vt = LB^-T v, alpha = L^-T vt = Kuu^-1 m*, mu = Kfu alpha,
  *   r_n = (ytil_n - mu_n) / lambda_n:
  *   Guu     = L^-T [ I - B/2 - B^-1/2 - vt vt'/2 ] L^-1
@@ -33,16 +39,12 @@
  * (the BLAS floor), plus one M x M x N product for the adjoints. Memory:
  * A (M x N) and, with gradients, Guf (M x N). Nothing is N x N.
  */
-#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -54,98 +56,131 @@ typedef struct {
     double *Guu, *Guf, *gdiag, *glambda, *gytil, *mu;
 } bg_out;
 
-/* Returns 0 on success, 1 if Kuu could not be factorised within the jitter
- * cap, 2 if B could not be factorised, 3 if Kuf is not finite (checked on
- * the fly rather than in a separate pass over the M x N input). */
-static int bg_collapsed(const double *Kuu, const double *Kuf,
-                        const double *kdiag, const double *lambda,
-                        const double *ytil, int M, int N, double jit_base,
-                        double jit_cap, bg_out *out)
+/* The inputs and the factors shared by the forward pass, the value and the
+ * backward pass of one evaluation. */
+typedef struct {
+    int M, N;
+    const double *Kuu, *Kuf, *kdiag, *lambda, *ytil;
+    double *A;          /* M x N: L^-1 Kuf Lambda^-1/2 */
+    double *B;          /* M x M: I + A A' */
+    double *isl;        /* N: lambda^-1/2 */
+    double sumloglam;   /* sum log lambda_n */
+    double yy;          /* |Lambda^-1/2 ytil|^2 */
+    double kl;          /* sum k_nn / lambda_n */
+} bg_factors;
+
+/* Status of bg_collapsed(). */
+enum { BG_OK = 0, BG_KUU = 1, BG_B = 2, BG_A = 3, BG_KUU_OVERFLOW = 4,
+       BG_PRECISION = 5 };
+
+/* Forward pass: L = chol(Kuu + jitter I) and A = L^-1 Kuf Lambda^-1/2, with
+ * the per-point sums of the bound in the same pass over A: out->v holds
+ * w = A Lambda^-1/2 ytil (the right-hand side of v), out->trace the sum of
+ * the residual variances k_nn / lambda_n - |a_n|^2 (summed per point, which
+ * avoids the cancellation of sum k_nn / lambda_n - tr(A A')). Kuf is not
+ * checked for finiteness beforehand: a non-finite column norm of A (from
+ * NA/NaN/Inf in Kuf, or overflow) is reported as BG_A. */
+static int bg_forward(bg_factors *f, double jit_base, double jit_cap,
+                      bg_out *out)
 {
-    const size_t MN = (size_t) M * N, MM = (size_t) M * M;
-    const int grad = out->Guf != NULL;
-    const double one = 1.0, zero = 0.0;
-    const int ione = 1;
+    const int M = f->M, N = f->N;
+    double scale;
+    int st = la_jitter_scale(f->Kuu, M, M, &scale);
+    if (st == LA_OK)
+        st = la_chol_jitter(f->Kuu, M, M, scale, jit_base, jit_cap, out->L,
+                            &out->jitter);
+    if (st != LA_OK) return st == LA_NOT_PD ? BG_KUU : BG_KUU_OVERFLOW;
 
-    /* L = chol(Kuu + jitter I) */
-    out->jitter = la_chol_jitter(Kuu, M, jit_base, jit_cap, out->L);
-    if (out->jitter < 0.0) return 1;
-    const double *L = out->L;
-
-    /* A = L^-1 Kuf Lambda^-1/2: M x N */
-    double *A = (double *) R_alloc(MN, sizeof(double));
-    memcpy(A, Kuf, MN * sizeof(double));
-    la_trsm_left(L, M, A, N, 'N');
-    double *isl = (double *) R_alloc((size_t) N, sizeof(double));
-    double *ys = (double *) R_alloc((size_t) N, sizeof(double));
-    double *anorm2 = (double *) R_alloc((size_t) N, sizeof(double));
-    double sumloglam = 0.0, yy = 0.0, trace = 0.0;
-    /* one pass over A: scale its columns, take their norms and accumulate
-     * w = A Lambda^-1/2 ytil (the right-hand side of v) */
+    f->A = la_alloc((size_t) M * N);
+    la_copy(f->A, f->Kuf, (size_t) M * N);
+    la_trsm_left(out->L, M, f->A, N, 'N');
+    f->isl = la_alloc((size_t) N);
     double *w = out->v;
     memset(w, 0, (size_t) M * sizeof(double));
+    double sumloglam = 0.0, yy = 0.0, trace = 0.0, kl = 0.0;
     for (int n = 0; n < N; n++) {
-        isl[n] = 1.0 / sqrt(lambda[n]);
-        ys[n] = ytil[n] * isl[n];                 /* Lambda^-1/2 ytil */
-        double *an = A + (size_t) M * n, s = 0.0;
-        const double yn = ys[n];
+        if ((n & 1023) == 1023) R_CheckUserInterrupt();
+        const double isl = 1.0 / sqrt(f->lambda[n]);
+        const double yn = f->ytil[n] * isl;           /* Lambda^-1/2 ytil */
+        double *an = f->A + (size_t) M * n, s = 0.0;
         for (int m = 0; m < M; m++) {
-            an[m] *= isl[n];
+            an[m] *= isl;
             s += an[m] * an[m];
             w[m] += an[m] * yn;
         }
-        if (!R_FINITE(s)) return 3;              /* NA/NaN/Inf in Kuf */
-        anorm2[n] = s;
-        sumloglam += log(lambda[n]);
-        yy += ys[n] * ys[n];
-        /* per-point residual variance, summed: avoids the cancellation of
-         * sum k_nn / lambda_n - tr(A A') */
-        trace += kdiag[n] / lambda[n] - s;
+        if (!R_FINITE(s)) return BG_A;
+        f->isl[n] = isl;
+        sumloglam += log(f->lambda[n]);
+        yy += yn * yn;
+        trace += f->kdiag[n] / f->lambda[n] - s;
+        kl += f->kdiag[n] / f->lambda[n];
     }
+    f->sumloglam = sumloglam;
+    f->yy = yy;
+    f->kl = kl;
+    out->trace = trace;
+    return BG_OK;
+}
 
-    /* B = I + A A' and LB */
-    double *B = (double *) R_alloc(MM, sizeof(double));
-    la_identity_plus_gram(A, M, N, B);
-    memcpy(out->LB, B, MM * sizeof(double));
-    if (la_chol(out->LB, M) != 0) return 2;
-    const double *LB = out->LB;
-
-    /* v = LB^-1 A ys (A ys accumulated above) */
-    F77_CALL(dtrsv)("L", "N", "N", &M, LB, &M, out->v, &ione
-                    FCONE FCONE FCONE);
+/* The value: B = I + A A' = LB LB', v = LB^-1 A Lambda^-1/2 ytil and the
+ * bound with its terms (header). In exact arithmetic v'v <= |ys|^2 and the
+ * trace term is >= 0 (so F <= -N/2 log 2 pi - 1/2 sum log lambda); a
+ * violation beyond rounding means that B = I + A A' is too ill-conditioned
+ * for double precision (noise variances tiny next to the kernel
+ * variance), and the value would be garbage: BG_PRECISION. */
+static int bg_value(bg_factors *f, bg_out *out)
+{
+    const int M = f->M, N = f->N, ione = 1;
+    f->B = la_alloc((size_t) M * M);
+    la_identity_plus_gram(f->A, M, N, f->B);
+    la_copy(out->LB, f->B, (size_t) M * M);
+    if (la_chol(out->LB, M) != 0) return BG_B;
+    if (M > 0)
+        F77_CALL(dtrsv)("L", "N", "N", &M, out->LB, &M, out->v, &ione
+                        FCONE FCONE FCONE);
     double vv = 0.0;
     for (int m = 0; m < M; m++) vv += out->v[m] * out->v[m];
+    if (vv > f->yy * (1.0 + 1e-6) || out->trace < -1e-6 * f->kl)
+        return BG_PRECISION;
+    out->logdet = -la_half_logdet(out->LB, M) - 0.5 * f->sumloglam;
+    out->fit = -0.5 * f->yy + 0.5 * vv;
+    out->bound = -0.5 * N * LOG_2PI + out->logdet + out->fit -
+        0.5 * out->trace;
+    return BG_OK;
+}
 
-    const double hld = la_half_logdet(LB, M);
-    out->logdet = -hld - 0.5 * sumloglam;
-    out->fit = -0.5 * yy + 0.5 * vv;
-    out->trace = trace;
-    out->bound = -0.5 * N * LOG_2PI + out->logdet + out->fit - 0.5 * trace;
-    if (!grad) return 0;
+/* The backward pass: the adjoints of the header from the factors. */
+static void bg_backward(const bg_factors *f, bg_out *out)
+{
+    const int M = f->M, N = f->N, ione = 1;
+    const size_t MM = (size_t) M * M;
+    const double one = 1.0, zero = 0.0;
+    const double *L = out->L, *LB = out->LB, *A = f->A, *B = f->B;
 
     /* vt = LB^-T v; alpha = L^-T vt */
-    double *vt = (double *) R_alloc((size_t) M, sizeof(double));
-    double *alpha = (double *) R_alloc((size_t) M, sizeof(double));
-    memcpy(vt, out->v, (size_t) M * sizeof(double));
-    F77_CALL(dtrsv)("L", "T", "N", &M, LB, &M, vt, &ione FCONE FCONE FCONE);
-    memcpy(alpha, vt, (size_t) M * sizeof(double));
-    F77_CALL(dtrsv)("L", "T", "N", &M, L, &M, alpha, &ione FCONE FCONE FCONE);
-
+    double *vt = la_alloc((size_t) M), *alpha = la_alloc((size_t) M);
+    la_copy(vt, out->v, (size_t) M);
+    la_copy(alpha, out->v, (size_t) M);
+    if (M > 0) {
+        F77_CALL(dtrsv)("L", "T", "N", &M, LB, &M, vt, &ione
+                        FCONE FCONE FCONE);
+        la_copy(alpha, vt, (size_t) M);
+        F77_CALL(dtrsv)("L", "T", "N", &M, L, &M, alpha, &ione
+                        FCONE FCONE FCONE);
+    }
     /* mu = Lambda^1/2 A' vt: the posterior mean at the training inputs */
-    F77_CALL(dgemv)("T", &M, &N, &one, A, &M, vt, &ione, &zero, out->mu,
-                    &ione FCONE);
-    double *r = (double *) R_alloc((size_t) N, sizeof(double));
+    if (N > 0)
+        F77_CALL(dgemv)("T", &M, &N, &one, A, &M, vt, &ione, &zero, out->mu,
+                        &ione FCONE);
+    double *r = la_alloc((size_t) N);
     for (int n = 0; n < N; n++) {
-        out->mu[n] /= isl[n];
-        r[n] = (ytil[n] - out->mu[n]) / lambda[n];
+        out->mu[n] /= f->isl[n];
+        r[n] = (f->ytil[n] - out->mu[n]) / f->lambda[n];
     }
 
-    /* Binv = B^-1 */
-    double *Binv = (double *) R_alloc(MM, sizeof(double));
-    la_chol_inverse(LB, M, Binv);
-
     /* Guu = L^-T [I - B/2 - Binv/2 - vt vt'/2] L^-1 */
-    double *Guu = out->Guu;
+    double *Binv = la_alloc(MM), *Guu = out->Guu;
+    la_chol_inverse(LB, M, Binv);
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++) {
             const size_t ij = i + (size_t) M * j;
@@ -153,20 +188,32 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
         }
     for (int i = 0; i < M; i++) Guu[i + (size_t) M * i] += 1.0;
     la_trsm_left(L, M, Guu, M, 'T');
-    F77_CALL(dtrsm)("R", "L", "N", "N", &M, &M, &one, L, &M, Guu, &M
-                    FCONE FCONE FCONE FCONE);
+    la_trsm_right(L, M, Guu, M);
 
     /* E = L^-T (I - Binv): M x M; Guf <- E A: M x N */
     double *E = Binv;
     for (size_t i = 0; i < MM; i++) E[i] = -E[i];
     for (int i = 0; i < M; i++) E[i + (size_t) M * i] += 1.0;
     la_trsm_left(L, M, E, M, 'T');
-    F77_CALL(dgemm)("N", "N", &M, &N, &M, &one, E, &M, A, &M, &zero,
-                    out->Guf, &M FCONE FCONE);
+    la_gemm_nn(E, M, M, A, N, out->Guf);
+    bg_point_adjoints(M, N, f->Kuf, f->isl, alpha, r, f->lambda, f->kdiag,
+                      out->Guf, out->gdiag, out->glambda, out->gytil);
+}
 
-    bg_point_adjoints(M, N, Kuf, isl, alpha, r, lambda, kdiag, out->Guf,
-                      out->gdiag, out->glambda, out->gytil);
-    return 0;
+/* The bound and, when out->Guf is set, its adjoints. Returns a BG_ status:
+ * Kuu not positive definite within the jitter cap (BG_KUU) or overflowing
+ * (BG_KUU_OVERFLOW), A not finite (BG_A), B not factorised (BG_B). */
+static int bg_collapsed(const double *Kuu, const double *Kuf,
+                        const double *kdiag, const double *lambda,
+                        const double *ytil, int M, int N, double jit_base,
+                        double jit_cap, bg_out *out)
+{
+    bg_factors f = {.M = M, .N = N, .Kuu = Kuu, .Kuf = Kuf, .kdiag = kdiag,
+                    .lambda = lambda, .ytil = ytil};
+    int st = bg_forward(&f, jit_base, jit_cap, out);
+    if (st == BG_OK) st = bg_value(&f, out);
+    if (st == BG_OK && out->Guf != NULL) bg_backward(&f, out);
+    return st;
 }
 
 void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
@@ -242,15 +289,29 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
     const int status = bg_collapsed(REAL(Kuu), REAL(Kuf), REAL(kdiag),
                                     REAL(lambda), REAL(ytil), M, N, jb, jc,
                                     &o);
-    if (status == 1)
+    if (status == BG_KUU)
         error("Kuu is not positive definite even with jitter %g times its "
               "mean diagonal: are inducing inputs duplicated?", jc);
-    if (status == 2)
+    if (status == BG_KUU_OVERFLOW)
+        error("the Cholesky factor of Kuu overflows: the kernel variance is "
+              "too large for double precision");
+    if (status == BG_B)
         error("the Cholesky factorisation of B = I + A A' failed");
-    if (status == 3)
-        error("NA/NaN/Inf in 'Kuf'");
+    if (status == BG_A)
+        error("NA/NaN/Inf in 'Kuf', or L^-1 Kuf Lambda^-1/2 overflows (a "
+              "kernel variance too large for the noise variances)");
+    if (status == BG_PRECISION)
+        error("the bound has lost its precision: B = I + A A' is too "
+              "ill-conditioned for double precision (noise variances tiny "
+              "next to the kernel variance)");
     if (!R_FINITE(o.bound))
         error("the bound is not finite");
+    if (g) {
+        chk_result(o.Guu, (size_t) M * M, "adjoint of Kuu");
+        chk_result(o.Guf, (size_t) M * N, "adjoint of Kuf");
+        chk_result(o.glambda, (size_t) N, "adjoint of lambda");
+        chk_result(o.gytil, (size_t) N, "adjoint of ytil");
+    }
 
     const char *names[] = {"bound", "logdet", "fit", "trace", "jitter", "L",
                            "LB", "v", "Guu", "Guf", "gdiag", "glambda",

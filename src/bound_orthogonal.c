@@ -1,7 +1,8 @@
 /*
- * bound_orthogonal.c: the collapsed bounds of orthogonal SGPR (seed000
- * chapter 5) by the block Cholesky of seed000 Algorithm 3, in three
- * variants, with their adjoints with respect to every kernel matrix read.
+ * bound_orthogonal.c: the collapsed bounds of orthogonal SGPR (Fernlund
+ * 2022, chapter 5) by the block Cholesky of Fernlund (2022), Algorithm 3,
+ * in three variants, with their adjoints with respect to every kernel
+ * matrix read.
  *
  * Inputs are the kernel matrices of the stacked inducing set W = [Z; O]
  * (M1 regular inputs Z, then M2 orthogonal inputs O, M = M1 + M2):
@@ -15,7 +16,7 @@
  * Block Cholesky (Algorithm 3 lines 2-16; jitter eps_u on Kuu, eps_v on Cvv):
  *   Lu  = chol(Kuu + eps_u I)                   M1 x M1   (line 2)
  *   dv  = Lu^-1 Kuv,  df = Lu^-1 Kuf            M1 x M2, M1 x N (line 3)
- *   Cvv = Kvv - dv'dv, Cvf = Kvf - dv'df        (line 4, seed000 eq. 5.5)
+ *   Cvv = Kvv - dv'dv, Cvf = Kvf - dv'df        (line 4, eq. 5.5)
  *   Lv  = chol(Cvv + eps_v I)                   M2 x M2   (line 5)
  *   Au  = df Lambda^-1/2, Av = Lv^-1 Cvf Lambda^-1/2       (line 6, eq. 5.37)
  *   B   = I + A A' = [[Bu, Buv], [Buv', Bv]]    (lines 8-10, eqs 5.38-5.39)
@@ -24,27 +25,33 @@
  *   c   = LB^-1 A Lambda^-1/2 ytil              (line 16)
  * L = [[Lu, 0], [dv', Lv]] is the lower Cholesky factor of
  * Kww + blkdiag(eps_u I, eps_v I), and A = L^-1 Kwf Lambda^-1/2, so every
- * quantity below is a function of that jittered Kww (seed000 R1).
+ * quantity below is a function of that jittered Kww.
  *
  * The three bounds share the fit and trace terms (eq. 4.37 in this basis):
  *   F = -N/2 log 2 pi - 1/2 sum log lambda - 1/2 |ys|^2 + 1/2 c'c
  *       - 1/2 sum_n (k_nn / lambda_n - |a_n|^2) + D,   ys = Lambda^-1/2 ytil,
  * and differ in the log-determinant term D:
- *   union (seed000 eq. 5.33 = SGPR on [Z; O], R1):  D = -log|LBu| - log|LQ|
- *   SOLVE-GP family (R5):                 D = -log|LBu| - log|LBv|,
+ *   union (eq. 5.33):                     D = -log|LBu| - log|LQ|
+ *   SOLVE-GP family (Shi et al. 2020):    D = -log|LBu| - log|LBv|,
  *                                          LBv = chol(Bv)
- *   ODVGP family (R5):                    D = -log|LBu| - tr(Av Av')/2
+ *   ODVGP family (Salimbeni et al. 2018): D = -log|LBu| - tr(Av Av')/2
+ * The union bound is the SGPR bound on [Z; O] (by the block inverse, eq.
+ * 5.4); the bounds of the two families are the true ELBOs of the
+ * posteriors they predict with, which are lower: section 5.3.2 takes them
+ * to equal eq. 5.33, which holds only when Bu,v = 0 (both facts derived
+ * for this package and checked numerically in the tests).
  * In whitened coordinates e = L^-1 [u; v] with prior N(0, I) the optimal
  * q(e) = N(w, S) has w = B^-1 A ys in all three and S = B^-1 (union),
  * blkdiag(Bu^-1, Bv^-1) (SOLVE, mean-field between u and the orthogonal
- * part, R4) or blkdiag(Bu^-1, I) (ODVGP, S_v = C_vv); the bound is the ELBO
+ * part) or blkdiag(Bu^-1, I) (ODVGP, S_v = C_vv); the bound is the ELBO
  * -1/2 |ys - A'w|^2 - 1/2 tr(A'SA) - KL(N(w, S) || N(0, I)) + const.
  *
  * Adjoints (derived by hand for this file; verified by central finite
  * differences in tests/testthat/test-osgpr.R). By the envelope theorem the
  * adjoint of the whitened A at the optimal (w, S) is
  *   Abar = (I - S) A + w rt',   rt = ys - A'w = Lambda^1/2 r,
- *   r = (ytil - mu) / lambda,   mu = Lambda^1/2 A'w (the mean at X, R2).
+ *   r = (ytil - mu) / lambda,   mu = Lambda^1/2 A'w (the mean at X, the
+ *   SGPR mean on [Z; O] for every variant).
  * Through A = L^-1 Kwf Lambda^-1/2:
  *   Gwf = L^-T Abar Lambda^-1/2 = L^-T (I - S) A Lambda^-1/2 + alpha r',
  *         alpha = L^-T w.
@@ -67,20 +74,17 @@
  * dF/d eps_v = tr(Gvv): the caller adds their share to d/d log variance.
  *
  * Cost of the bound: the same flops as bound_gaussian.c with M = M1 + M2
- * (2 M^2 N + O(M^3); seed000 R6), plus chol(Bv) (M2^3 / 3). The adjoints add
+ * (2 M^2 N + O(M^3), so not the saving claimed in Fernlund 2022, section
+ * 6.1), plus chol(Bv) (M2^3 / 3). The adjoints add
  * one M x M x N product and O(M^3). Memory: A (M x N) and, with gradients,
  * Gwf (M x N); nothing is N x N.
  */
-#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 #define LOG_2PI 1.8378770664093454836
 
@@ -99,38 +103,26 @@ typedef struct {
     double *Gww, *Gwf, *gdiag, *glambda, *gytil, *mu;
 } bo_out;
 
-/* Lower Cholesky factor of the n x n matrix S (lower triangle read, leading
- * dimension lds) plus eps I, written contiguously to L (upper part zeroed).
- * Tries eps = base * scale, then escalates tenfold from
- * max(base, 1e-10) * scale up to cap * scale (the rule of la_chol_jitter(),
- * but relative to a given scale: C_vv may be nearly zero when O nearly
- * coincides with Z, and its jitter must still be on the kernel's scale).
- * Returns eps, or -1 when every attempt failed. */
-static double bo_chol_scaled(const double *S, int n, int lds, double scale,
-                             double base, double cap, double *L)
-{
-    if (n == 0) return 0.0;
-    double jit = base * scale;
-    const double maxjit = cap * scale;
-    for (;;) {
-        memset(L, 0, (size_t) n * n * sizeof(double));
-        for (int j = 0; j < n; j++)
-            for (int i = j; i < n; i++)
-                L[i + (size_t) n * j] = S[i + (size_t) lds * j];
-        for (int i = 0; i < n; i++)
-            L[i + (size_t) n * i] += jit;
-        if (la_chol(L, n) == 0) {
-            int ok = 1;
-            for (int i = 0; i < n; i++)
-                if (!(L[i + (size_t) n * i] > 0.0) ||
-                    !R_FINITE(L[i + (size_t) n * i]))
-                    ok = 0;
-            if (ok) return jit;
-        }
-        jit = (jit <= 0.0) ? 1e-10 * scale : 10.0 * jit;
-        if (jit > maxjit * (1.0 + 1e-12)) return -1.0;
-    }
-}
+/* The inputs and the factors shared by the steps of one evaluation:
+ * factorisation of Kww, whitening of Kwf, factorisation of B, the values
+ * and the backward pass. */
+typedef struct {
+    int M1, M2, M, N;
+    const double *Kww, *Kwf, *kdiag, *lambda, *ytil;
+    double *Lu, *dv, *Lv;   /* M1 x M1, M1 x M2 (Lu^-1 Kuv), M2 x M2 */
+    double *A;              /* M x N: L^-1 Kwf Lambda^-1/2 */
+    double *isl;            /* N: lambda^-1/2 */
+    double *B;              /* M x M: I + A A' */
+    double *LQ;             /* M2 x M2: chol(Bv - gamma'gamma) */
+    double sumloglam;       /* sum log lambda_n */
+    double yy;              /* |ys|^2, ys = Lambda^-1/2 ytil */
+    double trBv;            /* tr(Av Av') */
+    double kl;              /* sum k_nn / lambda_n */
+} bo_factors;
+
+/* Status of bo_collapsed(). */
+enum { BO_OK = 0, BO_KUU = 1, BO_CVV = 2, BO_B = 3, BO_A = 4,
+       BO_OVERFLOW = 5, BO_PRECISION = 6 };
 
 /* Copy the n x m block at (r0, c0) of X (leading dimension ldx) to Y
  * (contiguous, n x m). */
@@ -151,172 +143,184 @@ static void bo_put_block(double *X, int ldx, int r0, int c0, int n, int m,
                (size_t) n * sizeof(double));
 }
 
-/* The M x M block lower-triangular factor [T11 0; X' T22] (M = M1 + M2)
- * from its diagonal blocks T11 (M1 x M1), T22 (M2 x M2) and X (M1 x M2):
+/* The M x M block lower-triangular factor [D1 0; X' D2] (M = M1 + M2)
+ * from its diagonal blocks D1 (M1 x M1), D2 (M2 x M2) and X (M1 x M2):
  * both L (X = Lu^-1 Kuv) and LB (X = gamma) have this form. */
-static void bo_block_lower(double *T, int M1, int M2, const double *T11,
-                           const double *X, const double *T22)
+static void bo_block_lower(double *T, int M1, int M2, const double *D1,
+                           const double *X, const double *D2)
 {
     const int M = M1 + M2;
     memset(T, 0, (size_t) M * M * sizeof(double));
-    bo_put_block(T, M, 0, 0, M1, M1, T11);
-    bo_put_block(T, M, M1, M1, M2, M2, T22);
+    bo_put_block(T, M, 0, 0, M1, M1, D1);
+    bo_put_block(T, M, M1, M1, M2, M2, D2);
     for (int j = 0; j < M1; j++)
         for (int i = 0; i < M2; i++)
             T[M1 + i + (size_t) M * j] = X[j + (size_t) M1 * i];
 }
 
-/* Returns 0 on success; 1 if Kuu, 2 if Cvv could not be factorised within
- * the jitter cap; 3 if B could not be factorised (non-finite values). */
-static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
-                        int N, const double *kdiag, const double *lambda,
-                        const double *ytil, double jit_base, double jit_cap,
-                        int variant, bo_out *out)
+/* L = [[Lu, 0], [dv', Lv]] (Algorithm 3 lines 2-5). Both jitters are
+ * relative to one scale, the mean prior variance of the inducing values
+ * (the mean diagonal of Kww): C_vv may be nearly zero when O nearly
+ * coincides with Z, and its jitter must still be on the kernel's scale. */
+static int bo_factor_kww(bo_factors *f, double jit_base, double jit_cap,
+                         bo_out *out)
 {
-    const int M = M1 + M2;
-    const size_t MN = (size_t) M * N, MM = (size_t) M * M;
-    const int grad = out->Gwf != NULL;
-    const double one = 1.0, mone = -1.0, zero = 0.0;
-    const int ione = 1;
-
-    /* jitter scale: the mean prior variance of the inducing values */
-    double scale = 0.0;
-    for (int i = 0; i < M; i++) scale += Kww[i + (size_t) M * i];
-    scale /= M;
-    if (!(scale > 0.0)) scale = 1.0;
-
-    /* ---- L = [[Lu, 0], [dv', Lv]]: Algorithm 3 lines 2-5 ---------------- */
-    double *Lu = (double *) R_alloc((size_t) M1 * M1 + 1, sizeof(double));
-    double *Lv = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
-    double *dv = (double *) R_alloc((size_t) M1 * M2 + 1, sizeof(double));
-    double *Cvv = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
-    out->jit_u = bo_chol_scaled(Kww, M1, M, scale, jit_base, jit_cap, Lu);
-    if (out->jit_u < 0.0) return 1;
+    const int M1 = f->M1, M2 = f->M2, M = f->M;
+    const double one = 1.0, mone = -1.0;
+    double scale;
+    f->Lu = la_alloc((size_t) M1 * M1);
+    f->Lv = la_alloc((size_t) M2 * M2);
+    f->dv = la_alloc((size_t) M1 * M2);
+    double *Cvv = la_alloc((size_t) M2 * M2);
+    if (la_jitter_scale(f->Kww, M, M, &scale) != LA_OK) return BO_OVERFLOW;
+    int st = la_chol_jitter(f->Kww, M1, M, scale, jit_base, jit_cap, f->Lu,
+                            &out->jit_u);
+    if (st != LA_OK) return st == LA_NOT_PD ? BO_KUU : BO_OVERFLOW;
     /* dv = Lu^-1 Kuv: M1 x M2 */
-    bo_get_block(Kww, M, 0, M1, M1, M2, dv);
+    bo_get_block(f->Kww, M, 0, M1, M1, M2, f->dv);
+    la_trsm_left(f->Lu, M1, f->dv, M2, 'N');
+    /* Cvv = Kvv - dv'dv: M2 x M2 (lower; Fernlund 2022, eq. 5.5) */
+    bo_get_block(f->Kww, M, M1, M1, M2, M2, Cvv);
     if (M1 > 0 && M2 > 0)
-        la_trsm_left(Lu, M1, dv, M2, 'N');
-    /* Cvv = Kvv - dv'dv: M2 x M2 (lower) */
-    bo_get_block(Kww, M, M1, M1, M2, M2, Cvv);
-    if (M1 > 0 && M2 > 0)
-        F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, dv, &M1, &one, Cvv, &M2
-                        FCONE FCONE);
-    out->jit_v = bo_chol_scaled(Cvv, M2, M2, scale, jit_base, jit_cap, Lv);
-    if (out->jit_v < 0.0) return 2;
-    double *L = out->L;
-    bo_block_lower(L, M1, M2, Lu, dv, Lv);                   /* L21 = dv' */
+        F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, f->dv, &M1, &one, Cvv,
+                        &M2 FCONE FCONE);
+    st = la_chol_jitter(Cvv, M2, M2, scale, jit_base, jit_cap, f->Lv,
+                        &out->jit_v);
+    if (st != LA_OK) return st == LA_NOT_PD ? BO_CVV : BO_OVERFLOW;
+    bo_block_lower(out->L, M1, M2, f->Lu, f->dv, f->Lv);     /* L21 = dv' */
+    return BO_OK;
+}
 
-    /* ---- A = [Au; Av]: M x N, Algorithm 3 lines 3, 4 and 6 -------------- */
-    double *A = (double *) R_alloc(MN, sizeof(double));
-    memcpy(A, Kwf, MN * sizeof(double));
-    if (M1 > 0) {
+/* A = [Au; Av] = L^-1 Kwf Lambda^-1/2 (Algorithm 3 lines 3, 4 and 6) and
+ * the per-point sums of the bounds: |ys|^2, sum log lambda, tr(Av Av') and
+ * the residual variances k_nn / lambda_n - |a_n|^2, summed. */
+static int bo_whiten(bo_factors *f, bo_out *out)
+{
+    const int M1 = f->M1, M2 = f->M2, M = f->M, N = f->N;
+    const double one = 1.0, mone = -1.0;
+    f->A = la_alloc((size_t) M * N);
+    la_copy(f->A, f->Kwf, (size_t) M * N);
+    double *A = f->A;
+    if (M1 > 0 && N > 0) {
         /* rows 1..M1: df = Lu^-1 Kuf */
-        F77_CALL(dtrsm)("L", "L", "N", "N", &M1, &N, &one, Lu, &M1, A, &M
+        F77_CALL(dtrsm)("L", "L", "N", "N", &M1, &N, &one, f->Lu, &M1, A, &M
                         FCONE FCONE FCONE FCONE);
-        /* rows M1+1..M: Cvf = Kvf - dv' df (ERRATUM seed000 E8 concerns the
-         * test-point analogue of this line, handled in prediction) */
+        /* rows M1+1..M: Cvf = Kvf - dv' df (the test-point analogue of
+         * this line is misprinted in Fernlund 2022, Algorithm 3, line 20;
+         * prediction uses the corrected form) */
         if (M2 > 0)
-            F77_CALL(dgemm)("T", "N", &M2, &N, &M1, &mone, dv, &M1, A, &M,
+            F77_CALL(dgemm)("T", "N", &M2, &N, &M1, &mone, f->dv, &M1, A, &M,
                             &one, A + M1, &M FCONE FCONE);
     }
-    if (M2 > 0)  /* Av = Lv^-1 Cvf */
-        F77_CALL(dtrsm)("L", "L", "N", "N", &M2, &N, &one, Lv, &M2, A + M1,
+    if (M2 > 0 && N > 0)  /* Av = Lv^-1 Cvf */
+        F77_CALL(dtrsm)("L", "L", "N", "N", &M2, &N, &one, f->Lv, &M2, A + M1,
                         &M FCONE FCONE FCONE FCONE);
-    double *isl = (double *) R_alloc((size_t) N, sizeof(double));
-    double *ys = (double *) R_alloc((size_t) N, sizeof(double));
-    double sumloglam = 0.0, yy = 0.0, trace = 0.0, trBv = 0.0;
+    f->isl = la_alloc((size_t) N);
+    double sumloglam = 0.0, yy = 0.0, trace = 0.0, trBv = 0.0, kl = 0.0;
     for (int n = 0; n < N; n++) {
         if ((n & 1023) == 1023) R_CheckUserInterrupt();
-        isl[n] = 1.0 / sqrt(lambda[n]);
-        ys[n] = ytil[n] * isl[n];
-        double *an = A + (size_t) M * n, s = 0.0, sv = 0.0;
+        const double isl = 1.0 / sqrt(f->lambda[n]), ys = f->ytil[n] * isl;
+        double *an = A + (size_t) M * n, su = 0.0, sv = 0.0;
         for (int m = 0; m < M1; m++) {
-            an[m] *= isl[n];
-            s += an[m] * an[m];
+            an[m] *= isl;
+            su += an[m] * an[m];
         }
         for (int m = M1; m < M; m++) {
-            an[m] *= isl[n];
+            an[m] *= isl;
             sv += an[m] * an[m];
         }
-        s += sv;
-        trBv += sv;                         /* tr(Av Av') */
-        sumloglam += log(lambda[n]);
-        yy += ys[n] * ys[n];
-        /* per-point residual variance k_nn/lambda_n - |a_n|^2, summed */
-        trace += kdiag[n] / lambda[n] - s;
+        if (!R_FINITE(su + sv)) return BO_A;
+        f->isl[n] = isl;
+        trBv += sv;
+        sumloglam += log(f->lambda[n]);
+        yy += ys * ys;
+        trace += f->kdiag[n] / f->lambda[n] - (su + sv);
+        kl += f->kdiag[n] / f->lambda[n];
     }
+    f->kl = kl;
+    f->sumloglam = sumloglam;
+    f->yy = yy;
+    f->trBv = trBv;
+    out->trace = trace;
+    return BO_OK;
+}
 
-    /* ---- B = I + A A' (lines 8-10) and its block Cholesky (11-15) ------- */
-    double *B = (double *) R_alloc(MM, sizeof(double));
-    la_identity_plus_gram(A, M, N, B);
-    double *LBu = out->LBu, *LBv = out->LBv;
-    double *gam = (double *) R_alloc((size_t) M1 * M2 + 1, sizeof(double));
-    double *LQ = (double *) R_alloc((size_t) M2 * M2 + 1, sizeof(double));
-    bo_get_block(B, M, 0, 0, M1, M1, LBu);
-    if (la_chol(LBu, M1) != 0) return 3;
-    bo_get_block(B, M, 0, M1, M1, M2, gam);           /* Buv */
-    if (M1 > 0 && M2 > 0)
-        la_trsm_left(LBu, M1, gam, M2, 'N');          /* gamma = LBu^-1 Buv */
-    bo_get_block(B, M, M1, M1, M2, M2, LQ);           /* Bv */
-    memcpy(LBv, LQ, (size_t) M2 * M2 * sizeof(double));
-    if (M1 > 0 && M2 > 0)                             /* Q = Bv - gamma'gamma */
-        F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, gam, &M1, &one, LQ, &M2
-                        FCONE FCONE);
-    if (la_chol(LQ, M2) != 0) return 3;
-    if (la_chol(LBv, M2) != 0) return 3;              /* SOLVE: chol(Bv) */
-    double *LB = out->LB;
-    bo_block_lower(LB, M1, M2, LBu, gam, LQ);                /* LB21 = gamma' */
+/* B = I + A A' = [[Bu, Buv], [Buv', Bv]] (lines 8-10) and its block
+ * Cholesky factor LB = [[LBu, 0], [gamma', LQ]] (lines 11-15), with
+ * LBv = chol(Bv) for the SOLVE-GP family. */
+static int bo_factor_b(bo_factors *f, bo_out *out)
+{
+    const int M1 = f->M1, M2 = f->M2, M = f->M;
+    const double one = 1.0, mone = -1.0;
+    f->B = la_alloc((size_t) M * M);
+    la_identity_plus_gram(f->A, M, f->N, f->B);
+    double *gam = la_alloc((size_t) M1 * M2);
+    f->LQ = la_alloc((size_t) M2 * M2);
+    bo_get_block(f->B, M, 0, 0, M1, M1, out->LBu);
+    if (la_chol(out->LBu, M1) != 0) return BO_B;
+    bo_get_block(f->B, M, 0, M1, M1, M2, gam);           /* Buv */
+    la_trsm_left(out->LBu, M1, gam, M2, 'N');            /* gamma */
+    bo_get_block(f->B, M, M1, M1, M2, M2, f->LQ);        /* Bv */
+    la_copy(out->LBv, f->LQ, (size_t) M2 * M2);
+    if (M1 > 0 && M2 > 0)                                /* Bv - gamma'gamma */
+        F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, gam, &M1, &one, f->LQ,
+                        &M2 FCONE FCONE);
+    if (la_chol(f->LQ, M2) != 0) return BO_B;
+    if (la_chol(out->LBv, M2) != 0) return BO_B;
+    bo_block_lower(out->LB, M1, M2, out->LBu, gam, f->LQ);   /* LB21 = gamma' */
+    return BO_OK;
+}
 
-    /* ---- c = LB^-1 A ys (line 16) and the bounds (line 17, R5) ---------- */
-    F77_CALL(dgemv)("N", &M, &N, &one, A, &M, ys, &ione, &zero, out->c, &ione
-                    FCONE);
-    F77_CALL(dtrsv)("L", "N", "N", &M, LB, &M, out->c, &ione
+/* c = LB^-1 A ys (line 16), the three bounds (line 17 and the header) and
+ * w = LB^-T c = B^-1 A ys. As in bound_gaussian.c, c'c <= |ys|^2 and a
+ * non-negative trace hold in exact arithmetic; a violation beyond rounding
+ * is BO_PRECISION. */
+static int bo_value(const bo_factors *f, bo_out *out)
+{
+    const int M = f->M, N = f->N, ione = 1;
+    double *ys = la_alloc((size_t) N);
+    for (int n = 0; n < N; n++) ys[n] = f->ytil[n] * f->isl[n];
+    la_gemv('N', f->A, M, N, ys, out->c);
+    F77_CALL(dtrsv)("L", "N", "N", &M, out->LB, &M, out->c, &ione
                     FCONE FCONE FCONE);
     double cc = 0.0;
     for (int m = 0; m < M; m++) cc += out->c[m] * out->c[m];
-    const double hu = la_half_logdet(LBu, M1), hq = la_half_logdet(LQ, M2),
-                 hv = la_half_logdet(LBv, M2);
-    out->fit = -0.5 * yy + 0.5 * cc;
-    out->trace = trace;
-    out->logdet[BO_UNION] = -hu - hq - 0.5 * sumloglam;
-    out->logdet[BO_SOLVE] = -hu - hv - 0.5 * sumloglam;
-    out->logdet[BO_ODVGP] = -hu - 0.5 * trBv - 0.5 * sumloglam;
+    if (cc > f->yy * (1.0 + 1e-6) || out->trace < -1e-6 * f->kl)
+        return BO_PRECISION;
+    const double hu = la_half_logdet(out->LBu, f->M1),
+                 hq = la_half_logdet(f->LQ, f->M2),
+                 hv = la_half_logdet(out->LBv, f->M2);
+    out->fit = -0.5 * f->yy + 0.5 * cc;
+    out->logdet[BO_UNION] = -hu - hq - 0.5 * f->sumloglam;
+    out->logdet[BO_SOLVE] = -hu - hv - 0.5 * f->sumloglam;
+    out->logdet[BO_ODVGP] = -hu - 0.5 * f->trBv - 0.5 * f->sumloglam;
     for (int k = 0; k < 3; k++)
         out->bound[k] = -0.5 * N * LOG_2PI + out->logdet[k] + out->fit -
-            0.5 * trace;
-
-    /* w = LB^-T c = B^-1 A ys */
-    memcpy(out->w, out->c, (size_t) M * sizeof(double));
-    F77_CALL(dtrsv)("L", "T", "N", &M, LB, &M, out->w, &ione
+            0.5 * out->trace;
+    la_copy(out->w, out->c, (size_t) M);
+    F77_CALL(dtrsv)("L", "T", "N", &M, out->LB, &M, out->w, &ione
                     FCONE FCONE FCONE);
-    if (!grad) return 0;
+    return BO_OK;
+}
 
-    /* ---- adjoints ------------------------------------------------------- */
-    const double *w = out->w;
-    /* alpha = L^-T w */
-    double *alpha = (double *) R_alloc((size_t) M, sizeof(double));
-    memcpy(alpha, w, (size_t) M * sizeof(double));
-    F77_CALL(dtrsv)("L", "T", "N", &M, L, &M, alpha, &ione FCONE FCONE FCONE);
-    /* mu = Lambda^1/2 A'w; r = (ytil - mu) / lambda */
-    F77_CALL(dgemv)("T", &M, &N, &one, A, &M, w, &ione, &zero, out->mu, &ione
-                    FCONE);
-    double *r = (double *) R_alloc((size_t) N, sizeof(double));
-    for (int n = 0; n < N; n++) {
-        out->mu[n] /= isl[n];
-        r[n] = (ytil[n] - out->mu[n]) / lambda[n];
-    }
-
-    /* R = I - S, S the whitened posterior covariance of the variant */
-    double *Rm = (double *) R_alloc(MM, sizeof(double));
+/* R = I - S (M x M), S the whitened posterior covariance of the variant:
+ * B^-1 (union), blkdiag(Bu^-1, Bv^-1) (SOLVE-GP), blkdiag(Bu^-1, I)
+ * (ODVGP). */
+static double *bo_complement(const bo_factors *f, const bo_out *out,
+                             int variant)
+{
+    const int M1 = f->M1, M2 = f->M2, M = f->M;
+    const size_t MM = (size_t) M * M;
+    double *Rm = la_alloc(MM);
     if (variant == BO_UNION) {
-        la_chol_inverse(LB, M, Rm);                   /* B^-1 */
+        la_chol_inverse(out->LB, M, Rm);                  /* B^-1 */
     } else {
         memset(Rm, 0, MM * sizeof(double));
-        double *tmp = (double *) R_alloc(MM, sizeof(double));
-        la_chol_inverse(LBu, M1, tmp);                /* Bu^-1 */
+        double *tmp = la_alloc(MM);
+        la_chol_inverse(out->LBu, M1, tmp);               /* Bu^-1 */
         bo_put_block(Rm, M, 0, 0, M1, M1, tmp);
         if (variant == BO_SOLVE) {
-            la_chol_inverse(LBv, M2, tmp);            /* Bv^-1 */
+            la_chol_inverse(out->LBv, M2, tmp);           /* Bv^-1 */
             bo_put_block(Rm, M, M1, M1, M2, M2, tmp);
         } else {
             for (int i = M1; i < M; i++) Rm[i + (size_t) M * i] = 1.0;
@@ -324,21 +328,25 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
     }
     for (size_t i = 0; i < MM; i++) Rm[i] = -Rm[i];
     for (int i = 0; i < M; i++) Rm[i + (size_t) M * i] += 1.0;
+    return Rm;
+}
 
-    /* Y = w w' + R (B - I): M x M, then Psi = lower triangle mirrored and
-     * Gww = -1/2 L^-T Psi L^-1 */
-    double *Gww = out->Gww;
+/* Gww = -1/2 L^-T Psi L^-1 with Y = w w' + R (B - I) and Psi its lower
+ * triangle mirrored (header); f->B becomes A A'. */
+static void bo_gww(bo_factors *f, const double *Rm, bo_out *out)
+{
+    const int M = f->M;
+    const double *w = out->w;
+    double *Gww = out->Gww, *B = f->B;
     for (int i = 0; i < M; i++) B[i + (size_t) M * i] -= 1.0;   /* A A' */
-    F77_CALL(dgemm)("N", "N", &M, &M, &M, &one, Rm, &M, B, &M, &zero, Gww, &M
-                    FCONE FCONE);
+    la_gemm_nn(Rm, M, M, B, M, Gww);
     for (int j = 0; j < M; j++)
         for (int i = j; i < M; i++)
             Gww[i + (size_t) M * j] = -0.5 * (Gww[i + (size_t) M * j] +
                                               w[i] * w[j]);
     la_symmetrize_lower(Gww, M);
-    la_trsm_left(L, M, Gww, M, 'T');
-    F77_CALL(dtrsm)("R", "L", "N", "N", &M, &M, &one, L, &M, Gww, &M
-                    FCONE FCONE FCONE FCONE);
+    la_trsm_left(out->L, M, Gww, M, 'T');
+    la_trsm_right(out->L, M, Gww, M);
     /* round-off can leave Gww slightly asymmetric: it is symmetric in exact
      * arithmetic (L^-T Psi L^-1 with Psi symmetric) */
     for (int j = 0; j < M; j++)
@@ -347,17 +355,55 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
                                     Gww[j + (size_t) M * i]);
             Gww[i + (size_t) M * j] = Gww[j + (size_t) M * i] = a;
         }
+}
 
+/* The backward pass: the adjoints of the variant (header). */
+static void bo_backward(bo_factors *f, int variant, bo_out *out)
+{
+    const int M = f->M, N = f->N, ione = 1;
+    /* alpha = L^-T w */
+    double *alpha = la_alloc((size_t) M);
+    la_copy(alpha, out->w, (size_t) M);
+    F77_CALL(dtrsv)("L", "T", "N", &M, out->L, &M, alpha, &ione
+                    FCONE FCONE FCONE);
+    /* mu = Lambda^1/2 A'w; r = (ytil - mu) / lambda */
+    la_gemv('T', f->A, M, N, out->w, out->mu);
+    double *r = la_alloc((size_t) N);
+    for (int n = 0; n < N; n++) {
+        out->mu[n] /= f->isl[n];
+        r[n] = (f->ytil[n] - out->mu[n]) / f->lambda[n];
+    }
+    double *Rm = bo_complement(f, out, variant);
+    bo_gww(f, Rm, out);
     /* E = L^-T R: M x M; Gwf <- E A: M x N */
-    la_trsm_left(L, M, Rm, M, 'T');
-    F77_CALL(dgemm)("N", "N", &M, &N, &M, &one, Rm, &M, A, &M, &zero,
-                    out->Gwf, &M FCONE FCONE);
+    la_trsm_left(out->L, M, Rm, M, 'T');
+    la_gemm_nn(Rm, M, M, f->A, N, out->Gwf);
     /* q_n = a_n' R a_n = Kwf_n' (E A)_n / sqrt(lambda_n), since
      * Kwf_n = L a_n sqrt(lambda_n); then Gwf_n = (E A)_n / sqrt(lambda_n)
      * + alpha r_n */
-    bg_point_adjoints(M, N, Kwf, isl, alpha, r, lambda, kdiag, out->Gwf,
-                      out->gdiag, out->glambda, out->gytil);
-    return 0;
+    bg_point_adjoints(M, N, f->Kwf, f->isl, alpha, r, f->lambda, f->kdiag,
+                      out->Gwf, out->gdiag, out->glambda, out->gytil);
+}
+
+/* The three bounds and, when out->Gwf is set, the adjoints of `variant`.
+ * Returns a BO_ status. */
+static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
+                        int N, const double *kdiag, const double *lambda,
+                        const double *ytil, double jit_base, double jit_cap,
+                        int variant, bo_out *out)
+{
+    bo_factors f;
+    memset(&f, 0, sizeof(f));
+    f.M1 = M1; f.M2 = M2; f.M = M1 + M2; f.N = N;
+    f.Kww = Kww; f.Kwf = Kwf; f.kdiag = kdiag; f.lambda = lambda;
+    f.ytil = ytil;
+    int st = bo_factor_kww(&f, jit_base, jit_cap, out);
+    if (st == BO_OK) st = bo_whiten(&f, out);
+    if (st == BO_OK) st = bo_factor_b(&f, out);
+    if (st == BO_OK) st = bo_value(&f, out);
+    if (st != BO_OK) return st;
+    if (out->Gwf != NULL) bo_backward(&f, variant, out);
+    return BO_OK;
 }
 
 /* ---- .Call entry point ------------------------------------------------ */
@@ -416,8 +462,8 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
     SEXP sw = PROTECT(allocVector(REALSXP, M)); nprot++;
     /* workers write m x m factors contiguously; R_alloc'd buffers of at
      * least one element keep zero-size blocks valid pointers */
-    double *LBu = (double *) R_alloc((size_t) m1 * m1 + 1, sizeof(double));
-    double *LBv = (double *) R_alloc((size_t) m2 * m2 + 1, sizeof(double));
+    double *LBu = la_alloc((size_t) m1 * m1);
+    double *LBv = la_alloc((size_t) m2 * m2);
     o.L = REAL(sL); o.LB = REAL(sLB); o.LBu = LBu; o.LBv = LBv;
     o.c = REAL(sc); o.w = REAL(sw);
     SEXP sGww = R_NilValue, sGwf = R_NilValue, sgd = R_NilValue,
@@ -435,21 +481,37 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
     const int status = bo_collapsed(REAL(Kww), REAL(Kwf), m1, m2, N,
                                     REAL(kdiag), REAL(lambda), REAL(ytil),
                                     jb, jc, var, &o);
-    if (status == 1)
+    if (status == BO_KUU)
         error("Kuu is not positive definite even with jitter %g times its "
               "mean diagonal: are regular inducing inputs duplicated?", jc);
-    if (status == 2)
+    if (status == BO_CVV)
         error("the orthogonal covariance Cvv = Kvv - Kvu Kuu^-1 Kuv is not "
               "positive definite even with jitter %g times the mean "
               "diagonal of Kww: do orthogonal inputs coincide with each "
               "other or with regular ones?", jc);
-    if (status == 3)
+    if (status == BO_B)
         error("the Cholesky factorisation of B = I + A A' failed");
+    if (status == BO_A)
+        error("L^-1 Kwf Lambda^-1/2 overflows (a kernel variance too large "
+              "for the noise variances)");
+    if (status == BO_PRECISION)
+        error("the bound has lost its precision: B = I + A A' is too "
+              "ill-conditioned for double precision (noise variances tiny "
+              "next to the kernel variance)");
+    if (status == BO_OVERFLOW)
+        error("the Cholesky factor of Kww overflows: the kernel variance is "
+              "too large for double precision");
     for (int k = 0; k < 3; k++)
         if (!R_FINITE(o.bound[k]))
             error("the bound is not finite");
-    memcpy(REAL(sLBu), LBu, (size_t) m1 * m1 * sizeof(double));
-    memcpy(REAL(sLBv), LBv, (size_t) m2 * m2 * sizeof(double));
+    if (g) {
+        chk_result(o.Gww, (size_t) M * M, "adjoint of Kww");
+        chk_result(o.Gwf, (size_t) M * N, "adjoint of Kwf");
+        chk_result(o.glambda, (size_t) N, "adjoint of lambda");
+        chk_result(o.gytil, (size_t) N, "adjoint of ytil");
+    }
+    la_copy(REAL(sLBu), LBu, (size_t) m1 * m1);
+    la_copy(REAL(sLBv), LBv, (size_t) m2 * m2);
 
     SEXP sbounds = PROTECT(allocVector(REALSXP, 3)); nprot++;
     SEXP slogdet = PROTECT(allocVector(REALSXP, 3)); nprot++;

@@ -19,7 +19,6 @@ SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
                          SEXP want_x);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
-SEXP ffi_la_floor(SEXP L, SEXP Kuf);
 SEXP ffi_pg_kl(SEXP c);
 SEXP ffi_pg_log_cosh(SEXP x);
 SEXP ffi_pg_theta(SEXP c);
@@ -29,9 +28,7 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
                     SEXP perm, SEXP tol, SEXP block, SEXP factor);
 SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor);
-SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
-                   SEXP y, SEXP lik, SEXP noise, SEXP mean, SEXP gh_x,
-                   SEXP gh_w, SEXP jitter, SEXP jitter_cap, SEXP whiten,
-                   SEXP ell_scale, SEXP grad);
+SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q, SEXP lik,
+                   SEXP opts, SEXP grad);
 
 #endif

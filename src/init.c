@@ -16,14 +16,13 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_grad_given, 6),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
-    CALLDEF(ffi_la_floor, 2),
     CALLDEF(ffi_pg_kl, 1),
     CALLDEF(ffi_pg_log_cosh, 1),
     CALLDEF(ffi_pg_theta, 1),
     CALLDEF(ffi_pred_gaussian, 6),
     CALLDEF(ffi_sel_greedy, 9),
     CALLDEF(ffi_sel_trace, 6),
-    CALLDEF(ffi_svgp_elbo, 16),
+    CALLDEF(ffi_svgp_elbo, 7),
     {NULL, NULL, 0}
 };
 

@@ -19,16 +19,12 @@
  * with respect to the kernel parameters and the inputs without building one
  * matrix per parameter (the design of GPy's VarDTC).
  */
-#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 #define SQRT3 1.7320508075688772
 #define SQRT5 2.2360679774997898
@@ -38,16 +34,22 @@ int kern_npar(const spv_kernel *k)
     return 1 + k->nls;
 }
 
-void kern_scale_points(const spv_kernel *k, const double *x, size_t n,
-                       double *xs)
+int kern_scale_points(const spv_kernel *k, const double *x, size_t n,
+                      double *xs)
 {
     const int D = k->D;
+    int ok = 1;
     for (int d = 0; d < D; d++) {
+        /* finite: lengthscales are normal numbers (chk_kernel) */
         const double inv = 1.0 / k->lengthscale[k->nls == 1 ? 0 : d];
         const double *xd = x + (size_t) d * n;
-        for (size_t i = 0; i < n; i++)
-            xs[(size_t) D * i + d] = xd[i] * inv;
+        for (size_t i = 0; i < n; i++) {
+            const double v = xd[i] * inv;
+            xs[(size_t) D * i + d] = v;
+            if (!R_FINITE(v)) ok = 0;
+        }
     }
+    return ok ? 0 : 1;
 }
 
 static inline double sqdist(const double *a, const double *b, int D)
@@ -60,10 +62,23 @@ static inline double sqdist(const double *a, const double *b, int D)
     return r2;
 }
 
-/* k(r) and h(r) = (dk/dr) / r from r^2. */
+/* p(r) exp(-r) for the polynomial factor p >= 1 of a Matern kernel, with
+ * its limit 0 at large r: the direct product is Inf x 0 = NaN once p
+ * overflows or r is infinite (a scaled distance beyond 1e154, or r^2
+ * overflowing), and exp(-r) underflows before p(r) exp(-r) does, so past
+ * r = 700 the product is taken on the log scale. */
+static inline double poly_exp(double p, double r)
+{
+    if (r < 700.0) return p * exp(-r);
+    if (r < 1e150) return exp(log(p) - r);
+    return 0.0;
+}
+
+/* k(r) and h(r) = (dk/dr) / r from r^2, r^2 in [0, Inf]: at r = Inf both
+ * are 0 (their limits), never NaN. */
 static inline double k_and_h(spv_family fam, double var, double r2, double *h)
 {
-    double r, e, kv;
+    double r, kv;
     switch (fam) {
     case KERN_RBF:
         kv = var * exp(-0.5 * r2);
@@ -76,14 +91,12 @@ static inline double k_and_h(spv_family fam, double var, double r2, double *h)
         return kv;
     case KERN_MATERN32:
         r = SQRT3 * sqrt(r2);
-        e = exp(-r);
-        *h = -3.0 * (var * e);
-        return var * ((1.0 + r) * e);
+        *h = -3.0 * (var * exp(-r));
+        return var * poly_exp(1.0 + r, r);
     case KERN_MATERN52:
         r = SQRT5 * sqrt(r2);
-        e = exp(-r);
-        *h = -(5.0 / 3.0) * var * ((1.0 + r) * e);
-        return var * ((1.0 + r + r * r / 3.0) * e);
+        *h = -(5.0 / 3.0) * var * poly_exp(1.0 + r, r);
+        return var * poly_exp(1.0 + r + r * r / 3.0, r);
     }
     *h = NA_REAL;
     return NA_REAL;
@@ -103,13 +116,13 @@ static void k_of_r2_column(spv_family fam, double var, double *c, size_t n)
     case KERN_MATERN32:
         for (size_t i = 0; i < n; i++) {
             const double r = SQRT3 * sqrt(c[i]);
-            c[i] = var * ((1.0 + r) * exp(-r));
+            c[i] = var * poly_exp(1.0 + r, r);
         }
         break;
     case KERN_MATERN52:
         for (size_t i = 0; i < n; i++) {
             const double r = SQRT5 * sqrt(c[i]);
-            c[i] = var * ((1.0 + r + r * r / 3.0) * exp(-r));
+            c[i] = var * poly_exp(1.0 + r + r * r / 3.0, r);
         }
         break;
     }
@@ -155,6 +168,7 @@ void kern_diag(const spv_kernel *k, size_t n, double *kdiag)
 static inline double h_from_k(spv_family fam, double kv, double r2)
 {
     double r;
+    if (kv == 0.0) return 0.0;          /* the limit at r = Inf, not 0 / Inf */
     switch (fam) {
     case KERN_RBF:
         return -kv;
@@ -184,6 +198,7 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
  * the scale of the data's spread. Matern 1/2 pairs closer than 1e-4
  * lengthscales, where h = -k/r is large, are accumulated directly. */
 #define GRAD_BLOCK 256
+#define CROSS_DIRECT 1e100
 static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
                             const double *Bs, size_t nB, const double *G,
                             const double *K, double *dtheta, double *dA)
@@ -196,19 +211,28 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
 
     double *ctr = (double *) R_alloc((size_t) D, sizeof(double));
     for (int d = 0; d < D; d++) {
-        double s = 0.0;
-        for (size_t j = 0; j < nB; j++) s += Bs[(size_t) D * j + d];
-        ctr[d] = nB ? s / (double) nB : 0.0;
+        double s = 0.0;                 /* the mean, without overflow */
+        for (size_t j = 0; j < nB; j++) s += Bs[(size_t) D * j + d] / (double) nB;
+        ctr[d] = s;
     }
-    /* centred coordinates in R layout: Ac nA x D, Bc nB x D */
+    /* centred coordinates in R layout: Ac nA x D, Bc nB x D. Beyond
+     * CROSS_DIRECT (scaled units) their squares in the sums below could
+     * overflow (and Inf x 0 is NaN): every pair is then accumulated
+     * directly, skipping the pairs whose kernel derivative is 0. */
     double *Ac = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
     double *Bc = (double *) R_alloc((size_t) D * nB + 1, sizeof(double));
+    double big = 0.0;
     for (int d = 0; d < D; d++) {
-        for (size_t i = 0; i < nA; i++)
+        for (size_t i = 0; i < nA; i++) {
             Ac[i + nA * d] = As[(size_t) D * i + d] - ctr[d];
-        for (size_t j = 0; j < nB; j++)
+            if (!(fabs(Ac[i + nA * d]) <= big)) big = fabs(Ac[i + nA * d]);
+        }
+        for (size_t j = 0; j < nB; j++) {
             Bc[j + nB * d] = Bs[(size_t) D * j + d] - ctr[d];
+            if (!(fabs(Bc[j + nB * d]) <= big)) big = fabs(Bc[j + nB * d]);
+        }
     }
+    const int all_direct = !(big <= CROSS_DIRECT);
     double *rowsum = (double *) R_alloc(nA + 1, sizeof(double));
     double *colsum = (double *) R_alloc(nB + 1, sizeof(double));
     double *P = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
@@ -242,12 +266,14 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
                     kv = k_and_h(fam, var, r2, &h);
                 }
                 dvar += g * kv;
-                if (fam == KERN_MATERN12 && r2 > 0.0 && r2 < 1e-8) {
-                    for (int d = 0; d < D; d++) {
-                        const double s = a[d] - b[d];
-                        dls_direct[ard ? d : 0] -= g * h * s * s;
-                        dAt_direct[(size_t) D * i + d] += g * h * s;
-                    }
+                if (all_direct || (fam == KERN_MATERN12 && r2 > 0.0 && r2 < 1e-8)) {
+                    const double gh = g * h;
+                    if (gh != 0.0)      /* then r, and each |s|, is small */
+                        for (int d = 0; d < D; d++) {
+                            const double s = a[d] - b[d];
+                            dls_direct[ard ? d : 0] -= gh * s * s;
+                            dAt_direct[(size_t) D * i + d] += gh * s;
+                        }
                     Hj[i] = 0.0;
                     continue;
                 }
@@ -268,17 +294,19 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
         const double *ad = Ac + nA * (size_t) d, *bd = Bc + nB * (size_t) d,
                      *pd = P + nA * (size_t) d;
         double sa2 = 0.0, sap = 0.0, sb2 = 0.0;
-        for (size_t i = 0; i < nA; i++) {
-            sa2 += ad[i] * ad[i] * rowsum[i];
-            sap += ad[i] * pd[i];
+        if (!all_direct) {
+            for (size_t i = 0; i < nA; i++) {
+                sa2 += ad[i] * ad[i] * rowsum[i];
+                sap += ad[i] * pd[i];
+            }
+            for (size_t j = 0; j < nB; j++) sb2 += bd[j] * bd[j] * colsum[j];
         }
-        for (size_t j = 0; j < nB; j++) sb2 += bd[j] * bd[j] * colsum[j];
         dtheta[1 + (ard ? d : 0)] -= sa2 - 2.0 * sap + sb2;
         if (dA) {
             const double inv = 1.0 / k->lengthscale[ard ? d : 0];
             double *dAd = dA + nA * (size_t) d;
             for (size_t i = 0; i < nA; i++)
-                dAd[i] += (ad[i] * rowsum[i] - pd[i] +
+                dAd[i] += ((all_direct ? 0.0 : ad[i] * rowsum[i] - pd[i]) +
                            dAt_direct[(size_t) D * i + d]) * inv;
         }
     }
@@ -333,6 +361,7 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
             const double r2 = sqdist(a, b, D);
             const double kv = k_and_h(fam, var, r2, &h);
             dvar += g * kv;
+            if (h == 0.0) continue;     /* also r = Inf: h r^2 -> 0 */
             if (!ard) {
                 dls[0] -= g * h * r2;
             }
@@ -372,6 +401,16 @@ void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
 
 /* ---- .Call entry points ----------------------------------------------- */
 
+/* The error of an input divided by its lengthscale overflowing. */
+void kern_overflow_error(const spv_kernel *k)
+{
+    double lmin = k->lengthscale[0];
+    for (int p = 1; p < k->nls; p++)
+        if (k->lengthscale[p] < lmin) lmin = k->lengthscale[p];
+    error("the inputs divided by the kernel lengthscale overflow: a "
+          "lengthscale of %g is too small for inputs of this size", lmin);
+}
+
 /* Shared by the entry points that take a kernel and one or two input
  * matrices (x: n x D; y: m x D or NULL for K(x, x)): validates them and
  * returns the scaled points; *ys is NULL when y is NULL. */
@@ -386,13 +425,14 @@ static void kern_args(SEXP kern, SEXP x, SEXP y, spv_kernel *k, double **xs,
         chk_finite(y, "y");
     }
     chk_kernel(kern, D, k);
-    *xs = (double *) R_alloc((size_t) D * nrows(x) + 1, sizeof(double));
-    kern_scale_points(k, REAL(x), (size_t) nrows(x), *xs);
+    *xs = la_alloc((size_t) D * nrows(x));
+    int over = kern_scale_points(k, REAL(x), (size_t) nrows(x), *xs);
     *ys = NULL;
     if (!isNull(y)) {
-        *ys = (double *) R_alloc((size_t) D * nrows(y) + 1, sizeof(double));
-        kern_scale_points(k, REAL(y), (size_t) nrows(y), *ys);
+        *ys = la_alloc((size_t) D * nrows(y));
+        over |= kern_scale_points(k, REAL(y), (size_t) nrows(y), *ys);
     }
+    if (over) kern_overflow_error(k);
 }
 
 /* K(x, y), or K(x, x) when y is NULL. x: n x D, y: m x D. */
@@ -455,6 +495,9 @@ static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
     else
         kern_grad_given(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(K),
                         REAL(theta), wx ? REAL(dx) : NULL);
+    chk_result(REAL(theta), (size_t) kern_npar(&k),
+               "gradient in the kernel parameters");
+    if (wx) chk_result(REAL(dx), (size_t) n * D, "gradient in the inputs");
     const char *names[] = {"theta", "x", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, theta);
@@ -495,6 +538,8 @@ SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g)
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k)));
     memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
     kern_grad_diag(&k, (size_t) nrows(x), REAL(g), REAL(theta));
+    chk_result(REAL(theta), (size_t) kern_npar(&k),
+               "gradient in the kernel parameters");
     UNPROTECT(1);
     return theta;
 }

@@ -2,17 +2,31 @@
  * linalg.c: thin wrappers over R's BLAS and LAPACK, and the Cholesky
  * factorisation with jitter escalation that every model uses.
  */
-#define USE_FC_LEN_T
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
-#include <R_ext/Lapack.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
+
+int la_check_info(int info, const char *routine)
+{
+    if (info < 0)
+        error("internal error: argument %d of LAPACK's %s had an illegal "
+              "value", -info, routine);
+    return info;
+}
+
+double *la_alloc(size_t n)
+{
+    return (double *) R_alloc(n > 0 ? n : 1, sizeof(double));
+}
+
+void la_copy(double *dst, const double *src, size_t n)
+{
+    if (n > 0) memcpy(dst, src, n * sizeof(double));
+}
 
 int la_chol(double *A, int n)
 {
@@ -21,38 +35,91 @@ int la_chol(double *A, int n)
     F77_CALL(dpotrf)("L", &n, A, &n, &info FCONE);
     for (int j = 1; j < n; j++)          /* dpotrf leaves the upper part */
         memset(A + (size_t) n * j, 0, (size_t) j * sizeof(double));
-    return info;
+    return la_check_info(info, "dpotrf");
 }
 
-double la_chol_jitter(const double *S, int n, double base, double cap,
-                      double *L)
+/* ---- Cholesky with jitter escalation ------------------------------------ */
+
+/* The escalation starts at LA_JITTER_FIRST times the scale and grows
+ * tenfold, for at most LA_JITTER_TRIES factorisations. LA_SCALE_FLOOR is
+ * the smallest scale: LA_JITTER_FIRST times it is still a normal number,
+ * so that no jitter of the escalation underflows to 0 or to a subnormal
+ * number that adding to a diagonal would not change. */
+#define LA_JITTER_FIRST 1e-10
+#define LA_JITTER_TRIES 64
+#define LA_SCALE_FLOOR 1e-290
+
+int la_jitter_scale(const double *S, int n, int lds, double *scale)
 {
-    if (n == 0) return 0.0;
-    double md = 0.0;
+    double mx = 0.0, md = 0.0;
     for (int i = 0; i < n; i++) {
-        const double sii = S[i + (size_t) n * i];
-        if (!R_FINITE(sii)) return -1.0;
-        md += sii;
+        const double d = S[i + (size_t) lds * i];
+        if (!R_FINITE(d)) return LA_NONFINITE;
+        if (fabs(d) > mx) mx = fabs(d);
     }
-    md /= n;
-    if (!(md > 0.0)) md = 1.0;   /* a zero matrix still gets a scale */
-    double jit = base * md;
-    const double maxjit = cap * md;
-    for (;;) {
-        for (int j = 0; j < n; j++)
-            memcpy(L + (size_t) n * j + j, S + (size_t) n * j + j,
-                   (size_t) (n - j) * sizeof(double));
-        for (int i = 0; i < n; i++)
-            L[i + (size_t) n * i] += jit;
-        if (la_chol(L, n) == 0) {
-            int ok = 1;
-            for (int i = 0; i < n; i++)
-                if (!(L[i + (size_t) n * i] > 0.0)) ok = 0;
-            if (ok) return jit;
+    if (mx > 0.0) {
+        /* the mean of d_i / max|d|, each in [-1, 1]: no overflow */
+        for (int i = 0; i < n; i++) md += S[i + (size_t) lds * i] / mx;
+        md = mx * (md / n);
+    }
+    /* a zero, negative or subnormal mean still gets a usable scale */
+    if (!(md >= LA_SCALE_FLOOR)) md = mx >= LA_SCALE_FLOOR ? mx : LA_SCALE_FLOOR;
+    *scale = md;
+    return LA_OK;
+}
+
+/* L <- the lower triangle of S (leading dimension lds) + jit I, n x n
+ * contiguous with its upper triangle zeroed, then factorised. Returns 0 on
+ * success, 1 if dpotrf failed (not positive definite), 2 if the factor is
+ * not finite although dpotrf succeeded (overflow). */
+static int la_chol_shifted(const double *S, int n, int lds, double jit,
+                           double *L)
+{
+    for (int j = 0; j < n; j++) {
+        memset(L + (size_t) n * j, 0, (size_t) j * sizeof(double));
+        memcpy(L + (size_t) n * j + j, S + (size_t) lds * j + j,
+               (size_t) (n - j) * sizeof(double));
+        L[j + (size_t) n * j] += jit;
+    }
+    if (la_chol(L, n) != 0) return 1;
+    for (int j = 0; j < n; j++) {
+        if (!(L[j + (size_t) n * j] > 0.0)) return 1;
+        for (int i = j; i < n; i++)
+            if (!R_FINITE(L[i + (size_t) n * j])) return 2;
+    }
+    return 0;
+}
+
+int la_chol_jitter(const double *S, int n, int lds, double scale,
+                   double base, double cap, double *L, double *jitter)
+{
+    *jitter = 0.0;
+    if (n == 0) return LA_OK;
+    if (!R_FINITE(scale) || !(scale >= LA_SCALE_FLOOR) || !R_FINITE(base) ||
+        !R_FINITE(cap) || base < 0.0)
+        return LA_NONFINITE;
+    for (int j = 0; j < n; j++)
+        for (int i = j; i < n; i++)
+            if (!R_FINITE(S[i + (size_t) lds * j])) return LA_NONFINITE;
+    double jit = base * scale;
+    if (base > 0.0 && !(jit >= DBL_MIN)) jit = DBL_MIN;  /* never 0 by underflow */
+    double maxjit = cap * scale;
+    if (!R_FINITE(maxjit)) maxjit = DBL_MAX;
+    for (int t = 0; t < LA_JITTER_TRIES; t++) {
+        if (t > 0) R_CheckUserInterrupt();
+        const int st = la_chol_shifted(S, n, lds, jit, L);
+        if (st == 0) {
+            *jitter = jit;
+            return LA_OK;
         }
-        jit = (jit <= 0.0) ? 1e-10 * md : 10.0 * jit;
-        if (jit > maxjit * (1.0 + 1e-12)) return -1.0;
+        if (st == 2) return LA_NONFINITE;
+        /* tenfold, from max(base, LA_JITTER_FIRST) times the scale */
+        const double first = LA_JITTER_FIRST * scale;
+        if (jit > maxjit / 10.0 && jit >= first) return LA_NOT_PD;
+        jit = (10.0 * jit > first) ? 10.0 * jit : first;
+        if (jit > maxjit * (1.0 + 1e-12)) return LA_NOT_PD;
     }
+    return LA_NOT_PD;
 }
 
 void la_trsm_left(const double *L, int n, double *B, int m, char trans)
@@ -62,6 +129,42 @@ void la_trsm_left(const double *L, int n, double *B, int m, char trans)
     if (n == 0 || m == 0) return;
     F77_CALL(dtrsm)("L", "L", tr, "N", &n, &m, &one, L, &n, B, &n
                     FCONE FCONE FCONE FCONE);
+}
+
+void la_trsm_right(const double *L, int n, double *B, int m)
+{
+    const double one = 1.0;
+    if (n == 0 || m == 0) return;
+    F77_CALL(dtrsm)("R", "L", "N", "N", &m, &n, &one, L, &n, B, &m
+                    FCONE FCONE FCONE FCONE);
+}
+
+void la_gemm_nn(const double *A, int m, int k, const double *B, int n,
+                double *C)
+{
+    const double one = 1.0, zero = 0.0;
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        memset(C, 0, (size_t) m * n * sizeof(double));
+        return;
+    }
+    F77_CALL(dgemm)("N", "N", &m, &n, &k, &one, A, &m, B, &k, &zero, C, &m
+                    FCONE FCONE);
+}
+
+void la_gemv(char trans, const double *A, int m, int n, const double *x,
+             double *y)
+{
+    const double one = 1.0, zero = 0.0;
+    const int ione = 1;
+    const int ny = trans == 'N' ? m : n, nx = trans == 'N' ? n : m;
+    const char tr[2] = {trans, '\0'};
+    if (ny == 0) return;
+    if (nx == 0) {
+        memset(y, 0, (size_t) ny * sizeof(double));
+        return;
+    }
+    F77_CALL(dgemv)(tr, &m, &n, &one, A, &m, x, &ione, &zero, y, &ione FCONE);
 }
 
 void la_syrk(const double *A, int n, int k, double alpha, double beta,
@@ -77,7 +180,8 @@ void la_syrk(const double *A, int n, int k, double alpha, double beta,
 }
 
 /* B = I + A A' (n x n, both triangles) for A n x k: the matrix B of the
- * collapsed bounds (seed000 eq. 4.37, Algorithm 3 lines 8-10). */
+ * collapsed bounds (Fernlund 2022, eq. 4.37 and Algorithm 3, lines
+ * 8-10). */
 void la_identity_plus_gram(const double *A, int n, int k, double *B)
 {
     memset(B, 0, (size_t) n * n * sizeof(double));
@@ -99,7 +203,7 @@ void la_chol_inverse(const double *L, int n, double *Ainv)
     if (n == 0) return;
     memcpy(Ainv, L, (size_t) n * n * sizeof(double));
     F77_CALL(dpotri)("L", &n, Ainv, &n, &info FCONE);
-    if (info != 0)
+    if (la_check_info(info, "dpotri") != 0)
         error("internal error: dpotri failed (info = %d)", info);
     la_symmetrize_lower(Ainv, n);
 }
@@ -128,37 +232,20 @@ SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap)
     chk_jitter(base, cap, &b, &c);
     int nprot = 0;
     SEXP L = PROTECT(allocMatrix(REALSXP, n, n)); nprot++;
-    memset(REAL(L), 0, (size_t) n * n * sizeof(double));
-    const double jit = la_chol_jitter(REAL(S), n, b, c, REAL(L));
-    if (jit < 0.0)
+    double scale = 1.0, jit = 0.0;
+    int st = la_jitter_scale(REAL(S), n, n, &scale);
+    if (st == LA_OK)
+        st = la_chol_jitter(REAL(S), n, n, scale, b, c, REAL(L), &jit);
+    if (st == LA_NOT_PD)
         error("the matrix is not positive definite even with jitter "
               "%g times its mean diagonal", c);
+    if (st != LA_OK)
+        error("the Cholesky factor of the matrix overflows: its entries "
+              "are too large for double precision");
     const char *names[] = {"L", "jitter", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, L);
     SET_VECTOR_ELT(out, 1, ScalarReal(jit));
     UNPROTECT(nprot);
     return out;
-}
-
-/* The BLAS floor of the collapsed bound, for inst/bench: the operations the
- * bound cannot avoid at sizes (N, M), namely one triangular solve of the
- * M x M factor L into a copy of the M x N matrix Kuf and one rank-N update
- * A A'. Returns tr(A A') so that nothing is optimised away. */
-SEXP ffi_la_floor(SEXP L, SEXP Kuf)
-{
-    chk_real_matrix(L, "L", -1);
-    const int M = nrows(L);
-    chk_real_matrix(Kuf, "Kuf", -1);
-    if (nrows(Kuf) != M) error("'Kuf' must have %d rows", M);
-    const int N = ncols(Kuf);
-    double *A = (double *) R_alloc((size_t) M * N + 1, sizeof(double));
-    double *C = (double *) R_alloc((size_t) M * M + 1, sizeof(double));
-    memcpy(A, REAL(Kuf), (size_t) M * N * sizeof(double));
-    la_trsm_left(REAL(L), M, A, N, 'N');
-    memset(C, 0, (size_t) M * M * sizeof(double));
-    la_syrk(A, M, N, 1.0, 0.0, C);
-    double tr = 0.0;
-    for (int i = 0; i < M; i++) tr += C[i + (size_t) M * i];
-    return ScalarReal(tr);
 }

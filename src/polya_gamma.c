@@ -1,10 +1,15 @@
 /*
  * polya_gamma.c: the Polya-Gamma quantities of the collapsed PG classifier
- * (seed004 section 4, 5 and 9), computed without cancellation or overflow.
+ * (Passerello 2022, chapter 4 and Appendix C; Polson et al. 2013; Wenzel
+ * et al. 2019), computed without cancellation or overflow.
  *
- *   theta(c) = E[omega], omega ~ PG(1, c) = tanh(c/2) / (2c)      (eq. 2.19)
- *   log cosh(x)                                                    (sec. 9)
- *   KL[PG(1, c) || PG(1, 0)] = log cosh(c/2) - (c/4) tanh(c/2)     (sec. 4.1)
+ *   theta(c) = E[omega], omega ~ PG(1, c) = tanh(c/2) / (2c)
+ *                                          (Passerello 2022, eq. 2.19)
+ *   log cosh(x)                            (without overflow)
+ *   KL[PG(1, c) || PG(1, 0)] = log cosh(c/2) - (c/4) tanh(c/2)
+ *                                          (from the exponential tilting
+ *                                          of Polson et al. 2013, as in
+ *                                          the code of Passerello 2022)
  *
  * All three are even in c; c = sqrt(mu^2 + sigma^2) >= 0 in practice.
  * Cost O(n) for n values.
@@ -18,7 +23,7 @@
 
 /* theta(c) = tanh(c/2) / (2c). It tends to 1/4 at c = 0 (0/0 in the direct
  * formula); below |c| = 1e-4 the series 1/4 - c^2/48 + c^4/480 is exact to
- * rounding (the next term is c^6 17/80640). seed004 section 9. */
+ * rounding (the next term is c^6 17/80640). */
 static double pg_theta(double c)
 {
     const double a = fabs(c);
@@ -30,8 +35,9 @@ static double pg_theta(double c)
 }
 
 /* log cosh(x) without overflow (cosh overflows beyond |x| = 710) or
- * cancellation: for |x| >= 1, |x| + log1p(exp(-2|x|)) - log 2 (seed004
- * section 9), whose terms are of the size of the result; below 1,
+ * cancellation: for |x| >= 1, |x| + log1p(exp(-2|x|)) - log 2 (the form
+ * of the code of Passerello 2022), whose terms are of the size of the
+ * result; below 1,
  * log1p(cosh(x) - 1) with cosh(x) - 1 = 2 sinh(x/2)^2 computed without
  * subtracting, so log cosh(x) ~ x^2/2 keeps full relative accuracy. */
 static double pg_log_cosh(double x)
@@ -53,6 +59,7 @@ static double pg_log_cosh(double x)
 static double pg_kl(double c)
 {
     const double x = 0.5 * fabs(c);
+    if (!R_FINITE(x)) return x;          /* the limit x/2 - log 2 -> Inf */
     if (x < 0.05) {
         const double x2 = x * x, x4 = x2 * x2;
         return x4 * (1.0 / 12.0 + x2 * (-2.0 / 45.0 + x2 * (17.0 / 840.0 -

@@ -2,60 +2,56 @@
  * predict.c: the predictive distribution of the collapsed Gaussian models
  * from the cached factors (L, LB, v) of bound_gaussian.c.
  *
- * seed000 eqs 4.39-4.44, seed004 eq. B.2 (Titsias/GPflow convention, no
- * diagonal correction):
- *   T1 = L^-1 Kus, T2 = LB^-1 T1                 M x S
- *   mean = T2' v
- *   var  = kss - colSums(T1^2) + colSums(T2^2)
- *   cov  = Kss - T1'T1 + T2'T2
+ * Fernlund 2022, eqs 4.39-4.44; with per-point noise Passerello 2022,
+ * eq. B.2 (Titsias/GPflow convention, no diagonal correction):
+ *   P1 = L^-1 Kus, P2 = LB^-1 P1                 M x S
+ *   mean = P2' v
+ *   var  = kss - colSums(P1^2) + colSums(P2^2)
+ *   cov  = Kss - P1'P1 + P2'P2
  * Cost O(M^2 S); the diagonal path never forms an S x S matrix.
  */
-#define USE_FC_LEN_T
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 static void pred_gaussian(const double *L, const double *LB, const double *v,
-                          int M, int S, double *T1, double *mean, double *var,
+                          int M, int S, double *P1, double *mean, double *var,
                           double *cov)
 {
     const double one = 1.0, mone = -1.0, zero = 0.0;
     const int ione = 1;
-    la_trsm_left(L, M, T1, S, 'N');
-    double *T2 = (double *) R_alloc((size_t) M * S + 1, sizeof(double));
+    la_trsm_left(L, M, P1, S, 'N');
+    double *P2 = la_alloc((size_t) M * S);
     if (var) {
         for (int s = 0; s < S; s++) {
-            const double *t = T1 + (size_t) M * s;
+            const double *t = P1 + (size_t) M * s;
             double a = 0.0;
             for (int m = 0; m < M; m++) a += t[m] * t[m];
             var[s] -= a;
         }
     } else if (S > 0 && M > 0) {
-        /* cov <- cov - T1'T1 (lower), later + T2'T2 */
-        F77_CALL(dsyrk)("L", "T", &S, &M, &mone, T1, &M, &one, cov, &S
+        /* cov <- cov - P1'P1 (lower), later + P2'P2 */
+        F77_CALL(dsyrk)("L", "T", &S, &M, &mone, P1, &M, &one, cov, &S
                         FCONE FCONE);
     }
-    memcpy(T2, T1, (size_t) M * S * sizeof(double));
-    la_trsm_left(LB, M, T2, S, 'N');
+    la_copy(P2, P1, (size_t) M * S);
+    la_trsm_left(LB, M, P2, S, 'N');
     if (S > 0 && M == 0)
         memset(mean, 0, (size_t) S * sizeof(double));
     else if (S > 0)
-        F77_CALL(dgemv)("T", &M, &S, &one, T2, &M, v, &ione, &zero, mean,
+        F77_CALL(dgemv)("T", &M, &S, &one, P2, &M, v, &ione, &zero, mean,
                         &ione FCONE);
     if (var) {
         for (int s = 0; s < S; s++) {
-            const double *t = T2 + (size_t) M * s;
+            const double *t = P2 + (size_t) M * s;
             double a = 0.0;
             for (int m = 0; m < M; m++) a += t[m] * t[m];
             var[s] += a;
         }
     } else if (S > 0 && M > 0) {
-        F77_CALL(dsyrk)("L", "T", &S, &M, &one, T2, &M, &one, cov, &S
+        F77_CALL(dsyrk)("L", "T", &S, &M, &one, P2, &M, &one, cov, &S
                         FCONE FCONE);
     }
     if (!var) la_symmetrize_lower(cov, S);
@@ -87,12 +83,15 @@ SEXP ffi_pred_gaussian(SEXP L, SEXP LB, SEXP v, SEXP Kus, SEXP kss,
     chk_finite(kss, "kss");
 
     int nprot = 0;
-    double *T1 = (double *) R_alloc((size_t) M * S + 1, sizeof(double));
-    memcpy(T1, REAL(Kus), (size_t) M * S * sizeof(double));
+    double *P1 = la_alloc((size_t) M * S);
+    la_copy(P1, REAL(Kus), (size_t) M * S);
     SEXP mean = PROTECT(allocVector(REALSXP, S)); nprot++;
     SEXP second = PROTECT(duplicate(kss)); nprot++;
-    pred_gaussian(REAL(L), REAL(LB), REAL(v), M, S, T1, REAL(mean),
+    pred_gaussian(REAL(L), REAL(LB), REAL(v), M, S, P1, REAL(mean),
                   f ? NULL : REAL(second), f ? REAL(second) : NULL);
+    chk_result(REAL(mean), (size_t) S, "predictive mean");
+    chk_result(REAL(second), (size_t) XLENGTH(second),
+               f ? "predictive covariance" : "predictive variance");
     const char *names[] = {"mean", f ? "cov" : "var", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, mean);

@@ -1,22 +1,23 @@
 /*
  * select.c: inducing point selection by greedy conditional variance, a
  * pivoted partial Cholesky factorisation of K_ff computed column by column
- * (seed004 sections 7.3-7.5; anchors A3, A6; Fine & Scheinberg 2001).
+ * (Burt et al. 2020; weighted as in Passerello 2022, sections 3.3.2 and
+ * 4.3.2; Fine & Scheinberg 2001).
  *
  * After m pivots p_1..p_m the factor C (N x m) satisfies C C' = Q_ff =
  * K_fu K_uu^-1 K_uf with u = f(p_1..p_m), and the residual variances are
  *   d_n = [K_ff - Q_ff]_nn = k_nn - sum_i C_ni^2.
  * A new pivot p with factor row r (length m) and residual d_p adds the column
- *   e = (K(X, p) - C r) / sqrt(d_p),                         (seed004 7.4)
+ *   e = (K(X, p) - C r) / sqrt(d_p),
  * and d <- d - e^2. e is the vector b of the rank-one update Q+ = Q + b b'
- * in the monotonicity proof of seed004 section 3.6.
+ * in the monotonicity proof of Passerello 2022, Appendix B.4.
  *
  * Greedy selection (weighted: HGV) takes as next pivot the training input
  * maximising w_n d_n: w = 1 is plain greedy variance (Burt et al. 2020),
  * w = 1/lambda heteroscedastic regression, w = theta PG classification.
  * The weighted trace t_m = sum_n w_n d_n after each addition is recorded;
  * with w = 1/lambda it brackets the expected KL divergence, t/2 <= E[KL]
- * <= t (seed004 eq. 3.7).
+ * <= t (Passerello 2022, eq. 3.7).
  *
  * Costs: each step evaluates one kernel column, O(N D), and one
  * matrix-vector product with the m columns so far, O(N m); M steps cost
@@ -32,22 +33,19 @@
  *   - inputs with d_n <= tol * k_nn (tol = 0 by default: d_n = 0 after
  *     clipping) count as explained; when every input is explained the
  *     selection stops with fewer points ("exhausted"), instead of picking a
- *     duplicate as robustgp/SHGP can (seed004 section 9);
+ *     duplicate as the code of Burt et al. 2020 (robustgp) and of
+ *     Passerello 2022 (SHGP) can when every residual is 0;
  *   - the threshold stop keeps exactly the points up to and including the
  *     one whose addition brought t below the threshold: the selection is the
  *     shortest prefix with t_m < threshold (not robustgp's m - 1 nor SHGP's
- *     m + 1, anchors A3).
+ *     m + 1).
  */
-#define USE_FC_LEN_T
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 enum { SEL_STOP_M = 1, SEL_STOP_THRESHOLD = 2, SEL_STOP_EXHAUSTED = 3 };
 
@@ -245,7 +243,8 @@ static int sel_plan(const spv_kernel *k, const double *xs, int N,
     return b;
 }
 
-/* Greedy weighted selection (seed004 section 7.4 pseudocode, with the rules
+/* Greedy weighted selection (the heteroscedastic greedy variance of
+ * Passerello 2022, sections 3.3.2 and 4.3.2, with the rules
  * in the header), organised in blocks so that the work on the factor is one
  * matrix-matrix product per block instead of one matrix-vector product per
  * pivot (the delayed updates of LAPACK's dpstrf, with the pivots of a block
@@ -400,9 +399,16 @@ static void sel_check_inputs(SEXP kern, SEXP x, SEXP weights, spv_kernel *k,
     chk_kernel(kern, *D, k);
     chk_real_vector(weights, "weights", *N);
     const double *w = REAL(weights);
-    for (int n = 0; n < *N; n++)
+    double t0 = 0.0;
+    for (int n = 0; n < *N; n++) {
         if (!R_FINITE(w[n]) || !(w[n] > 0.0))
             error("'weights' must be positive and finite");
+        t0 += w[n] * k->variance;
+    }
+    /* every weighted trace of the selection is at most this one */
+    if (!R_FINITE(t0))
+        error("the weighted trace sum(weights) * variance overflows: the "
+              "weights or the kernel variance are too large");
 }
 
 static double sel_check_tol(SEXP tol)
@@ -449,7 +455,7 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
     }
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
-    kern_scale_points(&k, REAL(x), (size_t) N, xs);
+    if (kern_scale_points(&k, REAL(x), (size_t) N, xs)) kern_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * Mmax, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));
     int *index = (int *) R_alloc((size_t) Mmax, sizeof(int));
@@ -529,9 +535,10 @@ SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
     const int want_factor = chk_flag(factor, "factor");
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
-    kern_scale_points(&k, REAL(x), (size_t) N, xs);
     double *zs = (double *) R_alloc((size_t) D * M, sizeof(double));
-    kern_scale_points(&k, REAL(Z), (size_t) M, zs);
+    if (kern_scale_points(&k, REAL(x), (size_t) N, xs) ||
+        kern_scale_points(&k, REAL(Z), (size_t) M, zs))
+        kern_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * M, sizeof(double));
     double *col = (double *) R_alloc((size_t) N, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));

@@ -34,9 +34,12 @@ typedef struct {
 int kern_npar(const spv_kernel *k);
 
 /* Copy n points of an n x D column-major R matrix into a D x n array,
- * dividing coordinate d by the lengthscale of d. */
-void kern_scale_points(const spv_kernel *k, const double *x, size_t n,
-                       double *xs);
+ * dividing coordinate d by the lengthscale of d. Returns 1 if a scaled
+ * coordinate overflowed (then kern_overflow_error() is the error to
+ * raise), else 0. */
+int kern_scale_points(const spv_kernel *k, const double *x, size_t n,
+                      double *xs);
+void kern_overflow_error(const spv_kernel *k);
 
 /* K(A, B): nA x nB, from points scaled by kern_scale_points. */
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
@@ -66,8 +69,8 @@ void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
 
 /* ---- collapsed Gaussian bound (bound_gaussian.c) ----------------------- */
 
-/* The per-point adjoints shared by the collapsed bounds (seed004 section
- * 3.8, whitened): on entry column n of G (M x N) holds (E A)_n with
+/* The per-point adjoints shared by the collapsed bounds (derived for this
+ * package, whitened): on entry column n of G (M x N) holds (E A)_n with
  * E = L^-T R, R = I - B^-1 for SGPR (bound_orthogonal.c passes its own R);
  * q_n = a_n' R a_n is recovered as Kuf_n' (E A)_n / sqrt(lambda_n). On exit
  * G = dF/dKuf = E A Lambda^-1/2 + alpha r', and gdiag, glambda, gytil hold
@@ -80,20 +83,53 @@ void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
 
 /* ---- linear algebra (linalg.c) ---------------------------------------- */
 
-/* Lower Cholesky factor of the n x n symmetric matrix S (lower triangle
- * read), written to L (upper triangle zeroed). Tries S + base * I first,
- * then escalates the added jitter tenfold from max(base, 1e-10 * mean diag)
- * until it reaches cap * mean diag. Returns the jitter finally added, or -1
- * if every attempt failed. S is not modified. */
-double la_chol_jitter(const double *S, int n, double base, double cap,
-                      double *L);
+/* Status of the factorisations with jitter. */
+enum { LA_OK = 0, LA_NOT_PD = 1, LA_NONFINITE = 2 };
 
-/* Plain Cholesky in place (lower); returns LAPACK's info. */
+/* The scale of the jitter added to the n x n symmetric matrix S (leading
+ * dimension lds): its mean diagonal, computed without overflow; the
+ * largest |S_ii| when that mean is not positive, and a floor (1e-290) when
+ * both are zero or subnormal, so that the scale is always a positive normal
+ * number. Returns LA_NONFINITE when a diagonal entry is not finite. */
+int la_jitter_scale(const double *S, int n, int lds, double *scale);
+
+/* Lower Cholesky factor of S + jitter I (S n x n symmetric, lower triangle
+ * read, leading dimension lds), written contiguously to L (n x n, upper
+ * triangle zeroed). Tries jitter = base * scale first (0 when base = 0),
+ * then escalates tenfold from max(base, 1e-10) * scale up to cap * scale,
+ * for at most 64 factorisations, checking for interrupts between them.
+ * Returns LA_OK with the jitter used in *jitter (never 0 by underflow when
+ * base > 0, never Inf or NaN), LA_NOT_PD past the cap, or LA_NONFINITE
+ * when S, the scale or the factor is not finite (overflow). */
+int la_chol_jitter(const double *S, int n, int lds, double scale,
+                   double base, double cap, double *L, double *jitter);
+
+/* Plain Cholesky in place (lower); returns LAPACK's info (> 0: not
+ * positive definite). */
 int la_chol(double *A, int n);
+
+/* Workspace of n doubles from R_alloc, never NULL (n = 0 gives one). */
+double *la_alloc(size_t n);
+
+/* memcpy of n doubles that is a no-op for n = 0 (whatever the pointers). */
+void la_copy(double *dst, const double *src, size_t n);
 
 /* B <- op(L)^-1 B for lower-triangular L (n x n), B n x m.
  * trans = 'N' solves L X = B, 'T' solves L' X = B. */
 void la_trsm_left(const double *L, int n, double *B, int m, char trans);
+
+/* B <- B L^-1 for lower-triangular L (n x n), B m x n. */
+void la_trsm_right(const double *L, int n, double *B, int m);
+
+/* C = A B: A m x k, B k x n, C m x n (all contiguous). */
+void la_gemm_nn(const double *A, int m, int k, const double *B, int n,
+                double *C);
+
+/* y = A x (trans 'N', y of length m) or A' x (trans 'T', y of length n)
+ * for A m x n; y is zeroed when the inner dimension is 0 (BLAS would leave
+ * it untouched). */
+void la_gemv(char trans, const double *A, int m, int n, const double *x,
+             double *y);
 
 /* C <- alpha A A' + beta C (lower triangle), A n x k. */
 void la_syrk(const double *A, int n, int k, double alpha, double beta,
@@ -121,5 +157,7 @@ double chk_scalar(SEXP x, const char *name);
 int chk_flag(SEXP x, const char *name);
 void chk_jitter(SEXP base, SEXP cap, double *b, double *c);
 void chk_chol_factor(SEXP L, const char *name, int n);
+void chk_result(const double *x, size_t n, const char *what);
+SEXP chk_field(SEXP list, const char *name, const char *field);
 
 #endif

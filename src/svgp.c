@@ -1,35 +1,39 @@
 /*
  * svgp.c: the uncollapsed, whitened SVGP evidence lower bound (Hensman et
- * al. 2015; seed001 sections 2.1, 5 and 7; seed004 section 6.1) for a
- * Bernoulli likelihood with a logit or probit link (Gauss-Hermite quadrature) and a Gaussian one
- * (closed form), with its gradient with respect to the variational
+ * al. 2015; Tiao 2020, its whitened parameterisation and section
+ * "Non-Gaussian likelihoods"; the classification baseline of Passerello
+ * 2022, section 5.1.1) for a Bernoulli likelihood with a logit or probit
+ * link (Gauss-Hermite quadrature) and a Gaussian one (closed form), with
+ * its gradient with respect to the variational
  * parameters and its adjoints with respect to the kernel matrices.
  *
  * Whitened parametrisation (whiten = TRUE): u = L v, L = chol(Kuu + jitter I),
  * q(v) = N(b, W W') with b = q_mu (M) and W = q_sqrt (M x M, lower).
- * Non-whitened (whiten = FALSE; seed001 section 2, items 3-4 of section 10):
- * q(u) = N(b, W W') directly. It is evaluated as the whitened form with
- * b' = L^-1 b and W' = L^-1 W (full M x M; seed001 section 7, last item),
- * which gives the predictive of seed001 section 6 (Psi' b = A' L^-1 b) and
+ * Non-whitened (whiten = FALSE; Tiao 2020's q(u) before whitening):
+ * q(u) = N(b, W W') directly. It is evaluated as the
+ * whitened form with b' = L^-1 b and W' = L^-1 W (full M x M), which gives
+ * the predictive of Tiao 2020, Appendix II (Psi' b = A' L^-1 b) and
  *   KL = 1/2 (|W'|_F^2 + |b'|^2 - M) - sum log |W_ii| + sum log L_ii
- * (seed001 section 5, closed form); the dependence of b', W' and log det L
+ * (the closed form of the Gaussian KL divergence, invariant under
+ * u = L u'); the dependence of b', W' and log det L
  * on L is added to the adjoint of L before the Cholesky backward pass:
  *   Lbar += -tril(bbar b'^T + Wbar W'^T) - diag(1 / L_ii)
  * with bbar = L^-T (A g - b'), Wbar = L^-T (2 A diag(h) V' - W').
  *
- * Minibatches (seed001 section 5, "Minibatching"; target 11): Kuf, kdiag
+ * Minibatches (Hensman et al. 2013): Kuf, kdiag
  * and y hold the columns of a batch B and the expected log-likelihood and
  * its derivatives are multiplied by ell_scale = N / |B|, which makes the
  * ELBO and its gradient unbiased estimates of the full-batch ones.
  *   A       = L^-1 Kuf                                   M x N
  *   V       = W' A                                       M x N
- *   mu_n    = mean + a_n' b                              (seed001 sec. 6)
+ *   mu_n    = mean + a_n' b                        (Tiao 2020, App. II)
  *   s2_n    = k_nn - |a_n|^2 + |V_n|^2
  *   ELL     = sum_n E_N(f; mu_n, s2_n) [log p(y_n | f)]
- *   KL      = 1/2 (|W|_F^2 + |b|^2 - M - 2 sum_i log |W_ii|)  (seed001 sec. 5)
+ *   KL      = 1/2 (|W|_F^2 + |b|^2 - M - 2 sum_i log |W_ii|)
  *   ELBO    = ELL - KL
  *
- * With g_n = dELL/dmu_n and h_n = dELL/ds2_n (seed001 sec. 7):
+ * With g_n = dELL/dmu_n and h_n = dELL/ds2_n (derived by hand for this
+ * package, checked against finite differences in the tests):
  *   dELBO/db = A g - b
  *   dELBO/dW = tril(2 A diag(h) V') - tril(W) + diag(1 / W_ii)
  *   Abar     = b g' + 2 (W V - A) diag(h)        adjoint of A      M x N
@@ -43,29 +47,41 @@
  *
  * Likelihoods, with y_n in {-1, +1} for Bernoulli:
  *   Bernoulli-logit: log p = log sigmoid(y f), expectation by Gauss-Hermite,
- *     E[g(f)] ~ sum_i w_i / sqrt(pi) g(mu + sqrt(2) s t_i) (seed001 sec. 5);
+ *     E[g(f)] ~ sum_i w_i / sqrt(pi) g(mu + sqrt(2) s t_i);
  *     g and h are the exact derivatives of that sum.
  *   Gaussian with variance s2y: ELL_n = log N(y_n; mu_n, s2y) - s2_n/(2 s2y).
  *
  * Cost O(N M^2 + M^3 + N n_gh); memory A, V, Guf (M x N); nothing N x N.
  */
-#define USE_FC_LEN_T
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
 #include <Rmath.h>
-#include <R_ext/BLAS.h>
+#include "lapack.h"
 #include "spv.h"
-#ifndef FCONE
-#define FCONE
-#endif
 
 #define LOG_2PI 1.8378770664093454836
 #define INV_SQRT_PI 0.56418958354775628695
 #define SQRT2 1.4142135623730950488
 
 enum { LIK_BERNOULLI = 1, LIK_GAUSSIAN = 2, LIK_PROBIT = 3 };
+
+/* q(u): mean and lower square root, whitened (q(v), u = L v) or not. */
+typedef struct {
+    const double *mu, *sqrt;    /* M, M x M (lower triangle read) */
+    int whiten;
+} svgp_q;
+
+/* The likelihood and its data. */
+typedef struct {
+    int code, ngh;              /* LIK_*; Gauss-Hermite nodes */
+    const double *y;            /* N: +-1 (Bernoulli) or the targets */
+    const double *ght, *ghw;    /* ngh nodes and weights */
+    double noise;               /* Gaussian variance */
+    double scale;               /* N / |B| on a minibatch, else 1 */
+} svgp_lik;
 
 typedef struct {
     double elbo, ell, kl, jitter;
@@ -74,6 +90,23 @@ typedef struct {
     double *Guu, *Guf, *gdiag, *gmu, *gq_mu, *gq_sqrt;
     double gmean, gnoise;
 } svgp_out;
+
+/* The factors shared by the forward pass, the value and the backward
+ * pass of one evaluation. */
+typedef struct {
+    int M, N;
+    const double *Kuf, *kdiag;
+    double *Wt;         /* M x M: tril(q_sqrt) */
+    double *Wl;         /* M x M: W' = Wt (whitened) or L^-1 Wt */
+    double *b;          /* M: b' = q_mu (whitened) or L^-1 q_mu */
+    double *A;          /* M x N: L^-1 Kuf */
+    double *V;          /* M x N: W'^T A */
+    double *g, *h;      /* N: dELL/dmu_n, dELL/ds2_n (scaled) */
+    double gnoise;      /* dELL/d noise (scaled) */
+} svgp_factors;
+
+/* Status of svgp_elbo(). */
+enum { SVGP_OK = 0, SVGP_KUU = 1, SVGP_KUU_OVERFLOW = 2 };
 
 /* log sigmoid(z) and sigmoid(-z) without overflow. */
 static inline double svgp_log_sigmoid(double z)
@@ -139,168 +172,184 @@ static double svgp_binary_gh(int lik, double y, double mu, double s2, int ngh,
     return e;
 }
 
-/* Returns 0 on success, 1 if Kuu could not be factorised within the jitter
- * cap. */
-static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
-                     const double *bq, const double *W, const double *y,
-                     int lik, double noise, double mean, int ngh,
-                     const double *ght, const double *ghw, int M, int N,
-                     double jit_base, double jit_cap, int whiten,
-                     double ell_scale, svgp_out *out)
+/* Forward pass: L = chol(Kuu + jitter I), the whitened factors b', W',
+ * A = L^-1 Kuf and V = W'^T A. */
+static int svgp_forward(svgp_factors *f, const double *Kuu, const svgp_q *q,
+                        double jit_base, double jit_cap, svgp_out *out)
 {
-    const size_t MN = (size_t) M * N, MM = (size_t) M * M;
-    const int grad = out->Guf != NULL;
-    const double one = 1.0, mone = -1.0, zero = 0.0;
-    const int ione = 1;
-
-    out->jitter = la_chol_jitter(Kuu, M, jit_base, jit_cap, out->L);
-    if (out->jitter < 0.0) return 1;
+    const int M = f->M, N = f->N;
+    const size_t MM = (size_t) M * M;
+    double scale;
+    int st = la_jitter_scale(Kuu, M, M, &scale);
+    if (st == LA_OK)
+        st = la_chol_jitter(Kuu, M, M, scale, jit_base, jit_cap, out->L,
+                            &out->jitter);
+    if (st != LA_OK) return st == LA_NOT_PD ? SVGP_KUU : SVGP_KUU_OVERFLOW;
     const double *L = out->L;
-
     /* Wt = tril(W): the upper triangle of the argument is ignored */
-    double *Wt = (double *) R_alloc(MM, sizeof(double));
+    f->Wt = la_alloc(MM);
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++)
-            Wt[i + (size_t) M * j] = i >= j ? W[i + (size_t) M * j] : 0.0;
-    /* whitened factors: b = b', Wl = W' (lower when whiten, else full
-     * W' = L^-1 W and b' = L^-1 b) */
-    double *Wl = Wt, *b = (double *) R_alloc((size_t) M, sizeof(double));
-    memcpy(b, bq, (size_t) M * sizeof(double));
-    if (!whiten) {
-        Wl = (double *) R_alloc(MM, sizeof(double));
-        memcpy(Wl, Wt, MM * sizeof(double));
-        la_trsm_left(L, M, Wl, M, 'N');
-        la_trsm_left(L, M, b, 1, 'N');
+            f->Wt[i + (size_t) M * j] = i >= j ? q->sqrt[i + (size_t) M * j]
+                                               : 0.0;
+    f->Wl = f->Wt;
+    f->b = la_alloc((size_t) M);
+    la_copy(f->b, q->mu, (size_t) M);
+    if (!q->whiten) {
+        f->Wl = la_alloc(MM);
+        la_copy(f->Wl, f->Wt, MM);
+        la_trsm_left(L, M, f->Wl, M, 'N');
+        la_trsm_left(L, M, f->b, 1, 'N');
     }
-
-    /* A = L^-1 Kuf: M x N */
-    double *A = (double *) R_alloc(MN, sizeof(double));
-    memcpy(A, Kuf, MN * sizeof(double));
-    la_trsm_left(L, M, A, N, 'N');
+    f->A = la_alloc((size_t) M * N);
+    la_copy(f->A, f->Kuf, (size_t) M * N);
+    la_trsm_left(L, M, f->A, N, 'N');
     /* V = W'^T A: M x N */
-    double *V = (double *) R_alloc(MN, sizeof(double));
-    F77_CALL(dgemm)("T", "N", &M, &N, &M, &one, Wl, &M, A, &M, &zero, V, &M
-                    FCONE FCONE);
-    /* mu = mean + A' b */
-    F77_CALL(dgemv)("T", &M, &N, &one, A, &M, b, &ione, &zero, out->mu, &ione
-                    FCONE);
+    f->V = la_alloc((size_t) M * N);
+    if (N > 0) {
+        const double one = 1.0, zero = 0.0;
+        F77_CALL(dgemm)("T", "N", &M, &N, &M, &one, f->Wl, &M, f->A, &M,
+                        &zero, f->V, &M FCONE FCONE);
+    }
+    return SVGP_OK;
+}
 
-    double *g = (double *) R_alloc((size_t) N, sizeof(double));
-    double *h = (double *) R_alloc((size_t) N, sizeof(double));
+/* The expected log-likelihood: the marginals of q(f_n), mu_n = mean +
+ * a_n' b and s2_n = k_nn - |a_n|^2 + |V_n|^2, and their expectations with
+ * the derivatives g_n, h_n, all multiplied by the minibatch factor. */
+static void svgp_ell(svgp_factors *f, const svgp_lik *lik, double mean,
+                     svgp_out *out)
+{
+    const int M = f->M, N = f->N;
+    f->g = la_alloc((size_t) N);
+    f->h = la_alloc((size_t) N);
+    la_gemv('T', f->A, M, N, f->b, out->mu);
     double ell = 0.0, gnoise = 0.0;
+    const double s2y = lik->noise;
     for (int n = 0; n < N; n++) {
         if ((n & 1023) == 1023) R_CheckUserInterrupt();
-        const double *an = A + (size_t) M * n, *vn = V + (size_t) M * n;
+        const double *an = f->A + (size_t) M * n, *vn = f->V + (size_t) M * n;
         double aa = 0.0, vv = 0.0;
         for (int m = 0; m < M; m++) {
             aa += an[m] * an[m];
             vv += vn[m] * vn[m];
         }
         out->mu[n] += mean;
-        double s2 = kdiag[n] - aa + vv;
+        double s2 = f->kdiag[n] - aa + vv;
         if (s2 < 0.0) s2 = 0.0;        /* rounding when Z contains x_n */
         out->var[n] = s2;
-        if (lik != LIK_GAUSSIAN) {
-            ell += svgp_binary_gh(lik, y[n], out->mu[n], s2, ngh, ght, ghw,
-                                  g + n, h + n);
+        if (lik->code != LIK_GAUSSIAN) {
+            ell += svgp_binary_gh(lik->code, lik->y[n], out->mu[n], s2,
+                                  lik->ngh, lik->ght, lik->ghw, f->g + n,
+                                  f->h + n);
         } else {
-            const double r = y[n] - out->mu[n];
-            ell += -0.5 * (LOG_2PI + log(noise)) - 0.5 * (r * r + s2) / noise;
-            g[n] = r / noise;
-            h[n] = -0.5 / noise;
-            gnoise += -0.5 / noise + 0.5 * (r * r + s2) / (noise * noise);
+            const double r = lik->y[n] - out->mu[n];
+            ell += -0.5 * (LOG_2PI + log(s2y)) - 0.5 * (r * r + s2) / s2y;
+            f->g[n] = r / s2y;
+            f->h[n] = -0.5 / s2y;
+            gnoise += -0.5 / s2y + 0.5 * (r * r + s2) / (s2y * s2y);
         }
     }
     /* minibatch scaling N / |B| of the data term (1 for the full batch) */
-    ell *= ell_scale;
-    gnoise *= ell_scale;
+    out->ell = ell * lik->scale;
+    f->gnoise = gnoise * lik->scale;
     for (int n = 0; n < N; n++) {
-        g[n] *= ell_scale;
-        h[n] *= ell_scale;
+        f->g[n] *= lik->scale;
+        f->h[n] *= lik->scale;
     }
+}
 
-    /* KL = 1/2 (|W'|_F^2 + |b'|^2 - M) - log|det W'|, with
-     * log|det W'| = sum log |W_ii| - [non-whitened] sum log L_ii */
+/* KL = 1/2 (|W'|_F^2 + |b'|^2 - M) - log|det W'|, with
+ * log|det W'| = sum log |W_ii| - [non-whitened] sum log L_ii. */
+static double svgp_kl(const svgp_factors *f, int whiten, const double *L)
+{
+    const int M = f->M;
     double kl = 0.0;
     for (int j = 0; j < M; j++) {
-        kl += b[j] * b[j] - 1.0 - 2.0 * log(fabs(Wt[j + (size_t) M * j]));
+        kl += f->b[j] * f->b[j] - 1.0 -
+            2.0 * log(fabs(f->Wt[j + (size_t) M * j]));
         if (!whiten) kl += 2.0 * log(L[j + (size_t) M * j]);
         for (int i = whiten ? j : 0; i < M; i++) {
-            const double wij = Wl[i + (size_t) M * j];
+            const double wij = f->Wl[i + (size_t) M * j];
             kl += wij * wij;
         }
     }
-    kl *= 0.5;
-    out->ell = ell;
-    out->kl = kl;
-    out->elbo = ell - kl;
-    if (!grad) return 0;
+    return 0.5 * kl;
+}
 
-    out->gnoise = gnoise;
-    double gm = 0.0;
-    for (int n = 0; n < N; n++) gm += g[n];
-    out->gmean = gm;
-    memcpy(out->gdiag, h, (size_t) N * sizeof(double));
-    memcpy(out->gmu, g, (size_t) N * sizeof(double));
-
-    /* bbar = dELBO/db' = A g - b' */
-    double *bbar = (double *) R_alloc((size_t) M, sizeof(double));
-    F77_CALL(dgemv)("N", &M, &N, &one, A, &M, g, &ione, &zero, bbar,
-                    &ione FCONE);
-    for (int m = 0; m < M; m++) bbar[m] -= b[m];
-
-    /* Ah = A diag(h): M x N */
-    double *Ah = (double *) R_alloc(MN, sizeof(double));
-    for (int n = 0; n < N; n++) {
-        const double *an = A + (size_t) M * n;
-        double *o = Ah + (size_t) M * n;
-        for (int m = 0; m < M; m++) o[m] = an[m] * h[n];
+/* Gradient in q: bbar = dELBO/db' = A g - b' and Wbar = dELBO/dW' (full)
+ * = 2 A diag(h) V' - W', chained through b' = L^-1 b, W' = L^-1 W when not
+ * whitened; then gq_mu = bbar and gq_sqrt = tril(Wbar) + diag(1 / W_ii).
+ * bbar and Wbar (M, M x M) are kept for the adjoint of L. */
+static void svgp_grad_q(const svgp_factors *f, int whiten, svgp_out *out,
+                        double *bbar, double *Wbar)
+{
+    const int M = f->M, N = f->N;
+    const size_t MM = (size_t) M * M;
+    la_gemv('N', f->A, M, N, f->g, bbar);
+    for (int m = 0; m < M; m++) bbar[m] -= f->b[m];
+    double *Ah = la_alloc((size_t) M * N);            /* A diag(h) */
+    for (int n = 0; n < N; n++)
+        for (int m = 0; m < M; m++)
+            Ah[m + (size_t) M * n] = f->A[m + (size_t) M * n] * f->h[n];
+    if (N > 0) {
+        const double two = 2.0, zero = 0.0;
+        F77_CALL(dgemm)("N", "T", &M, &M, &N, &two, Ah, &M, f->V, &M, &zero,
+                        Wbar, &M FCONE FCONE);
+    } else {
+        memset(Wbar, 0, MM * sizeof(double));
     }
-    /* Wbar = dELBO/dW' (full) = 2 Ah V' - W' (the log det part is added
-     * to the triangular W below) */
-    const double two = 2.0;
-    double *Wbar = (double *) R_alloc(MM, sizeof(double));
-    F77_CALL(dgemm)("N", "T", &M, &M, &N, &two, Ah, &M, V, &M, &zero,
-                    Wbar, &M FCONE FCONE);
-    for (size_t ij = 0; ij < MM; ij++) Wbar[ij] -= Wl[ij];
+    for (size_t ij = 0; ij < MM; ij++) Wbar[ij] -= f->Wl[ij];
     if (!whiten) {
-        /* chain through b' = L^-1 b, W' = L^-1 W: bbar <- L^-T bbar,
-         * Wbar <- L^-T Wbar */
-        la_trsm_left(L, M, bbar, 1, 'T');
-        la_trsm_left(L, M, Wbar, M, 'T');
+        la_trsm_left(out->L, M, bbar, 1, 'T');
+        la_trsm_left(out->L, M, Wbar, M, 'T');
     }
-    memcpy(out->gq_mu, bbar, (size_t) M * sizeof(double));
-    /* dELBO/dW = tril(Wbar) + diag(1 / W_ii) */
+    la_copy(out->gq_mu, bbar, (size_t) M);
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++) {
             const size_t ij = i + (size_t) M * j;
             out->gq_sqrt[ij] = i < j ? 0.0 : Wbar[ij];
         }
     for (int i = 0; i < M; i++)
-        out->gq_sqrt[i + (size_t) M * i] += 1.0 / Wt[i + (size_t) M * i];
+        out->gq_sqrt[i + (size_t) M * i] += 1.0 / f->Wt[i + (size_t) M * i];
+}
 
-    /* Abar = b' g' + 2 (W' V - A) diag(h), built in Guf: W' V - A into V */
-    double *WV = (double *) R_alloc(MN, sizeof(double));
-    F77_CALL(dgemm)("N", "N", &M, &N, &M, &one, Wl, &M, V, &M, &zero, WV, &M
-                    FCONE FCONE);
-    double *Gf = out->Guf;
+/* Guf = L^-T Abar, Abar = b' g' + 2 (W' V - A) diag(h), the adjoint of A. */
+static void svgp_grad_kuf(const svgp_factors *f, svgp_out *out)
+{
+    const int M = f->M, N = f->N;
+    double *WV = la_alloc((size_t) M * N);
+    la_gemm_nn(f->Wl, M, M, f->V, N, WV);
     for (int n = 0; n < N; n++) {
-        const double *an = A + (size_t) M * n, *vn = WV + (size_t) M * n;
-        double *o = Gf + (size_t) M * n;
+        const double *an = f->A + (size_t) M * n, *vn = WV + (size_t) M * n;
+        double *o = out->Guf + (size_t) M * n;
         for (int m = 0; m < M; m++)
-            o[m] = b[m] * g[n] + 2.0 * (vn[m] - an[m]) * h[n];
+            o[m] = f->b[m] * f->g[n] + 2.0 * (vn[m] - an[m]) * f->h[n];
     }
-    /* Guf = L^-T Abar */
-    la_trsm_left(L, M, Gf, N, 'T');
+    la_trsm_left(out->L, M, out->Guf, N, 'T');
+}
 
-    /* Lbar = -tril(Guf A' [+ bbar b'^T + Wbar W'^T - diag(1/L_ii)]) */
-    double *Lbar = (double *) R_alloc(MM, sizeof(double));
-    F77_CALL(dgemm)("N", "T", &M, &M, &N, &mone, Gf, &M, A, &M, &zero, Lbar,
-                    &M FCONE FCONE);
+/* Guu by the Cholesky backward pass (Murray 2016) from the adjoint of L,
+ * Lbar = -tril(Guf A' [+ bbar b'^T + Wbar W'^T - diag(1/L_ii)]):
+ * Guu = sym(L^-T Phi(L' Lbar) L^-1), Phi = lower triangle, diagonal
+ * halved. */
+static void svgp_grad_kuu(const svgp_factors *f, int whiten,
+                          const double *bbar, const double *Wbar,
+                          svgp_out *out)
+{
+    const int M = f->M, N = f->N, ione = 1;
+    const double one = 1.0, mone = -1.0, zero = 0.0;
+    const double *L = out->L;
+    double *Lbar = la_alloc((size_t) M * M);
+    if (N > 0)
+        F77_CALL(dgemm)("N", "T", &M, &M, &N, &mone, out->Guf, &M, f->A, &M,
+                        &zero, Lbar, &M FCONE FCONE);
+    else
+        memset(Lbar, 0, (size_t) M * M * sizeof(double));
     if (!whiten) {
-        F77_CALL(dger)(&M, &M, &mone, bbar, &ione, b, &ione, Lbar, &M);
-        F77_CALL(dgemm)("N", "T", &M, &M, &M, &mone, Wbar, &M, Wl, &M, &one,
-                        Lbar, &M FCONE FCONE);
+        F77_CALL(dger)(&M, &M, &mone, bbar, &ione, f->b, &ione, Lbar, &M);
+        F77_CALL(dgemm)("N", "T", &M, &M, &M, &mone, Wbar, &M, f->Wl, &M,
+                        &one, Lbar, &M FCONE FCONE);
         for (int i = 0; i < M; i++)
             Lbar[i + (size_t) M * i] -= 1.0 / L[i + (size_t) M * i];
     }
@@ -315,30 +364,111 @@ static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
     }
     /* P = L^-T Phi L^-1, then Guu = (P + P')/2 */
     la_trsm_left(L, M, Lbar, M, 'T');
-    F77_CALL(dtrsm)("R", "L", "N", "N", &M, &M, &one, L, &M, Lbar, &M
-                    FCONE FCONE FCONE FCONE);
+    la_trsm_right(L, M, Lbar, M);
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++)
             out->Guu[i + (size_t) M * j] =
                 0.5 * (Lbar[i + (size_t) M * j] + Lbar[j + (size_t) M * i]);
-    return 0;
+}
+
+/* The ELBO and, when out->Guf is set, its gradient. Returns an SVGP_
+ * status. */
+static int svgp_elbo(const double *Kuu, const double *Kuf, const double *kdiag,
+                     const svgp_q *q, const svgp_lik *lik, double mean, int M,
+                     int N, double jit_base, double jit_cap, svgp_out *out)
+{
+    svgp_factors f;
+    memset(&f, 0, sizeof(f));
+    f.M = M; f.N = N; f.Kuf = Kuf; f.kdiag = kdiag;
+    const int st = svgp_forward(&f, Kuu, q, jit_base, jit_cap, out);
+    if (st != SVGP_OK) return st;
+    svgp_ell(&f, lik, mean, out);
+    out->kl = svgp_kl(&f, q->whiten, out->L);
+    out->elbo = out->ell - out->kl;
+    if (out->Guf == NULL) return SVGP_OK;
+
+    out->gnoise = f.gnoise;
+    double gm = 0.0;
+    for (int n = 0; n < N; n++) gm += f.g[n];
+    out->gmean = gm;
+    la_copy(out->gdiag, f.h, (size_t) N);
+    la_copy(out->gmu, f.g, (size_t) N);
+    double *bbar = la_alloc((size_t) M), *Wbar = la_alloc((size_t) M * M);
+    svgp_grad_q(&f, q->whiten, out, bbar, Wbar);
+    svgp_grad_kuf(&f, out);
+    svgp_grad_kuu(&f, q->whiten, bbar, Wbar, out);
+    return SVGP_OK;
 }
 
 /* ---- .Call entry point ------------------------------------------------ */
 
-/* The SVGP ELBO and, when grad is TRUE, its gradient.
- * Kuu: M x M; Kuf: M x N; kdiag, y: length N; q_mu: M; q_sqrt: M x M (lower
- * triangle read, non-zero diagonal); lik: 1 Bernoulli-logit (y in {-1, 1}),
- * 2 Gaussian; noise: Gaussian variance (ignored for Bernoulli); mean: the
- * constant prior mean; gh_x, gh_w: Gauss-Hermite nodes and weights for
- * int exp(-t^2) g(t) dt; jitter, jitter_cap relative to mean diag Kuu;
- * whiten: TRUE for q(v) = N(q_mu, q_sqrt q_sqrt'), u = L v, FALSE for
- * q(u) itself; ell_scale: the factor N / |B| of the data term of a
- * minibatch (1 for the full batch). */
-SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
-                   SEXP y, SEXP lik, SEXP noise, SEXP mean, SEXP gh_x,
-                   SEXP gh_w, SEXP jitter, SEXP jitter_cap, SEXP whiten,
-                   SEXP ell_scale, SEXP grad)
+/* q = list(mu, sqrt, whiten), checked field by field. */
+static void svgp_read_q(SEXP q, int M, svgp_q *sq)
+{
+    SEXP q_mu = chk_field(q, "q", "mu"), q_sqrt = chk_field(q, "q", "sqrt");
+    chk_real_vector(q_mu, "q$mu", M);
+    chk_finite(q_mu, "q$mu");
+    chk_real_matrix(q_sqrt, "q$sqrt", M);
+    if (nrows(q_sqrt) != M) error("'q$sqrt' must be %d x %d", M, M);
+    chk_finite(q_sqrt, "q$sqrt");
+    for (int i = 0; i < M; i++)
+        if (REAL(q_sqrt)[i + (size_t) M * i] == 0.0)
+            error("'q$sqrt' must have a non-zero diagonal");
+    sq->mu = REAL(q_mu);
+    sq->sqrt = REAL(q_sqrt);
+    sq->whiten = chk_flag(chk_field(q, "q", "whiten"), "q$whiten");
+}
+
+/* lik = list(type, y, noise, gh_x, gh_w, scale), checked field by field. */
+static void svgp_read_lik(SEXP lik, int N, svgp_lik *sl)
+{
+    SEXP type = chk_field(lik, "lik", "type"), y = chk_field(lik, "lik", "y");
+    if (!isInteger(type) || XLENGTH(type) != 1 ||
+        INTEGER(type)[0] < LIK_BERNOULLI || INTEGER(type)[0] > LIK_PROBIT)
+        error("'lik$type' must be 1 (Bernoulli-logit), 2 (Gaussian) or 3 "
+              "(Bernoulli-probit)");
+    sl->code = INTEGER(type)[0];
+    chk_real_vector(y, "lik$y", N);
+    chk_finite(y, "lik$y");
+    sl->y = REAL(y);
+    sl->noise = chk_scalar(chk_field(lik, "lik", "noise"), "lik$noise");
+    if (sl->code == LIK_GAUSSIAN && !(sl->noise >= DBL_MIN))
+        error("'lik$noise' must be a positive normal number for the "
+              "Gaussian likelihood");
+    if (sl->code != LIK_GAUSSIAN)
+        for (int n = 0; n < N; n++)
+            if (sl->y[n] != 1.0 && sl->y[n] != -1.0)
+                error("'lik$y' must be -1 or 1 for the Bernoulli likelihood");
+    SEXP gh_x = chk_field(lik, "lik", "gh_x"),
+         gh_w = chk_field(lik, "lik", "gh_w");
+    chk_real_vector(gh_x, "lik$gh_x", -1);
+    sl->ngh = (int) XLENGTH(gh_x);
+    if (sl->ngh < 1) error("'lik$gh_x' must have at least one node");
+    chk_real_vector(gh_w, "lik$gh_w", sl->ngh);
+    chk_finite(gh_x, "lik$gh_x");
+    chk_finite(gh_w, "lik$gh_w");
+    sl->ght = REAL(gh_x);
+    sl->ghw = REAL(gh_w);
+    sl->scale = chk_scalar(chk_field(lik, "lik", "scale"), "lik$scale");
+    if (!(sl->scale > 0.0)) error("'lik$scale' must be positive");
+}
+
+/* The SVGP ELBO and, when grad is TRUE, its gradient. Structured
+ * arguments, each list checked field by field:
+ *   Kuu: M x M; Kuf: M x N; kdiag: length N;
+ *   q    = list(mu (M), sqrt (M x M, lower triangle read, non-zero
+ *          diagonal), whiten (TRUE: q(v) = N(mu, sqrt sqrt'), u = L v;
+ *          FALSE: q(u) itself));
+ *   lik  = list(type (integer: 1 Bernoulli-logit, 2 Gaussian, 3
+ *          Bernoulli-probit), y (N; -1 or 1 for Bernoulli), noise (the
+ *          Gaussian variance; ignored for Bernoulli), gh_x, gh_w
+ *          (Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt),
+ *          scale (the factor N / |B| of the data term of a minibatch, 1
+ *          for the full batch));
+ *   opts = list(mean (the constant prior mean), jitter, jitter_cap
+ *          (relative to the mean diagonal of Kuu)). */
+SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q, SEXP lik,
+                   SEXP opts, SEXP grad)
 {
     chk_real_matrix(Kuu, "Kuu", -1);
     const int M = nrows(Kuu);
@@ -348,42 +478,20 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
     if (nrows(Kuf) != M) error("'Kuf' must have %d rows", M);
     const int N = ncols(Kuf);
     chk_real_vector(kdiag, "kdiag", N);
-    chk_real_vector(q_mu, "q_mu", M);
-    chk_real_matrix(q_sqrt, "q_sqrt", M);
-    if (nrows(q_sqrt) != M) error("'q_sqrt' must be %d x %d", M, M);
-    chk_real_vector(y, "y", N);
     chk_finite(Kuu, "Kuu");
     chk_finite(Kuf, "Kuf");
     chk_finite(kdiag, "kdiag");
-    chk_finite(q_mu, "q_mu");
-    chk_finite(q_sqrt, "q_sqrt");
-    chk_finite(y, "y");
-    for (int i = 0; i < M; i++)
-        if (REAL(q_sqrt)[i + (size_t) M * i] == 0.0)
-            error("'q_sqrt' must have a non-zero diagonal");
-    if (!isInteger(lik) || XLENGTH(lik) != 1 ||
-        INTEGER(lik)[0] < LIK_BERNOULLI || INTEGER(lik)[0] > LIK_PROBIT)
-        error("'lik' must be 1 (Bernoulli-logit), 2 (Gaussian) or 3 (Bernoulli-probit)");
-    const int lk = INTEGER(lik)[0];
-    const double s2y = chk_scalar(noise, "noise");
-    if (lk == LIK_GAUSSIAN && !(s2y > 0.0))
-        error("'noise' must be positive");
-    if (lk != LIK_GAUSSIAN)
-        for (int n = 0; n < N; n++)
-            if (REAL(y)[n] != 1.0 && REAL(y)[n] != -1.0)
-                error("'y' must be -1 or 1 for the Bernoulli likelihood");
-    const double mn = chk_scalar(mean, "mean");
-    chk_real_vector(gh_x, "gh_x", -1);
-    const int ngh = (int) XLENGTH(gh_x);
-    if (ngh < 1) error("'gh_x' must have at least one node");
-    chk_real_vector(gh_w, "gh_w", ngh);
-    chk_finite(gh_x, "gh_x");
-    chk_finite(gh_w, "gh_w");
+
+    svgp_q sq;
+    svgp_lik sl;
+    svgp_read_q(q, M, &sq);
+    svgp_read_lik(lik, N, &sl);
+
+    /* opts */
+    const double mn = chk_scalar(chk_field(opts, "opts", "mean"), "opts$mean");
     double jb, jc;
-    chk_jitter(jitter, jitter_cap, &jb, &jc);
-    const int wh = chk_flag(whiten, "whiten");
-    const double es = chk_scalar(ell_scale, "ell_scale");
-    if (!(es > 0.0)) error("'ell_scale' must be positive");
+    chk_jitter(chk_field(opts, "opts", "jitter"),
+               chk_field(opts, "opts", "jitter_cap"), &jb, &jc);
     const int gr = chk_flag(grad, "grad");
 
     int nprot = 0;
@@ -392,7 +500,6 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
     SEXP sL = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
     SEXP smu = PROTECT(allocVector(REALSXP, N)); nprot++;
     SEXP svar = PROTECT(allocVector(REALSXP, N)); nprot++;
-    memset(REAL(sL), 0, (size_t) M * M * sizeof(double));
     o.L = REAL(sL); o.mu = REAL(smu); o.var = REAL(svar);
     SEXP sGuu = R_NilValue, sGuf = R_NilValue, sgd = R_NilValue,
          sgf = R_NilValue, sgm = R_NilValue, sgs = R_NilValue;
@@ -407,15 +514,24 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q_mu, SEXP q_sqrt,
         o.gmu = REAL(sgf);
         o.gq_mu = REAL(sgm); o.gq_sqrt = REAL(sgs);
     }
-    const int status = svgp_elbo(REAL(Kuu), REAL(Kuf), REAL(kdiag),
-                                 REAL(q_mu), REAL(q_sqrt), REAL(y), lk, s2y,
-                                 mn, ngh, REAL(gh_x), REAL(gh_w), M, N, jb,
-                                 jc, wh, es, &o);
-    if (status == 1)
+    const int status = svgp_elbo(REAL(Kuu), REAL(Kuf), REAL(kdiag), &sq, &sl,
+                                 mn, M, N, jb, jc, &o);
+    if (status == SVGP_KUU)
         error("Kuu is not positive definite even with jitter %g times its "
               "mean diagonal: are inducing inputs duplicated?", jc);
+    if (status == SVGP_KUU_OVERFLOW)
+        error("the Cholesky factor of Kuu overflows: the kernel variance is "
+              "too large for double precision");
     if (!R_FINITE(o.elbo))
         error("the SVGP ELBO is not finite");
+    if (gr) {
+        chk_result(o.Guu, (size_t) M * M, "adjoint of Kuu");
+        chk_result(o.Guf, (size_t) M * N, "adjoint of Kuf");
+        chk_result(o.gq_mu, (size_t) M, "gradient in q$mu");
+        chk_result(o.gq_sqrt, (size_t) M * M, "gradient in q$sqrt");
+        chk_result(o.gdiag, (size_t) N, "adjoint of kdiag");
+        chk_result(&o.gnoise, 1, "gradient in the noise");
+    }
 
     const char *names[] = {"elbo", "ell", "kl", "jitter", "L", "mu", "var",
                            "Guu", "Guf", "gdiag", "gq_mu", "gq_sqrt",

@@ -3,7 +3,9 @@
  * worker sees them. C never coerces: the R wrappers pass doubles.
  * Messages name the argument as the R wrapper calls it.
  */
+#include <float.h>
 #include <math.h>
+#include <string.h>
 #include <R.h>
 #include <Rinternals.h>
 #include "spv.h"
@@ -71,8 +73,9 @@ void chk_chol_factor(SEXP L, const char *name, int n)
     chk_finite(L, name);
     const double *p = REAL(L);
     for (int i = 0; i < m; i++)
-        if (!(p[i + (size_t) m * i] > 0.0))
-            error("'%s' must be a Cholesky factor (positive diagonal)", name);
+        if (!(p[i + (size_t) m * i] >= DBL_MIN))
+            error("'%s' must be a Cholesky factor (positive diagonal, "
+                  "not subnormal)", name);
 }
 
 /* A kernel arrives as list(family = integer code, variance = double,
@@ -80,24 +83,63 @@ void chk_chol_factor(SEXP L, const char *name, int n)
  * .kern_c(). */
 void chk_kernel(SEXP kern, int D, spv_kernel *out)
 {
-    if (!isNewList(kern) || XLENGTH(kern) != 3)
+    if (TYPEOF(kern) != VECSXP || XLENGTH(kern) != 3)
         error("'kernel' must be a list(family, variance, lengthscale)");
+    if (D < 1)
+        error("the inputs must have at least one column");
     SEXP fam = VECTOR_ELT(kern, 0), var = VECTOR_ELT(kern, 1),
          ls = VECTOR_ELT(kern, 2);
     if (!isInteger(fam) || XLENGTH(fam) != 1 || INTEGER(fam)[0] < KERN_RBF ||
         INTEGER(fam)[0] > KERN_MATERN52)
         error("unknown kernel family");
+    /* positive normal numbers: a subnormal variance or lengthscale has
+     * lost its precision, and the kernel's derivatives would underflow */
     if (!isReal(var) || XLENGTH(var) != 1 || !R_FINITE(REAL(var)[0]) ||
         REAL(var)[0] <= 0.0)
         error("kernel 'variance' must be one positive finite number");
+    if (REAL(var)[0] < DBL_MIN)
+        error("kernel 'variance' must not be subnormal (below %g)", DBL_MIN);
     if (!isReal(ls) || (XLENGTH(ls) != 1 && XLENGTH(ls) != D))
         error("kernel 'lengthscale' must have length 1 or %d", D);
-    for (R_xlen_t i = 0; i < XLENGTH(ls); i++)
+    for (R_xlen_t i = 0; i < XLENGTH(ls); i++) {
         if (!R_FINITE(REAL(ls)[i]) || REAL(ls)[i] <= 0.0)
             error("kernel 'lengthscale' must be positive and finite");
+        if (REAL(ls)[i] < DBL_MIN)
+            error("kernel 'lengthscale' must not be subnormal (below %g)",
+                  DBL_MIN);
+    }
     out->family = (spv_family) INTEGER(fam)[0];
     out->D = D;
     out->nls = (int) XLENGTH(ls);
     out->variance = REAL(var)[0];
     out->lengthscale = REAL(ls);
+}
+
+/* A result computed from finite inputs that is not finite (overflow, or
+ * a factorisation too ill-conditioned for double precision) is an error
+ * naming the quantity, never a silent NaN handed back to R. */
+void chk_result(const double *x, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!R_FINITE(x[i]))
+            error("the %s is not finite: the inputs are too large or too "
+                  "ill-conditioned for double precision", what);
+}
+
+/* The field `field` of the list argument `list` (named `name`), looked up
+ * by name: structured arguments are lists whose fields are checked one by
+ * one, with messages such as "'q$mu' must be ...". */
+SEXP chk_field(SEXP list, const char *name, const char *field)
+{
+    if (TYPEOF(list) != VECSXP)
+        error("'%s' must be a list", name);
+    SEXP nms = getAttrib(list, R_NamesSymbol);
+    if (TYPEOF(nms) == STRSXP) {
+        const R_xlen_t n = XLENGTH(list);
+        for (R_xlen_t i = 0; i < n && i < XLENGTH(nms); i++)
+            if (strcmp(CHAR(STRING_ELT(nms, i)), field) == 0)
+                return VECTOR_ELT(list, i);
+    }
+    error("'%s' must be a list with a field '%s'", name, field);
+    return R_NilValue;   /* not reached */
 }

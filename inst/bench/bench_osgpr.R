@@ -89,11 +89,11 @@ for (sz in sizes) {
     "bound" = list(
       function(i) {
         p <- sg$params; p$variance <- p$variance * (1 + i * 1e-9)
-        sg$eval_fun(sg, p, grad = FALSE)
+        sparsevgp:::.evaluate(sg, p, grad = FALSE)
       },
       function(i) {
         p <- os$params; p$variance <- p$variance * (1 + i * 1e-9)
-        os$eval_fun(os, p, grad = FALSE)
+        sparsevgp:::.evaluate(os, p, grad = FALSE)
       }),
     # new parameters each time, so that the cache of objective() cannot help
     "bound+grad" = list(

@@ -291,8 +291,10 @@ test_that("svgp edge cases: jitter checks, empty newdata, type, method, labels",
   args <- function(jit, cap) {
     k <- kernel_rbf(1, 1)
     Z <- f$params$Z
-    list(kernel_matrix(k, Z), kernel_matrix(k, Z, d$x), rep(1, 20), numeric(3),
-         diag(3), f$target, 1L, 1, 0, 0, sqrt(pi), jit, cap, TRUE, 1, FALSE)
+    list(kernel_matrix(k, Z), kernel_matrix(k, Z, d$x), rep(1, 20),
+         list(mu = numeric(3), sqrt = diag(3), whiten = TRUE),
+         list(type = 1L, y = f$target, noise = 1, gh_x = 0, gh_w = sqrt(pi), scale = 1),
+         list(mean = 0, jitter = jit, jitter_cap = cap), FALSE)
   }
   ffi <- function(...) do.call(base::.Call, c(list(sparsevgp:::ffi_svgp_elbo), args(...)))
   expect_error(ffi(-1e-8, 1e-2), "'jitter' must be non-negative")
