@@ -454,7 +454,13 @@ posterior_orthogonal <- function(fit) {
 #' @export
 osgpr_components <- function(fit, newdata) {
   if (!inherits(fit, "osgpr")) stop("'fit' must be an osgpr fit", call. = FALSE)
-  xnew <- .newdata_matrix(fit, if (missing(newdata)) NULL else newdata)
+  inp <- .prediction_inputs(fit, if (missing(newdata)) NULL else newdata)
+  if (!all(inp$ok)) {
+    stop(sprintf("'newdata' has missing inputs in row%s %s: osgpr_components() needs complete rows",
+                 if (sum(!inp$ok) > 1L) "s" else "", paste(utils::head(which(!inp$ok), 5L), collapse = ", ")),
+         call. = FALSE)
+  }
+  xnew <- inp$x
   post <- fit$posterior
   k <- .kernel_at(fit$kernel, fit$params)
   W <- rbind(fit$params$Z, fit$params$O)

@@ -182,40 +182,6 @@
   list(weights = weights, offset = offset)
 }
 
-# New inputs for prediction, checked against the training inputs.
-.newdata_matrix <- function(object, newdata) {
-  if (missing(newdata) || is.null(newdata)) return(object$x)
-  if (!is.null(object$terms) && !is.matrix(newdata)) {
-    # a matrix is taken as the model matrix itself (the columns of fit$x),
-    # which is how plots predict on a grid of transformed inputs
-    if (!is.data.frame(newdata) && !is.list(newdata)) {
-      stop("'newdata' must be a data frame (or a matrix with the columns of the model matrix) for a model fitted with a formula",
-           call. = FALSE)
-    }
-    tt <- stats::delete.response(object$terms)
-    .check_formula_vars(tt, newdata, "'newdata'", "the model's formula", na = TRUE)
-    mf <- stats::model.frame(tt, newdata, na.action = stats::na.fail,
-                             xlev = object$xlevels)
-    x <- stats::model.matrix(tt, mf)
-    attr(x, "assign") <- NULL
-    attr(x, "contrasts") <- NULL
-    return(.as_input_matrix(x, "newdata", min_rows = 0L))
-  }
-  x <- .as_input_matrix(newdata, "newdata", min_rows = 0L)
-  D <- ncol(object$x)
-  if (ncol(x) != D) {
-    stop(sprintf("'newdata' must have %d columns, not %d", D, ncol(x)),
-         call. = FALSE)
-  }
-  cn <- colnames(object$x)
-  if (!is.null(cn) && !is.null(colnames(x)) && !identical(colnames(x), cn)) {
-    stop(sprintf("the columns of 'newdata' (%s) do not match the training inputs (%s)",
-                 paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
-         call. = FALSE)
-  }
-  x
-}
-
 # The inputs of a prediction, simulation or plot: the rows of `newdata`
 # that `na.action` keeps, as a model matrix whose rows may still hold NA
 # (na.pass, the default: those rows give NA), or the training inputs when
@@ -291,9 +257,8 @@
 # The variables of the terms `tt` that neither `data` (a data frame or
 # list; `name` in messages) nor the formula's environment has: an error
 # naming them (`what` is the formula), instead of model.frame()'s "object
-# 'b' not found"; with na = TRUE, also NA in the variables `data` holds
-# (instead of "missing values in object").
-.check_formula_vars <- function(tt, data, name, what, na = FALSE) {
+# 'b' not found". Missing values are for na.action to handle.
+.check_formula_vars <- function(tt, data, name, what) {
   if (!is.list(data)) return(invisible())
   vars <- all.vars(tt)
   env <- environment(tt)
@@ -304,14 +269,6 @@
     stop(sprintf("%s has no variable%s %s, which %s uses", name,
                  if (length(absent) > 1L) "s" else "", paste(absent, collapse = ", "), what),
          call. = FALSE)
-  }
-  held <- intersect(vars, names(data))
-  if (na && length(held)) {
-    bad <- held[vapply(held, function(v) anyNA(data[[v]]), TRUE)]
-    if (length(bad)) {
-      stop(sprintf("%s has NA in %s: remove or impute those rows first", name,
-                   paste(bad, collapse = ", ")), call. = FALSE)
-    }
   }
   invisible()
 }
