@@ -120,15 +120,15 @@
 #' The quantities of the Polya-Gamma augmentation of the logistic
 #' likelihood (Polson, Scott and Windle 2013; Wenzel et al. 2019; Passerello
 #' 2022, section 2.6), computed in C without overflow or
-#' cancellation: the mean \eqn{\theta(c) = E[\omega] = \tanh(c/2)/(2c)} of
-#' \eqn{\omega \sim PG(1, c)} (which tends to 1/4 at \eqn{c = 0}),
-#' \eqn{\log\cosh(x)}, and the divergence
-#' \eqn{KL[PG(1, c) \| PG(1, 0)] = \log\cosh(c/2) - (c/4)\tanh(c/2)}.
+#' cancellation: the mean \eqn{\theta(c) = E[\omega] = \tanh(c/2)/(2c)}{theta(c) = E[omega] = tanh(c/2)/(2c)} of
+#' \eqn{\omega \sim PG(1, c)}{omega ~ PG(1, c)} (which tends to 1/4 at \eqn{c = 0}),
+#' \eqn{\log\cosh(x)}{log cosh(x)}, and the divergence
+#' \eqn{KL[PG(1, c) \| PG(1, 0)] = \log\cosh(c/2) - (c/4)\tanh(c/2)}{KL[PG(1, c) || PG(1, 0)] = log cosh(c/2) - (c/4)tanh(c/2)}.
 #' \code{\link{pgpr}()} uses them; they are exported for checks and plots.
 #'
 #' The KL divergence follows from the exponential tilting
-#' \eqn{PG(\omega | 1, c) \propto \exp(-c^2\omega/2) PG(\omega | 1, 0)}
-#' (Polson, Scott and Windle 2013). Integrating \eqn{\omega} out of the
+#' \eqn{PG(\omega | 1, c) \propto \exp(-c^2\omega/2) PG(\omega | 1, 0)}{PG(omega | 1, c) propto exp(-c^2 omega/2) PG(omega | 1, 0)}
+#' (Polson, Scott and Windle 2013). Integrating \eqn{\omega}{omega} out of the
 #' augmented likelihood under \eqn{PG(1, c)} gives the logistic bound of
 #' Jaakkola and Jordan (2000), tight at \eqn{|z| = c} (see the example).
 #'

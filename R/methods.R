@@ -12,7 +12,7 @@
 #'
 #' \strong{Two distributions.} The latent function \eqn{f(x)} is the
 #' regression function: its predictive variance shrinks where there are
-#' data. A new observation is \eqn{y = f(x) + \epsilon}, so its variance adds
+#' data. A new observation is \eqn{y = f(x) + \epsilon}{y = f(x) + epsilon}, so its variance adds
 #' the noise variance. \code{interval = "confidence"} gives an interval for
 #' \eqn{f(x)} (where the curve is), \code{interval = "prediction"} one for a
 #' new \eqn{y} (where a new observation will fall), as in
@@ -318,19 +318,15 @@ coef.sparsevgp <- function(object, ...) {
 #' (\code{gpr()}, \code{sgpr()}, \code{osgpr()}), \code{df.residual()} is
 #' \eqn{N} minus the effective number of parameters, the trace of the
 #' smoother ("hat") matrix \eqn{H} with \eqn{\hat y = H y}{y_hat = H y}, as
-#' for smoothing splines and \code{mgcv::gam()}: \eqn{H = S + (I - S)1c^\top}
-#' {H = S + (I - S) 1 c'} with \eqn{S = Q_{ff}(Q_{ff} + \Lambda)^{-1}}
-#' {S = Qff (Qff + Lambda)^-1} (\eqn{K_{ff}}{Kff} for \code{gpr()}) and
+#' for smoothing splines and \code{mgcv::gam()}: \eqn{H = S + (I - S)1c^\top}{H = S + (I - S) 1 c'} with \eqn{S = Q_{ff}(Q_{ff} + \Lambda)^{-1}}{S = Qff (Qff + Lambda)^-1} (\eqn{K_{ff}}{Kff} for \code{gpr()}) and
 #' \eqn{c} the weights of the generalised least-squares estimate of the
 #' constant mean (when it is learned). It is computed in \eqn{O(NM^2)}{O(N M^2)}.
 #' \code{svgp()} optimises \eqn{q(u)} numerically and classifiers have no
 #' such smoother: \code{df.residual()} is an error for them.
 #'
-#' \strong{Residuals.} \code{type = "response"} gives \eqn{y - \hat y}
-#' {y - fitted}; \code{type = "pearson"} divides them by the predictive
+#' \strong{Residuals.} \code{type = "response"} gives \eqn{y - \hat y}{y - fitted}; \code{type = "pearson"} divides them by the predictive
 #' standard deviation of \eqn{y} at the training inputs (the square root of
-#' the latent variance plus the noise variance; \eqn{\sqrt{p(1-p)}}
-#' {sqrt(p (1 - p))} for classifiers), so that they are roughly standard
+#' the latent variance plus the noise variance; \eqn{\sqrt{p(1-p)}}{sqrt(p (1 - p))} for classifiers), so that they are roughly standard
 #' normal when the model is right. With \code{na.action = na.exclude} the
 #' fitted values and residuals are padded with \code{NA}.
 #'

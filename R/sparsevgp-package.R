@@ -1,6 +1,6 @@
 #' sparsevgp: sparse variational Gaussian processes
 #'
-#' Gaussian process models whose cost is \eqn{O(N M^2)} in the number of
+#' Gaussian process models whose cost is \eqn{O(N M^2)}{O(N M^2)} in the number of
 #' observations \eqn{N} and inducing points \eqn{M}. The numerical core
 #' (bounds, their gradients, predictions) is written in C on R's BLAS and
 #' LAPACK; models are fitted with \code{optim()} on analytic gradients.

@@ -12,19 +12,20 @@
 #'
 #' Fits a sparse variational Gaussian process with an explicit Gaussian
 #' \eqn{q(u)} for the function values at the inducing inputs, by maximising
-#' \deqn{\mathrm{ELBO} = \sum_n E_{q(f_n)}[\log p(y_n | f_n)] - KL[q(u) \| p(u)]}
+#' \deqn{\mathrm{ELBO} = \sum_n E_{q(f_n)}[\log p(y_n | f_n)] - KL[q(u) \| p(u)]}{ELBO = sum_n E_(q(f_n))[log p(y_n | f_n)] - KL[q(u) || p(u)]}
 #' (Hensman et al. 2015; Tiao 2020, "Non-Gaussian likelihoods") over the
 #' variational parameters,
 #' the kernel parameters (and the noise and mean) and, optionally, the
 #' inducing inputs, with L-BFGS-B on the analytic gradient (full batch).
 #'
 #' By default the variational distribution is whitened, as GPflow does:
-#' \eqn{u = L v} with \eqn{L L^\top = K_{uu}} and \eqn{q(v) = N(b, W W^\top)},
+#' \eqn{u = L v} with \eqn{L L^\top = K_{uu}}{L L' = Kuu} and \eqn{q(v) = N(b, W W^\top)}{q(v) = N(b, W W')},
 #' \eqn{W} lower triangular with a positive diagonal (optimised on the log
 #' scale), so that \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
-#' \log W_{ii})}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}
+#' \log W_{ii})}{KL = 1/2(||W||_F^2 + ||b||^2 - M - 2 sum log Wii)}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}{q(u) = N(b, W W')}
 #' directly and \eqn{KL[N(b, W W^\top) \| N(0, K_{uu})] = \frac12(\|L^{-1}W\|_F^2
-#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}} (the
+#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}}{KL[N(b, W W') || N(0, Kuu)] = 1/2(||L^-1 W||_F^2 + ||L^-1 b||^2 - M) +
+#'   sum log Lii - sum log Wii} (the
 #' Gaussian KL divergence written with Cholesky factors; Tiao 2020,
 #' "Whitened parameterization"); the predictive is the algorithm of Tiao
 #' (2020), Appendix II. Both
@@ -34,17 +35,17 @@
 #' optimisation.
 #'
 #' Likelihoods: \code{"bernoulli"}, the logistic
-#' \eqn{p(y | f) = \sigma(y f)} with \eqn{y \in \{-1, +1\}}, whose expectations
+#' \eqn{p(y | f) = \sigma(y f)}{p(y | f) = sigma(y f)} with \eqn{y \in \{-1, +1\}}{y in \{-1, +1\}}, whose expectations
 #' are computed by Gauss-Hermite quadrature with \code{quadrature} points
 #' (20 by default, GPflow's choice and that of the SVGP baseline in
 #' Passerello's tables; at
 #' a latent variance of 100 the 20-point rule is biased by about 0.035 nats
 #' per point, so raise it for very uncertain latent functions);
 #' \code{"probit"}, the Bernoulli likelihood with the probit link
-#' \eqn{p(y | f) = \Phi(y f)} (GPflow's default classifier), with the same
+#' \eqn{p(y | f) = \Phi(y f)}{p(y | f) = Phi(y f)} (GPflow's default classifier), with the same
 #' quadrature and predictive probabilities
-#' \eqn{\Phi(\mu / \sqrt{1 + \sigma^2})}, exact for any \code{method};
-#' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)} with a learned
+#' \eqn{\Phi(\mu / \sqrt{1 + \sigma^2})}{Phi(mu / sqrt(1 + sigma^2))}, exact for any \code{method};
+#' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)}{N(y; f, sigma^2)} with a learned
 #' variance, whose expectations are exact. With the Gaussian likelihood and
 #' \eqn{q(u)} set to the optimal distribution of an \code{\link{sgpr}()} fit
 #' with the same parameters, the ELBO equals the SGPR bound; otherwise it is
@@ -54,11 +55,11 @@
 #' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
 #' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
 #' \code{control$maxit} Adam iterations (Kingma and Ba 2015; \eqn{\beta_1 =
-#' 0.9}, \eqn{\beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}) uses the unbiased
+#' 0.9}{beta_1 = 0.9}, \eqn{\beta_2 = 0.999}{beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}{epsilon = 10^-8}) uses the unbiased
 #' minibatch estimate \deqn{\frac{N}{B}\sum_{n \in \mathcal B} E_{q(f_n)}[\log
-#' p(y_n | f_n)] - KL[q(u) \| p(u)]} and its gradient on a batch of
+#' p(y_n | f_n)] - KL[q(u) \| p(u)]}{N/B sum_(n in B) E_(q(f_n))[log p(y_n | f_n)] - KL[q(u) || p(u)]} and its gradient on a batch of
 #' \eqn{B} points drawn uniformly without replacement (Hensman, Fusi and
-#' Lawrence 2013), at a cost of \eqn{O(B M^2 + M^3)} per iteration;
+#' Lawrence 2013), at a cost of \eqn{O(B M^2 + M^3)}{O(B M^2 + M^3)} per iteration;
 #' the batches come from R's random number generator, so
 #' \code{set.seed()} makes fits reproducible. The step size is
 #' \code{control$lr} (default 0.01); parameters are scaled as for
@@ -77,7 +78,7 @@
 #'   method name as in \code{\link{sgpr}()} (\code{"greedy"}, \code{"hgv"}
 #'   and \code{"gv"} are all plain greedy conditional variance here,
 #'   \code{"kmeans"}, \code{"random"}), or the result of
-#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)} by
+#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
 #'   greedy conditional variance. More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
 #' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"} or
@@ -119,11 +120,15 @@
 #'   points in each minibatch of Adam (values above \eqn{N} mean \eqn{N}).
 #' @param quadrature the number of Gauss-Hermite points for the Bernoulli
 #'   expectations (1 to 500).
-#' @return An object of class \code{c("svgp", "sparsevgp")}. Methods:
-#'   \code{print}, \code{summary}, \code{coef}, \code{predict} (see
-#'   \code{\link{predict.pgpr}} for Bernoulli, \code{\link{predict.sparsevgp}}
-#'   for Gaussian), \code{plot}, \code{fitted}, \code{logLik} (the ELBO),
-#'   \code{\link{objective}}.
+#' @return An object of class \code{c("svgp", "sparsevgp")}, with
+#'   \code{q(u)} in \code{params$q_mu}, \code{params$q_sqrt_diag} and
+#'   \code{params$q_sqrt_lower}; \code{predict()} is described in
+#'   \code{\link{predict.pgpr}} for the Bernoulli likelihoods and in
+#'   \code{\link{predict.sparsevgp}} for the Gaussian one.
+#' @templateVar model svgp
+#' @templateVar classifier yes
+#' @template fit-value
+#' @template practice
 #' @references Hensman, J., Matthews, A. G. de G. and Ghahramani, Z. (2015).
 #'   Scalable variational Gaussian process classification. AISTATS.
 #'
