@@ -447,6 +447,7 @@ weights.sparsevgp <- function(object, ...) {
 }
 
 #' @rdname sparsevgp-methods
+#' @param x a fitted model (the argument name of the generic).
 #' @export
 formula.sparsevgp <- function(x, ...) {
   if (is.null(x$terms)) {

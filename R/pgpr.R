@@ -453,26 +453,45 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
 #'   default the training inputs.
 #' @param type \code{"link"} (the latent function: \code{list(mean, var)},
-#'   or \code{cov} with \code{full_cov = TRUE}), \code{"prob"}
-#'   (\code{list(mean = p, var = p (1 - p))}), \code{"class"} (labels coded
-#'   like the training labels), or \code{"pg_variance"} (a vector).
+#'   or \code{cov} with \code{full_cov = TRUE}), \code{"prob"} (the
+#'   probabilities of the second class, a vector), \code{"class"} (labels
+#'   coded like the training labels), or \code{"pg_variance"} (a vector).
 #'   \code{"latent"} and \code{"response"} are accepted for \code{"link"} and
 #'   \code{"prob"}. For \code{svgp(likelihood = "gaussian")} fits the types
 #'   are those of \code{\link{predict.sparsevgp}}.
 #' @param method how probabilities are computed: \code{"quadrature"},
 #'   \code{"probit"} or \code{"plugin"}; see Details.
+#' @param interval \code{"none"} or \code{"confidence"}: for
+#'   \code{type = "link"} the pointwise interval
+#'   \eqn{\mu_* \pm z \sigma_*}{mu_* +/- z sigma_*} of the latent function, for
+#'   \code{type = "prob"} its image \eqn{g(\mu_* \pm z \sigma_*)}{g(mu_* +/- z sigma_*)} under
+#'   the inverse link \eqn{g}, an interval for the probability
+#'   \eqn{g(f(x_*))}{g(f(x_*))}, with \eqn{z} = \code{qnorm((1 + level) / 2)}.
+#'   A \code{"prediction"} interval of a binary label is an error: its
+#'   distribution is the probability itself.
+#' @param level the coverage of the intervals.
+#' @param se.fit if \code{TRUE}, also return standard errors: the standard
+#'   deviation of \eqn{f(x_*)}{f(x_*)} (\code{type = "link"}) or of
+#'   \eqn{g(f(x_*))}{g(f(x_*))} (\code{type = "prob"}) under the latent
+#'   predictive distribution.
 #' @param full_cov for \code{type = "link"}: return the full covariance.
-#' @param ... unused.
+#' @param na.action what to do with rows of \code{newdata} that have missing
+#'   inputs: \code{na.pass} (predict \code{NA} for them), \code{na.omit} or
+#'   \code{na.exclude}.
+#' @param ... not used: any argument here is an error.
 #' @return See \code{type}; vectors are named by the row names of
-#'   \code{newdata}.
+#'   \code{newdata}. With \code{interval}, a matrix with columns
+#'   \code{fit}, \code{lwr} and \code{upr}; with \code{se.fit = TRUE}, a list
+#'   with \code{fit} and \code{se.fit}.
 #' @examples
 #' d <- classification_data("banana")
 #' set.seed(1)
 #' fit <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 15,
 #'             control = list(inner_max = 2))
 #' nd <- data.frame(x1 = c(-2, 0, 2), x2 = c(0, 0, 3))
-#' predict(fit, nd, type = "prob")$mean
-#' predict(fit, nd, type = "prob", method = "plugin")$mean
+#' predict(fit, nd, type = "prob")
+#' predict(fit, nd, type = "prob", method = "plugin")
+#' predict(fit, nd, type = "prob", interval = "confidence")
 #' predict(fit, nd, type = "class")
 #' predict(fit, nd, type = "pg_variance")
 #' @export
