@@ -358,8 +358,8 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
                    xlab = if (!is.null(xlab)) xlab else if (by_M) "number of inducing inputs M" else
                      "selection pass", ylab = ylab, xaxt = "n", ...)
     graphics::axis(1, at = unique(xv))
-    lab <- if (by_M) paste0("pass ", h$pass) else paste0("M = ", h$M)
-    graphics::text(xv, h$bound, lab, pos = 3, cex = 0.6, xpd = NA)
+    # the pass of each M; with one M throughout the title already says it
+    if (by_M) graphics::text(xv, h$bound, paste0("pass ", h$pass), pos = 3, cex = 0.6, xpd = NA)
     best <- which.max(h$bound)
     graphics::points(xv[best], h$bound[best], pch = 1, cex = 2, col = "firebrick")
     return(data.frame(pass = h$pass, M = h$M, bound = h$bound))
