@@ -120,15 +120,15 @@
 #' The quantities of the Polya-Gamma augmentation of the logistic
 #' likelihood (Polson, Scott and Windle 2013; Wenzel et al. 2019; Passerello
 #' 2022, section 2.6), computed in C without overflow or
-#' cancellation: the mean \eqn{\theta(c) = E[\omega] = \tanh(c/2)/(2c)} of
-#' \eqn{\omega \sim PG(1, c)} (which tends to 1/4 at \eqn{c = 0}),
-#' \eqn{\log\cosh(x)}, and the divergence
-#' \eqn{KL[PG(1, c) \| PG(1, 0)] = \log\cosh(c/2) - (c/4)\tanh(c/2)}.
+#' cancellation: the mean \eqn{\theta(c) = E[\omega] = \tanh(c/2)/(2c)}{theta(c) = E[omega] = tanh(c/2)/(2c)} of
+#' \eqn{\omega \sim PG(1, c)}{omega ~ PG(1, c)} (which tends to 1/4 at \eqn{c = 0}),
+#' \eqn{\log\cosh(x)}{log cosh(x)}, and the divergence
+#' \eqn{KL[PG(1, c) \| PG(1, 0)] = \log\cosh(c/2) - (c/4)\tanh(c/2)}{KL[PG(1, c) || PG(1, 0)] = log cosh(c/2) - (c/4)tanh(c/2)}.
 #' \code{\link{pgpr}()} uses them; they are exported for checks and plots.
 #'
 #' The KL divergence follows from the exponential tilting
-#' \eqn{PG(\omega | 1, c) \propto \exp(-c^2\omega/2) PG(\omega | 1, 0)}
-#' (Polson, Scott and Windle 2013). Integrating \eqn{\omega} out of the
+#' \eqn{PG(\omega | 1, c) \propto \exp(-c^2\omega/2) PG(\omega | 1, 0)}{PG(omega | 1, c) propto exp(-c^2 omega/2) PG(omega | 1, 0)}
+#' (Polson, Scott and Windle 2013). Integrating \eqn{\omega}{omega} out of the
 #' augmented likelihood under \eqn{PG(1, c)} gives the logistic bound of
 #' Jaakkola and Jordan (2000), tight at \eqn{|z| = c} (see the example).
 #'
@@ -176,28 +176,94 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 
 .classifier_types <- c("link", "prob", "class", "pg_variance", "latent", "response")
 
-# predict() for binary classifiers: the latent predictive distribution from
-# predict.sparsevgp() (blocked, variances clamped, rows named), then the
-# class probabilities, labels or PG variances.
-.predict_classifier <- function(object, newdata, type, method, full_cov) {
+# predict() for binary classifiers: the latent predictive distribution
+# (.predict_moments(): complete rows, variances clamped, rows named), then
+# the class probabilities, labels or PG variances. Intervals are for the
+# latent function (type "link") or for the probability g(f) (type "prob":
+# the quantiles g(mu -/+ z s) of g(f) under q(f), since g is increasing);
+# se.fit is the standard deviation of f, or of g(f) under q(f) (by
+# Gauss-Hermite quadrature, whatever `method`). With pad = TRUE, results are
+# padded for the rows that na.exclude dropped.
+.predict_classifier <- function(object, newdata, type, method, interval = "none", level = 0.95,
+                                se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
+                                pad = TRUE) {
   type <- match.arg(type, .classifier_types)
   if (type == "latent") type <- "link"
   if (type == "response") type <- "prob"
   method <- match.arg(method, c("quadrature", "probit", "plugin"))
+  interval <- match.arg(interval, c("none", "confidence", "prediction"))
+  level <- .check_level(level)
+  se.fit <- .check_flag(se.fit, "se.fit")
   full_cov <- .check_flag(full_cov, "full_cov")
   if (full_cov && type != "link") {
     stop("'full_cov = TRUE' is only available for type = \"link\"", call. = FALSE)
   }
-  lat <- predict.sparsevgp(object, newdata, type = "latent", full_cov = full_cov)
-  if (type == "link") return(lat)
+  if (full_cov && (interval != "none" || se.fit)) {
+    stop("'full_cov = TRUE' gives the covariance matrix: it cannot be combined with 'interval' or 'se.fit'",
+         call. = FALSE)
+  }
+  if ((interval != "none" || se.fit) && type %in% c("class", "pg_variance")) {
+    stop(sprintf("'interval' and 'se.fit' are for type = \"link\" or \"prob\", not \"%s\"", type),
+         call. = FALSE)
+  }
+  if (interval == "prediction") {
+    stop("a prediction interval of a binary label says nothing beyond its probability: use interval = \"confidence\" (for the latent function, or for the probability with type = \"prob\")",
+         call. = FALSE)
+  }
+  inp <- .prediction_inputs(object, newdata, na.action)
+  if (!pad) inp$na <- NULL
+  lat <- .predict_moments(object, inp, full_cov)
+  if (type == "link") {
+    if (full_cov) return(list(mean = .pad(inp, lat$mean), cov = .pad(inp, lat$cov, cov = TRUE)))
+    if (interval == "none" && !se.fit) {
+      return(list(mean = .pad(inp, lat$mean), var = .pad(inp, lat$var)))
+    }
+    s <- sqrt(lat$var)
+    z <- stats::qnorm((1 + level) / 2)
+    fit <- if (interval == "none") lat$mean else
+      .interval_matrix(lat$mean, lat$mean - z * s, lat$mean + z * s)
+    fit <- .pad(inp, fit)
+    return(if (se.fit) list(fit = fit, se.fit = .pad(inp, s)) else fit)
+  }
   if (type == "pg_variance") {
     # Passerello 2022, Fig. 5.1: c* = sqrt(mu*^2 + s*^2), 1 / theta(c*)
-    return(1 / pg_theta(sqrt(lat$mean^2 + lat$var)))
+    v <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
+    return(.pad(inp, v))
   }
-  p <- .class_prob(lat$mean, lat$var, method, .class_link(object))
+  link <- .class_link(object)
+  p <- .class_prob(lat$mean, lat$var, method, link)
   names(p) <- names(lat$mean)
-  if (type == "class") return(.labels_from_prob(p, object$labels))
-  list(mean = p, var = p * (1 - p))
+  if (type == "class") return(.pad(inp, .labels_from_prob(p, object$labels)))
+  if (interval == "none" && !se.fit) return(.pad(inp, p))
+  fit <- p
+  if (interval == "confidence") {
+    g <- if (link == "probit") stats::pnorm else stats::plogis
+    z <- stats::qnorm((1 + level) / 2)
+    s <- sqrt(lat$var)
+    fit <- .interval_matrix(p, g(lat$mean - z * s), g(lat$mean + z * s))
+  }
+  fit <- .pad(inp, fit)
+  if (!se.fit) return(fit)
+  list(fit = fit, se.fit = .pad(inp, .class_prob_sd(lat$mean, lat$var, link)))
+}
+
+# The standard deviation of g(f) under f ~ N(mu, s2), g the inverse link, by
+# 20-point Gauss-Hermite quadrature of E[g(f)] and E[g(f)^2].
+.class_prob_sd <- function(mu, s2, link) {
+  g <- if (link == "probit") stats::pnorm else stats::plogis
+  gh <- .gauss_hermite(20L)
+  s <- sqrt(pmax(s2, 0))
+  m1 <- m2 <- numeric(length(mu))
+  for (i in seq_along(gh$x)) {
+    gi <- g(mu + sqrt(2) * s * gh$x[i])
+    m1 <- m1 + gh$w[i] * gi
+    m2 <- m2 + gh$w[i] * gi^2
+  }
+  m1 <- m1 / sqrt(pi)
+  m2 <- m2 / sqrt(pi)
+  out <- sqrt(pmax(m2 - m1^2, 0))
+  names(out) <- names(mu)
+  out
 }
 
 # The link of a classifier: "probit" for svgp(likelihood = "probit"), else
@@ -206,9 +272,9 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   if (identical(object$likelihood, "probit")) "probit" else "logit"
 }
 
-# Training-set probabilities.
+# Training-set probabilities (padded for the rows that na.exclude dropped).
 .fitted_classifier <- function(object, method) {
-  .predict_classifier(object, NULL, "prob", method, FALSE)$mean
+  .predict_classifier(object, NULL, "prob", method)
 }
 
 # Accuracy and mean negative log predictive probability (nats per point) of
@@ -221,41 +287,53 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 
 # ---- plots --------------------------------------------------------------------
 
-# 1-D: p(y = 1 | x) with the band sigmoid(mu +/- 2 sd), the labels at 0 and 1
-# and the inducing inputs as ticks. 2-D: filled probability contours (or the
-# PG variance map), the decision boundary p = 1/2, the data by class and the
-# inducing inputs. More inputs: the predicted probabilities by class.
-.plot_classifier <- function(object, what, n, method, xlab, ylab, main, inducing = TRUE, ...) {
+# 1-D: p(y = 1 | x) with the band g(mu -/+ z sd), the labels at 0 and 1
+# and the inducing inputs as ticks. 2-D: an image of the probability (or of
+# the PG variance map) with a colour key, the decision boundary p = 1/2,
+# the data by class (shapes and colours that stay visible on the
+# background, with a legend naming the classes) and the inducing inputs.
+# More inputs: the predicted probabilities by observed class.
+.plot_classifier <- function(object, which, what, n, method, level, xlab, ylab, main,
+                             inducing = TRUE, ...) {
+  which <- match.arg(which, c("fit", "convergence", "residuals"))
+  level <- .check_level(level)
+  if (which == "convergence") return(invisible(.plot_convergence(object, xlab, ylab, main, ...)))
+  if (which == "residuals") return(invisible(.plot_residuals(object, xlab, ylab, main, ...)))
   D <- ncol(object$x)
   if (is.null(main)) {
-    main <- if (inherits(object, "pgpr")) {
-      sprintf("PGPR, M = %d", nrow(object$params$Z))
-    } else {
-      sprintf("SVGP (Bernoulli), M = %d", nrow(object$params$Z))
-    }
+    main <- .plot_title(object)
     if (what == "pg_variance") main <- paste(main, if (D == 2L) "- log10 PG variance" else "- PG variance")
   }
-  if (D == 1L) return(.plot_class_1d(object, what, n, method, xlab, ylab, main, inducing, ...))
+  if (D == 1L) {
+    return(.plot_class_1d(object, what, n, method, level, xlab, ylab, main, inducing, ...))
+  }
   if (D == 2L) {
     return(.plot_class_2d(object, what, min(n, 100L), method, xlab, ylab, main, inducing, ...))
   }
-  p <- .fitted_classifier(object, method)
+  p <- .predict_classifier(object, NULL, "prob", method, pad = FALSE)
   cls <- factor(object$labels$levels[1L + object$y], levels = object$labels$levels)
   graphics::stripchart(p ~ cls, vertical = TRUE, method = "jitter", pch = 16, cex = 0.6,
-                       col = c("steelblue4", "firebrick"), main = main,
-                       xlab = if (is.null(xlab)) "observed class" else xlab,
-                       ylab = if (is.null(ylab)) "predicted p(positive class)" else ylab, ...)
+                       col = .class_colours, main = main,
+                       xlab = if (is.null(xlab)) paste("observed", .response_name(object)) else xlab,
+                       ylab = if (is.null(ylab)) .prob_label(object) else ylab, ...)
   graphics::abline(h = 0.5, lty = 2, col = grDevices::grey(0.4))
-  invisible(data.frame(class = cls, prob = p))
+  invisible(data.frame(class = cls, prob = unname(p)))
 }
 
-.plot_class_1d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
+# The colours of the two classes (low and high probability of the positive
+# class), matching the ends of the "Blue-Red 3" palette of the maps.
+.class_colours <- c("#2166AC", "#B2182B")
+
+.prob_label <- function(object) {
+  sprintf("p(%s = %s)", .response_name(object), object$labels$levels[2L])
+}
+
+.plot_class_1d <- function(object, what, n, method, level, xlab, ylab, main, inducing, ...) {
   xr <- range(object$x[, 1L])
   pad <- 0.05 * diff(xr)
   if (pad == 0) pad <- 1
   g <- seq(xr[1L] - pad, xr[2L] + pad, length.out = n)
-  nd <- .grid_newdata(object, matrix(g, ncol = 1L))
-  lat <- predict.sparsevgp(object, nd, type = "latent")
+  lat <- .grid_moments(object, matrix(g, ncol = 1L))
   if (is.null(xlab)) xlab <- .input_names(object)[1L]
   marks <- if (inducing) .inducing_marks(object) else list()
   if (what == "pg_variance") {
@@ -263,32 +341,33 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
     graphics::plot(g, v, type = "l", lwd = 2, col = "darkorange3", xlab = xlab,
                    ylab = if (is.null(ylab)) "PG variance 1/theta" else ylab, main = main, ...)
     for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
-    return(invisible(data.frame(x = g, pg_variance = v)))
+    return(invisible(data.frame(x = g, pg_variance = unname(v))))
   }
   link <- .class_link(object)
   p <- .class_prob(lat$mean, lat$var, method, link)
   s <- sqrt(lat$var)
+  z <- stats::qnorm((1 + level) / 2)
   inv <- if (link == "probit") stats::pnorm else stats::plogis
-  lo <- inv(lat$mean - 2 * s)
-  hi <- inv(lat$mean + 2 * s)
+  lo <- inv(lat$mean - z * s)
+  hi <- inv(lat$mean + z * s)
   graphics::plot(object$x[, 1L], object$y, ylim = c(-0.05, 1.05), xlab = xlab,
-                 ylab = if (is.null(ylab)) sprintf("p(y = %s)", object$labels$levels[2L]) else ylab,
-                 main = main, pch = 16, cex = 0.6, col = grDevices::grey(0.45), ...)
+                 ylab = if (is.null(ylab)) .prob_label(object) else ylab,
+                 main = main, pch = 16, cex = 0.6, col = .class_colours[1L + object$y], ...)
   graphics::polygon(c(g, rev(g)), c(lo, rev(hi)), border = NA,
                     col = grDevices::adjustcolor("steelblue", 0.3))
   graphics::lines(g, p, lwd = 2, col = "steelblue4")
   graphics::abline(h = 0.5, lty = 3, col = grDevices::grey(0.5))
   for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
-  k <- if (length(marks)) 4L else 3L
-  graphics::legend("right", bty = "n", cex = 0.8,
-                   legend = c("labels", "probability",
-                              sprintf("%s(mean +/- 2 sd)", if (link == "probit") "Phi" else "sigmoid"),
-                              "inducing inputs")[1:k],
-                   pch = c(16, NA, 15, NA)[1:k], lty = c(NA, 1, NA, 1)[1:k],
-                   lwd = c(NA, 2, NA, 2)[1:k],
-                   col = c(grDevices::grey(0.45), "steelblue4",
-                           grDevices::adjustcolor("steelblue", 0.3), "firebrick")[1:k])
-  invisible(data.frame(x = g, prob = p, mean = lat$mean, sd = s))
+  lev <- object$labels$levels
+  leg <- c(sprintf("%s (at 0)", lev[1L]), sprintf("%s (at 1)", lev[2L]), "probability",
+           sprintf("%g%% interval", 100 * level), if (length(marks)) "inducing inputs")
+  graphics::legend("right", bty = "n", cex = 0.8, legend = leg,
+                   pch = c(16, 16, NA, 15, NA)[seq_along(leg)],
+                   lty = c(NA, NA, 1, NA, 1)[seq_along(leg)],
+                   lwd = c(NA, NA, 2, NA, 2)[seq_along(leg)],
+                   col = c(.class_colours, "steelblue4", grDevices::adjustcolor("steelblue", 0.3),
+                           "firebrick")[seq_along(leg)])
+  invisible(data.frame(x = g, prob = unname(p), mean = unname(lat$mean), sd = unname(s)))
 }
 
 .plot_class_2d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
@@ -297,7 +376,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   g1 <- seq(r1[1L], r1[2L], length.out = n)
   g2 <- seq(r2[1L], r2[2L], length.out = n)
   grid <- as.matrix(expand.grid(g1, g2))
-  lat <- predict.sparsevgp(object, .grid_newdata(object, grid), type = "latent")
+  lat <- .grid_moments(object, grid)
   p <- .class_prob(lat$mean, lat$var, method, .class_link(object))
   nm <- .input_names(object)
   if (is.null(xlab)) xlab <- nm[1L]
@@ -305,34 +384,48 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   if (what == "pg_variance") {
     z <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
     zm <- matrix(log10(z), n, n)
-    graphics::image(g1, g2, zm, col = grDevices::hcl.colors(40, "YlOrRd", rev = TRUE),
-                    xlab = xlab, ylab = ylab, main = main, ...)
+    .image_key(g1, g2, zm, col = grDevices::hcl.colors(40, "YlOrRd", rev = TRUE),
+               zlim = range(zm), key_title = "log10 1/theta", xlab = xlab, ylab = ylab,
+               main = main, ...)
     if (diff(range(zm)) > 0) {
       graphics::contour(g1, g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,
                         nlevels = 6)
     }
   } else {
     zm <- matrix(p, n, n)
-    graphics::image(g1, g2, zm, zlim = c(0, 1), col = grDevices::hcl.colors(40, "Blue-Red 3"),
-                    xlab = xlab, ylab = ylab, main = main, ...)
+    .image_key(g1, g2, zm, col = grDevices::hcl.colors(40, "Blue-Red 3"), zlim = c(0, 1),
+               key_title = .prob_label(object), xlab = xlab, ylab = ylab, main = main, ...)
     if (diff(range(zm)) > 0) {
       graphics::contour(g1, g2, zm, levels = c(0.1, 0.25, 0.75, 0.9), add = TRUE,
                         col = grDevices::grey(0.25), labcex = 0.6, lty = 2)
     }
   }
   # a constant surface (an unfitted model) has no contours to draw
-  if (diff(range(p)) > 0) {
+  boundary <- diff(range(p)) > 0
+  if (boundary) {
     graphics::contour(g1, g2, matrix(p, n, n), levels = 0.5, add = TRUE, lwd = 2.5,
                       drawlabels = FALSE, col = "black")
   }
-  graphics::points(object$x[, 1L], object$x[, 2L], pch = c(1, 3)[1L + object$y], cex = 0.5,
-                   col = c("navy", "darkred")[1L + object$y])
-  if (inducing && !is.null(object$params$Z)) {
-    graphics::points(object$params$Z[, 1L], object$params$Z[, 2L], pch = 21, cex = 1.1,
+  # each class in its colour, with a white edge that shows on the
+  # saturated background of its own colour, and its own shape
+  graphics::points(object$x[, 1L], object$x[, 2L], pch = c(21, 24)[1L + object$y], cex = 0.6,
+                   bg = .class_colours[1L + object$y], col = "white", lwd = 0.6)
+  has_Z <- inducing && !is.null(object$params$Z) && nrow(object$params$Z) > 0L
+  if (has_Z) {
+    graphics::points(object$params$Z[, 1L], object$params$Z[, 2L], pch = 23, cex = 1.1,
                      bg = "gold", col = "black", lwd = 1)
   }
-  out <- data.frame(grid, prob = p, mean = lat$mean, sd = sqrt(lat$var))
+  lev <- object$labels$levels
+  leg <- c(lev, if (boundary) "p = 0.5", if (has_Z) "inducing inputs")
+  graphics::legend("topleft", legend = leg, cex = 0.7, bg = grDevices::adjustcolor("white", 0.8),
+                   box.col = NA,
+                   pch = c(21, 24, if (boundary) NA, if (has_Z) 23),
+                   pt.bg = c(.class_colours, if (boundary) NA, if (has_Z) "gold"),
+                   col = c("white", "white", if (boundary) "black", if (has_Z) "black"),
+                   lty = c(NA, NA, if (boundary) 1, if (has_Z) NA),
+                   lwd = c(NA, NA, if (boundary) 2.5, if (has_Z) 1))
+  out <- data.frame(grid, prob = unname(p), mean = unname(lat$mean), sd = unname(sqrt(lat$var)))
   names(out)[1:2] <- nm
-  if (what == "pg_variance") out$pg_variance <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
+  if (what == "pg_variance") out$pg_variance <- unname(1 / pg_theta(sqrt(lat$mean^2 + lat$var)))
   invisible(out)
 }

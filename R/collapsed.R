@@ -86,3 +86,40 @@
   LiLB <- forwardsolve(post$LB, t(post$L))
   list(Z = fit$params$Z, mean = drop(post$L %*% w) + fit$params$mean, cov = crossprod(LiLB))
 }
+
+# The effective number of parameters of a Gaussian collapsed fit whose
+# predictive mean is the SGPR mean on the inducing inputs W (sgpr; osgpr on
+# rbind(Z, O)): the trace of the hat matrix H = S + (I - S) 1 c' with
+# S = Q (Q + Lambda)^-1 and c = C^-1 1 / (1' C^-1 1), C = Q + Lambda, the
+# generalised least-squares weights of a learned constant mean (whose
+# optimum is linear in y: the trace term of the bound does not depend on
+# it). With A = L^-1 Kwf Lambda^-1/2 and B = I + A A', tr(S) = M - tr(B^-1)
+# and C^-1 = Lambda^-1/2 (I - A' B^-1 A) Lambda^-1/2 (Woodbury); since
+# I - S = Lambda C^-1, tr((I - S) 1 c') = (C^-1 1)' Lambda (C^-1 1) / 1' C^-1 1.
+# O(N M^2).
+.collapsed_edf <- function(fit, W) {
+  k <- .kernel_at(fit$kernel, fit$params)
+  km <- .collapsed_matrices(k, W, fit$x)
+  lambda <- .noise_lambda(fit, fit$params)
+  M <- nrow(W)
+  L <- .ffi_chol(km$Kww, fit$control$jitter, fit$control$jitter_cap)$L
+  A <- forwardsolve(L, km$Kwf) * rep(1 / sqrt(lambda), each = M)
+  LB <- t(chol(diag(M) + tcrossprod(A)))
+  tr_s <- M - sum(forwardsolve(LB, diag(M))^2)
+  .edf_mean(fit, tr_s, lambda, function(u) u - crossprod(A, backsolve(t(LB), forwardsolve(LB, A %*% u))))
+}
+
+# The hat matrix's trace tr(S) plus the learned mean's share
+# (C^-1 1)' Lambda (C^-1 1) / 1' C^-1 1, where `solve_half(u)` is
+# Lambda^1/2 C^-1 Lambda^1/2 u.
+.edf_mean <- function(fit, tr_s, lambda, solve_half) {
+  if (isTRUE(fit$fixed[["mean"]]) || !("mean" %in% names(fit$fixed))) return(tr_s)
+  v <- drop(solve_half(1 / sqrt(lambda))) / sqrt(lambda)
+  tr_s + sum(v^2 * lambda) / sum(v)
+}
+
+#' @export
+.edf.sgpr <- function(fit) .collapsed_edf(fit, fit$params$Z)
+
+#' @export
+.edf.osgpr <- function(fit) .collapsed_edf(fit, rbind(fit$params$Z, fit$params$O))

@@ -1,15 +1,38 @@
 # What every model constructor shares: the formula front end, the recorded
 # call, the starting mean, the warm start and the fit object itself.
 
-# The formula method of a model: the model frame, then the model's default
-# method on the model matrix and response. `data` also reaches the default
-# method (as .data) for formulas of its own, such as sgpr's noise formula.
-.fit_formula <- function(model, call, formula, data, ...) {
-  md <- .formula_data(formula, data)
+# The formula method of a model: the model frame as lm() builds it (with
+# `subset`, `weights`, `na.action` and `offset` from `call`, evaluated in
+# `env`), then the model's default method on the model matrix and
+# response. The default method receives the prior weights and the offset
+# when it takes them, and (as .data) the design of a learned noise formula.
+# The fit keeps the terms, the factor levels, the model frame and the
+# na.action record, so that model.frame(), formula(), nobs() and the
+# padding of na.exclude work as for lm().
+.fit_formula <- function(model, call, env, formula, data, ...) {
+  noise <- list(...)[["noise", exact = TRUE]]
+  md <- .formula_data(formula, data, call, env, noise = noise)
   fun <- get(paste0(model, ".default"), mode = "function")
-  fit <- fun(md$x, md$y, ..., .data = data)
+  takes <- names(formals(fun))
+  for (a in c("weights", "offset")) {
+    if (!is.null(md[[a]]) && !(a %in% takes)) {
+      stop(sprintf("%s() does not take '%s': %s", model, a,
+                   if (a == "weights") "prior weights (noise variances sigma^2 / w) are for the Gaussian models gpr(), sgpr() and osgpr()" else
+                     "an offset is for the Gaussian models gpr(), sgpr(), osgpr() and svgp(likelihood = \"gaussian\")"),
+           call. = FALSE)
+    }
+  }
+  fit <- if ("weights" %in% takes) {
+    fun(md$x, md$y, ..., weights = md$weights, offset = md$offset, .data = md$noise)
+  } else if ("offset" %in% takes) {
+    fun(md$x, md$y, ..., offset = md$offset, .data = md$noise)
+  } else {
+    fun(md$x, md$y, ..., .data = md$noise)
+  }
   fit$terms <- md$terms
   fit$xlevels <- md$xlevels
+  fit$frame <- md$frame
+  fit$na.action <- md$na.action
   fit$call <- .formula_call(call, model)
   fit
 }

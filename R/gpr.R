@@ -4,12 +4,12 @@
 
 #' Exact Gaussian process regression
 #'
-#' Fits a Gaussian process regression model \eqn{y = m + f(x) + \epsilon},
-#' \eqn{f \sim GP(0, k)}, \eqn{\epsilon \sim N(0, \sigma^2)}, by maximising
+#' Fits a Gaussian process regression model \eqn{y = m + f(x) + \epsilon}{y = m + f(x) + epsilon},
+#' \eqn{f \sim GP(0, k)}{f ~ GP(0, k)}, \eqn{\epsilon \sim N(0, \sigma^2)}{epsilon ~ N(0, sigma^2)}, by maximising
 #' the log marginal likelihood over the kernel parameters, the noise variance
 #' and the constant mean with L-BFGS-B on the analytic gradient.
 #'
-#' The cost is \eqn{O(N^3)}: use it for a few thousand points at most, and as
+#' The cost is \eqn{O(N^3)}{O(N^3)}: use it for a few thousand points at most, and as
 #' the reference for the sparse models, which it equals when their inducing
 #' inputs are the training inputs.
 #'
@@ -20,7 +20,7 @@
 #' @param data a data frame for the formula interface.
 #' @param kernel a kernel, such as \code{\link{kernel_rbf}()}; parameters
 #'   left \code{NULL} are chosen from the data.
-#' @param noise starting value of the noise variance \eqn{\sigma^2}; by
+#' @param noise starting value of the noise variance \eqn{\sigma^2}{sigma^2}; by
 #'   default a tenth of the variance of \code{y}. Hold it fixed with
 #'   \code{fixed = "noise"}.
 #' @param mean \code{"constant"} (a learned constant mean, starting at
@@ -38,7 +38,7 @@
 #'   \code{pgtol} (L-BFGS-B's own tests, see \code{\link[stats]{optim}});
 #'   \code{min_gain} (a run stops when the bound has risen by less than
 #'   \code{min_gain} nats per observation over its last 25 evaluations,
-#'   keeping the best point: default \eqn{10^{-3}}, 0 turns the rule off and
+#'   keeping the best point: default \eqn{10^{-3}}{10^-3}, 0 turns the rule off and
 #'   runs to L-BFGS-B's convergence); \code{trace} (\code{NULL}, the
 #'   default, prints a progress line every 5 seconds in interactive sessions
 #'   once a run takes that long; 0 never, 1 every second, 2 and more also
@@ -46,28 +46,45 @@
 #'   (Cholesky jitter relative to the mean diagonal).
 #'   The optimiser works on the parameters of the standardised problem (each
 #'   input column by its standard deviation, \eqn{y} by its mean and standard
-#'   deviation) and its tests see the bound plus \eqn{N \log sd(y)}, so that
+#'   deviation) and its tests see the bound plus \eqn{N \log sd(y)}{N log sd(y)}, so that
 #'   a fit does not depend on the units of \eqn{x} or \eqn{y}; parameters,
 #'   the bound and predictions are reported on the data's own scale. A fit
 #'   stopped by Ctrl-C returns the best parameters found so far with a
 #'   warning; a fit that stops at \code{maxit}, or whose signal variance is
 #'   below 1\% of the noise, gives a warning in plain words. The sparse models always add \code{jitter} (default
-#'   \eqn{10^{-8}}) to \eqn{K_{uu}}: inducing inputs that drift close
-#'   together during optimisation make \eqn{K_{uu}} numerically singular
+#'   \eqn{10^{-8}}{10^-8}) to \eqn{K_{uu}}{Kuu}: inducing inputs that drift close
+#'   together during optimisation make \eqn{K_{uu}}{Kuu} numerically singular
 #'   while its Cholesky factorisation still succeeds, and the bound and
 #'   gradients are then inaccurate without any error. The jitter lowers the
-#'   bound by about \eqn{10^{-5}} nats in typical fits; \code{jitter = 0}
+#'   bound by about \eqn{10^{-5}}{10^-5} nats in typical fits; \code{jitter = 0}
 #'   tries the matrix as it is first. \code{gpr()} always tries
-#'   \eqn{K + \sigma^2 I} as it is first. On failure the jitter grows tenfold
-#'   up to \code{jitter_cap} (default \eqn{10^{-2}}), is recorded in the fit
+#'   \eqn{K + \sigma^2 I}{K + sigma^2 I} as it is first. On failure the jitter grows tenfold
+#'   up to \code{jitter_cap} (default \eqn{10^{-2}}{10^-2}), is recorded in the fit
 #'   and gives a warning; past the cap the fit stops with an error.
 #' @param start a previous \code{gpr} fit whose parameters are the starting
 #'   values (this is how \code{update()} warm-starts).
+#' @param subset an expression selecting the rows of \code{data} to use,
+#'   as in \code{\link[stats]{lm}} (\code{subset = Month > 5}).
+#' @param weights prior weights for the Gaussian models, as in \code{lm()}:
+#'   observation \eqn{n} has noise variance \eqn{\sigma^2 / w_n}{sigma^2 / w_n}, so
+#'   an observation of weight 2 counts as the mean of two replicates.
+#'   Positive numbers, one per observation (or a variable of \code{data}).
+#'   Not for classifiers.
+#' @param na.action what to do with rows that have missing values, as in
+#'   \code{lm()}: by default \code{getOption("na.action")}
+#'   (\code{na.omit}); \code{na.exclude} also drops them but pads
+#'   \code{fitted()}, \code{residuals()} and \code{predict()} without
+#'   \code{newdata} with \code{NA}.
+#' @param offset a known component of the mean, one number per observation
+#'   (or \code{offset()} terms in the formula), added to the constant mean;
+#'   \code{predict()} evaluates it in \code{newdata}. For the Gaussian
+#'   models only.
 #' @param ... further arguments passed to the default method.
-#' @return An object of class \code{c("gpr", "sparsevgp")} with methods
-#'   \code{print}, \code{summary}, \code{predict}, \code{plot},
-#'   \code{logLik}, \code{coef}, \code{fitted}, \code{residuals},
-#'   \code{nobs}, \code{update} and \code{\link{objective}}.
+#' @return An object of class \code{c("gpr", "sparsevgp")}.
+#' @templateVar model gpr
+#' @templateVar classifier no
+#' @template fit-value
+#' @template practice
 #' @references Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian
 #'   Processes for Machine Learning. MIT Press. Algorithm 2.1.
 #' @seealso \code{\link{sgpr}} for the sparse approximation.
@@ -81,19 +98,21 @@ gpr <- function(x, ...) UseMethod("gpr")
 
 #' @rdname gpr
 #' @export
-gpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("gpr", match.call(), x, data, ...)
+gpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("gpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname gpr
 #' @export
 gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
                         mean = "constant", optimize = TRUE, fixed = NULL,
-                        control = list(), start = NULL, ...) {
+                        control = list(), start = NULL, weights = NULL, offset = NULL, ...) {
   call <- .model_call(match.call(), "gpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
+  wo <- .check_weights_offset(weights, offset, nrow(x))
+  if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   if (!is.null(.check_start(start, "gpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
@@ -117,7 +136,10 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
                   mean = "identity")
   fit <- .new_fit("gpr", call, x, y, kernel, params, transforms, fixed,
                   always = if (mn$fixed) "mean", control = .check_control(control),
-                  label = "Exact GP regression")
+                  label = "Exact GP regression",
+                  extra = c(list(noise_model = list(kind = "constant",
+                                                    lambda = if (!is.null(wo$weights)) 1 / wo$weights)),
+                            wo))
   .build_or_fit(fit, optimize)
 }
 
@@ -131,7 +153,8 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   n <- nrow(x)
   kern <- .kernel_at(fit$kernel, params)
   Ky <- .ffi_kern_matrix(kern, x)
-  diag(Ky) <- diag(Ky) + params$noise
+  lambda <- .noise_lambda(fit, params)
+  diag(Ky) <- diag(Ky) + lambda
   ch <- .ffi_chol(Ky, 0, fit$control$jitter_cap)
   L <- ch$L
   r <- fit$y - params$mean
@@ -149,7 +172,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
     G <- 0.5 * (tcrossprod(alpha) - Kinv)
     gk <- .ffi_kern_grad(kern, x, NULL, G, FALSE)$theta
     out$grad <- list(variance = gk[1L], lengthscale = gk[-1L],
-                     noise = sum(diag(G)) * params$noise,
+                     noise = .noise_grad(fit, params, diag(G), lambda)$noise,
                      mean = sum(alpha))
   }
   out
@@ -177,4 +200,16 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
     var[b] <- .ffi_kern_diag(kern, xb) - colSums(V^2)
   }
   list(mean = mean, var = var)
+}
+
+# The effective number of parameters of the exact GP: tr(S) with
+# S = K (K + Lambda)^-1 = I - Lambda C^-1, plus the learned mean's share
+# (see .collapsed_edf()). From the Cholesky factor of C = K + Lambda. O(N^3).
+#' @export
+.edf.gpr <- function(fit) {
+  L <- fit$posterior$L
+  lambda <- .noise_lambda(fit, fit$params)
+  Ci <- chol2inv(t(L))
+  tr_s <- length(lambda) - sum(lambda * diag(Ci))
+  .edf_mean(fit, tr_s, lambda, function(u) sqrt(lambda) * (Ci %*% (sqrt(lambda) * u)))
 }

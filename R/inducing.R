@@ -169,22 +169,22 @@
 #'
 #' \strong{Greedy conditional variance} (Burt, Rasmussen and van der Wilk
 #' 2020) adds, one at a time, the training input whose conditional prior
-#' variance given the points chosen so far, \eqn{d_n = [K_{ff} - Q_{ff}]_{nn}},
-#' is largest. With \code{weights} \eqn{w_n} it maximises \eqn{w_n d_n}
+#' variance given the points chosen so far, \eqn{d_n = [K_{ff} - Q_{ff}]_{nn}}{d_n = [Kff - Qff]_nn},
+#' is largest. With \code{weights} \eqn{w_n}{w_n} it maximises \eqn{w_n d_n}{w_n d_n}
 #' instead (heteroscedastic greedy variance, Passerello 2022): \eqn{w =
-#' 1/\lambda} for regression with noise variances \eqn{\lambda_n}, \eqn{w =
-#' \theta} for Polya-Gamma classification, so that low-noise, informative
+#' 1/\lambda}{w = 1/lambda} for regression with noise variances \eqn{\lambda_n}{lambda_n}, \eqn{w =
+#' \theta}{w = theta} for Polya-Gamma classification, so that low-noise, informative
 #' points come first. This is a pivoted partial Cholesky factorisation of
-#' \eqn{K_{ff}} whose kernel columns are computed when needed, so the cost is
-#' \eqn{O(N M^2)} time and \eqn{O(N M)} memory; the \eqn{N \times N} matrix is
+#' \eqn{K_{ff}}{Kff} whose kernel columns are computed when needed, so the cost is
+#' \eqn{O(N M^2)}{O(N M^2)} time and \eqn{O(N M)} memory; the \eqn{N \times N}{N x N} matrix is
 #' never formed. The selections for different \eqn{M} are nested: the first
 #' 20 points of a selection of 30 are the selection of 20.
 #'
-#' The weighted trace \eqn{t_m = \sum_n w_n [K_{ff} - Q_{ff}]_{nn}} after each
+#' The weighted trace \eqn{t_m = \sum_n w_n [K_{ff} - Q_{ff}]_{nn}}{t_m = sum_n w_n [Kff - Qff]_nn} after each
 #' addition is returned in \code{trace}; it never increases. With \eqn{w =
-#' 1/\lambda} it is twice the gap that the trace term opens in the collapsed
+#' 1/\lambda}{w = 1/lambda} it is twice the gap that the trace term opens in the collapsed
 #' bound, and it brackets the expected KL divergence from the sparse to the
-#' exact posterior, \eqn{t/2 \le E[KL] \le t} (Passerello 2022, eq. 3.7; see
+#' exact posterior, \eqn{t/2 \le E[KL] \le t}{t/2 <= E[KL] <= t} (Passerello 2022, eq. 3.7; see
 #' \code{\link{kl_threshold}}).
 #'
 #' \strong{Stopping.} Greedy selection stops at the first of:
@@ -197,12 +197,12 @@
 #'     one more; both are off by one). At
 #'     least one point is always returned.
 #'   \item \eqn{M} points are chosen (\code{M = NULL} with a threshold: no
-#'     limit but \eqn{N}; the factor takes \eqn{N \times M} doubles, so
+#'     limit but \eqn{N}; the factor takes \eqn{N \times M}{N x M} doubles, so
 #'     give \code{M} as a cap when memory matters);
 #'   \item every input is explained: its residual is zero (at most
 #'     \code{tol} times its prior variance), or it is an exact copy of a
 #'     chosen input. Then fewer than \eqn{M} points are returned. A point,
-#'     or a copy of a point, is never chosen twice, so \eqn{K_{uu}} is never
+#'     or a copy of a point, is never chosen twice, so \eqn{K_{uu}}{Kuu} is never
 #'     exactly singular. With the default \code{tol = 0}, points whose
 #'     residual is only rounding noise can still be chosen when \eqn{M} asks
 #'     for them (useful when the inducing inputs are optimised afterwards,
@@ -240,11 +240,11 @@
 #'   \code{NULL} are chosen from \code{x} as the models do (variance 1).
 #'   Only greedy selection uses it.
 #' @param M the number of inducing inputs (the maximum for greedy selection
-#'   with a threshold). By default \eqn{\min(N, 100)}, or, when a
+#'   with a threshold). By default \eqn{\min(N, 100)}{min(N, 100)}, or, when a
 #'   \code{threshold} is given, as many as the threshold needs up to
 #'   \code{max_threshold_points} (see \code{...}).
 #' @param method \code{"greedy"}, \code{"kmeans"} or \code{"random"}.
-#' @param weights positive weights \eqn{w_n}, one per row of \code{x};
+#' @param weights positive weights \eqn{w_n}{w_n}, one per row of \code{x};
 #'   \code{NULL} means 1.
 #' @param threshold greedy only: stop when the weighted trace falls below
 #'   this value (see \code{\link{kl_threshold}} to set it from a target on
@@ -258,8 +258,8 @@
 #'       16; at most 1024). It changes only the speed: \code{block = 1} adds
 #'       one column at a time, and the choices are the same up to rounding;}
 #'     \item{\code{factor}}{greedy: if \code{TRUE}, also return the
-#'       \eqn{N \times M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
-#'       Q_{ff}} (default \code{FALSE});}
+#'       \eqn{N \times M}{N x M} partial Cholesky factor \eqn{C}, \eqn{C C^\top =
+#'       Q_{ff}}{C C' = Qff} (default \code{FALSE});}
 #'     \item{\code{perm}}{greedy: the tie-breaking order, a permutation of
 #'       \code{1:N} (the first in \code{perm} wins a tie); by default drawn
 #'       with \code{sample.int(N)};}
@@ -272,15 +272,15 @@
 #'       inputs (default 20000, as in the code of Passerello's
 #'       experiments);}
 #'     \item{\code{trace}}{k-means and random: compute the weighted trace
-#'       (default \code{TRUE}; it costs \eqn{O(N M^2)}).}
+#'       (default \code{TRUE}; it costs \eqn{O(N M^2)}{O(N M^2)}).}
 #'   }
 #' @return An object of class \code{"sparsevgp_inducing"}: a list with
-#'   \item{Z}{the \eqn{M \times D} matrix of inducing inputs;}
+#'   \item{Z}{the \eqn{M \times D}{M x D} matrix of inducing inputs;}
 #'   \item{index}{their rows in \code{x} (integer; \code{NULL} for k-means);}
 #'   \item{trace}{the weighted trace after each addition (length \eqn{M});}
 #'   \item{trace0}{the weighted trace with no inducing points,
-#'     \eqn{\sum_n w_n k(x_n, x_n)};}
-#'   \item{residual}{the conditional variances \eqn{[K_{ff} - Q_{ff}]_{nn}}
+#'     \eqn{\sum_n w_n k(x_n, x_n)}{sum_n w_n k(x_n, x_n)};}
+#'   \item{residual}{the conditional variances \eqn{[K_{ff} - Q_{ff}]_{nn}}{[Kff - Qff]_nn}
 #'     given all of \code{Z};}
 #'   \item{method, M, N, weighted, threshold, stop, kernel}{the settings and
 #'     why greedy selection stopped: \code{"M"}, \code{"threshold"} or
@@ -585,17 +585,17 @@ plot.sparsevgp_inducing <- function(x, log = "y", xlab = "number of inducing poi
 #' trace for \code{\link{select_inducing}(threshold = )}; \code{n_inducing()}
 #' reads off a greedy sparsity curve how many points reach a threshold.
 #'
-#' For regression with noise variances \eqn{\lambda_n}, write \eqn{t =
-#' \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}. The collapsed bound contains
+#' For regression with noise variances \eqn{\lambda_n}{lambda_n}, write \eqn{t =
+#' \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}{t = sum_n [Kff - Qff]_nn / lambda_n}. The collapsed bound contains
 #' \eqn{-t/2}, and if the data follow the model, the expected KL divergence
-#' satisfies \eqn{t/2 \le E[KL] \le t} (Passerello 2022, eq. 3.7, extending
+#' satisfies \eqn{t/2 \le E[KL] \le t}{t/2 <= E[KL] <= t} (Passerello 2022, eq. 3.7, extending
 #' Burt et al. 2020 to unequal noise variances).
 #' So a selection whose trace is below \code{kl} keeps the expected KL below
 #' \code{kl}. The trace that \code{select_inducing()} computes is
-#' \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}:
+#' \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}{sum_n w_n [Kff - Qff]_nn}:
 #' \itemize{
-#'   \item without weights (homoscedastic noise \eqn{\sigma^2}), \eqn{t} is
-#'     that trace over \eqn{\sigma^2}: give \code{noise = sigma^2};
+#'   \item without weights (homoscedastic noise \eqn{\sigma^2}{sigma^2}), \eqn{t} is
+#'     that trace over \eqn{\sigma^2}{sigma^2}: give \code{noise = sigma^2};
 #'   \item with \code{weights = 1 / lambda} (heteroscedastic regression) the
 #'     trace is \eqn{t} itself: keep \code{noise = 1}; likewise with
 #'     \code{weights = theta} for Polya-Gamma classification, where the trace
@@ -620,14 +620,14 @@ plot.sparsevgp_inducing <- function(x, log = "y", xlab = "number of inducing poi
 #'   \item Passerello's example threshold, \code{1e-3} on the weighted trace,
 #'     is strict and suits small data sets.
 #'   \item After fitting, \code{summary()} of an \code{sgpr} fit reports the
-#'     a posteriori bound \eqn{KL \le U - L} for the actual data.
+#'     a posteriori bound \eqn{KL \le U - L}{KL <= U - L} for the actual data.
 #' }
 #'
 #' @param kl the target on the KL divergence, in nats: the total, or per
 #'   observation when \code{N} is given.
 #' @param noise the noise variance that the trace is measured against: the
-#'   homoscedastic \eqn{\sigma^2} for an unweighted selection, 1 when the
-#'   weights already are \eqn{1/\lambda} (or \eqn{\theta}).
+#'   homoscedastic \eqn{\sigma^2}{sigma^2} for an unweighted selection, 1 when the
+#'   weights already are \eqn{1/\lambda}{1/lambda} (or \eqn{\theta}{theta}).
 #' @param N the number of observations, when \code{kl} is per observation.
 #' @return \code{kl_threshold()}: the threshold \code{kl * N * noise} (with
 #'   \code{N = 1} when not given). \code{n_inducing()}: the smallest \eqn{M}
@@ -690,7 +690,7 @@ n_inducing <- function(selection, threshold) {
 #'
 #' Each pass selects afresh with \code{\link{select_inducing}()}, breaking
 #' ties in one random order drawn once per call (option \code{perm}); for
-#' \code{\link{sgpr}} fits the weights are \eqn{1/\lambda_n} at the current
+#' \code{\link{sgpr}} fits the weights are \eqn{1/\lambda_n}{1/lambda_n} at the current
 #' noise variances, so that heteroscedastic models favour low-noise inputs
 #' and a \code{threshold} is on the KL scale of \code{\link{kl_threshold}}
 #' (\code{noise = 1}). With \code{threshold}, \eqn{M} may change from pass to
@@ -709,7 +709,7 @@ n_inducing <- function(selection, threshold) {
 #'   chosen by \code{threshold}.
 #' @param threshold the threshold on the weighted trace for an automatic
 #'   \eqn{M} (see \code{\link{kl_threshold}}).
-#' @param weights \code{"model"} for the model's weights (\eqn{1/\lambda} for
+#' @param weights \code{"model"} for the model's weights (\eqn{1/\lambda}{1/lambda} for
 #'   \code{sgpr}), \code{"none"} for plain greedy variance.
 #' @param conv_tol stop when the bound changes by less than this (absolute;
 #'   the code of Passerello's experiments uses \code{1e-3}).

@@ -17,13 +17,13 @@
 
 #' Stationary kernels
 #'
-#' Covariance functions \eqn{k(x, x') = \sigma_f^2 g(r)} of the scaled
-#' distance \eqn{r^2 = \sum_d (x_d - x'_d)^2 / l_d^2}:
+#' Covariance functions \eqn{k(x, x') = \sigma_f^2 g(r)}{k(x, x') = sigma_f^2 g(r)} of the scaled
+#' distance \eqn{r^2 = \sum_d (x_d - x'_d)^2 / l_d^2}{r^2 = sum_d (x_d - x'_d)^2 / l_d^2}:
 #' \describe{
-#'   \item{RBF}{\eqn{g(r) = \exp(-r^2/2)};}
-#'   \item{Matern 1/2}{\eqn{g(r) = \exp(-r)};}
-#'   \item{Matern 3/2}{\eqn{g(r) = (1 + \sqrt3 r)\exp(-\sqrt3 r)};}
-#'   \item{Matern 5/2}{\eqn{g(r) = (1 + \sqrt5 r + 5r^2/3)\exp(-\sqrt5 r)}.}
+#'   \item{RBF}{\eqn{g(r) = \exp(-r^2/2)}{g(r) = exp(-r^2/2)};}
+#'   \item{Matern 1/2}{\eqn{g(r) = \exp(-r)}{g(r) = exp(-r)};}
+#'   \item{Matern 3/2}{\eqn{g(r) = (1 + \sqrt3 r)\exp(-\sqrt3 r)}{g(r) = (1 + sqrt(3) r)exp(-sqrt(3) r)};}
+#'   \item{Matern 5/2}{\eqn{g(r) = (1 + \sqrt5 r + 5r^2/3)\exp(-\sqrt5 r)}{g(r) = (1 + sqrt(5) r + 5r^2/3)exp(-sqrt(5) r)}.}
 #' }
 #' One lengthscale is shared by all input columns, or each column has its
 #' own (automatic relevance determination, ARD).
@@ -41,7 +41,7 @@
 #'
 #' @param lengthscale positive lengthscale: one number, one per input column
 #'   (ARD), or \code{NULL} to choose it from the data.
-#' @param variance positive signal variance \eqn{\sigma_f^2}, or \code{NULL}.
+#' @param variance positive signal variance \eqn{\sigma_f^2}{sigma_f^2}, or \code{NULL}.
 #' @param ard whether a lengthscale left \code{NULL} becomes one lengthscale
 #'   per input column (\code{TRUE}) or one shared by all (\code{FALSE}). By
 #'   default (\code{NULL}), one per column when the inputs have more than

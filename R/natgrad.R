@@ -8,12 +8,13 @@
 #' Moves \eqn{q(u) = N(m, S)} of an \code{\link{svgp}()} fit by one
 #' natural-gradient step of size \code{step} on the full-batch ELBO, with the
 #' kernel, likelihood and inducing inputs held fixed. In the natural
-#' parameters \eqn{\theta_1 = S^{-1} m}, \eqn{\theta_2 = -S^{-1}/2} the step is
+#' parameters \eqn{\theta_1 = S^{-1} m}{theta_1 = S^-1 m}, \eqn{\theta_2 = -S^{-1}/2}{theta_2 = -S^-1/2} the step is
 #' \deqn{\theta_1 \leftarrow (1 - \gamma)\theta_1 + \gamma(\Psi \bar g - 2 G_S m),
-#'       \quad \theta_2 \leftarrow (1 - \gamma)\theta_2 + \gamma(G_S - K_{uu}^{-1}/2),}
-#' with \eqn{\Psi = K_{uu}^{-1}K_{uf}}, \eqn{\bar g_n} and \eqn{\bar h_n} the
+#'       \quad \theta_2 \leftarrow (1 - \gamma)\theta_2 + \gamma(G_S - K_{uu}^{-1}/2),}{theta_1 <- (1 - gamma) theta_1 + gamma (Psi g_bar - 2 G_S m),
+#'   theta_2 <- (1 - gamma) theta_2 + gamma (G_S - Kuu^-1 / 2),}
+#' with \eqn{\Psi = K_{uu}^{-1}K_{uf}}{Psi = Kuu^-1 Kuf}, \eqn{\bar g_n}{g_bar_n} and \eqn{\bar h_n}{h_bar_n} the
 #' derivatives of the expected log-likelihood with respect to the mean and
-#' variance of \eqn{q(f_n)} and \eqn{G_S = \Psi\,\mathrm{diag}(\bar h)\Psi^\top}
+#' variance of \eqn{q(f_n)}{q(f_n)} and \eqn{G_S = \Psi\,\mathrm{diag}(\bar h)\Psi^\top}{G_S = Psi diag(h_bar)Psi'}
 #' (the update of Salimbeni et al. 2018, eqs. 16b and 16c, without
 #' orthogonal inputs, with gradients derived for this package and checked
 #' against finite differences). For the Gaussian likelihood a step of size 1 lands on
@@ -31,7 +32,7 @@
 #' "q_sqrt_diag", "q_sqrt_lower")}.
 #'
 #' @param fit an \code{\link{svgp}} fit.
-#' @param step the step size \eqn{\gamma}, in (0, 1].
+#' @param step the step size \eqn{\gamma}{gamma}, in (0, 1].
 #' @return The fit with the new \eqn{q(u)}, its ELBO and its predictive
 #'   caches.
 #' @references Hensman, J., Fusi, N. and Lawrence, N. D. (2013). Gaussian

@@ -13,18 +13,18 @@
 
 #' Orthogonal sparse Gaussian process regression (SOLVE-GPR and ODGPR)
 #'
-#' Fits a sparse Gaussian process with \eqn{M_1} regular inducing inputs
-#' \eqn{Z} and \eqn{M_2} orthogonal inducing inputs \eqn{O} by a collapsed
+#' Fits a sparse Gaussian process with \eqn{M_1}{M_1} regular inducing inputs
+#' \eqn{Z} and \eqn{M_2}{M_2} orthogonal inducing inputs \eqn{O} by a collapsed
 #' bound (Fernlund 2022, chapter 5): the orthogonal function values
-#' \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u} are independent of \eqn{u} a priori,
-#' with covariance \eqn{C_{vv} = K_{vv} - K_{vu}K_{uu}^{-1}K_{uv}}. Two
+#' \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u}{v_perp = v - Kvu Kuu^-1 u} are independent of \eqn{u} a priori,
+#' with covariance \eqn{C_{vv} = K_{vv} - K_{vu}K_{uu}^{-1}K_{uv}}{Cvv = Kvv - Kvu Kuu^-1 Kuv}. Two
 #' variational families are available:
 #' \describe{
 #'   \item{\code{type = "solve"}}{SOLVE-GP (Shi, Titsias and Mnih 2020):
-#'     \eqn{q(u) = N(m_u, S_u)} and \eqn{q(v^\perp) = N(m_v, S_v)}
+#'     \eqn{q(u) = N(m_u, S_u)}{q(u) = N(m_u, S_u)} and \eqn{q(v^\perp) = N(m_v, S_v)}{q(v_perp) = N(m_v, S_v)}
 #'     independent. The predictive covariance is Fernlund (2022), eq. 5.57.}
 #'   \item{\code{type = "odvgp"}}{ODVGP (Salimbeni et al. 2018), the special
-#'     case \eqn{S_v = C_{vv}}: the orthogonal inputs change the mean only,
+#'     case \eqn{S_v = C_{vv}}{S_v = Cvv}: the orthogonal inputs change the mean only,
 #'     and the predictive covariance is that of SGPR on \eqn{Z} alone
 #'     (eq. 5.56).}
 #' }
@@ -44,17 +44,18 @@
 #' this package and checked numerically; Fernlund 2022, section 5.3.2, takes
 #' the two to be equal):
 #' \deqn{F_{solve} = F_{5.33} - \tfrac12\log|B_v| + \tfrac12\log|Q|, \quad
-#'       F_{odvgp} = F_{5.33} - \tfrac12\mathrm{tr}(A_vA_v^\top) + \tfrac12\log|Q|,}
-#' with \eqn{B_v = I + A_vA_v^\top}, \eqn{Q} the Schur complement of
-#' \eqn{B_u} in \eqn{B} and \eqn{A_v = L_v^{-1}C_{vf}/\sigma} (eq. 5.37). So
-#' \eqn{F_{odvgp} \le F_{solve} \le F_{5.33}}, with equality in the second
+#'       F_{odvgp} = F_{5.33} - \tfrac12\mathrm{tr}(A_vA_v^\top) + \tfrac12\log|Q|,}{F_solve = F_5.33 - 1/2 log|B_v| + 1/2 log|Q|,
+#'   F_odvgp = F_5.33 - 1/2 tr(A_v A_v') + 1/2 log|Q|,}
+#' with \eqn{B_v = I + A_vA_v^\top}{B_v = I + A_vA_v'}, \eqn{Q} the Schur complement of
+#' \eqn{B_u}{B_u} in \eqn{B} and \eqn{A_v = L_v^{-1}C_{vf}/\sigma}{A_v = L_v^-1 Cvf/sigma} (eq. 5.37). So
+#' \eqn{F_{odvgp} \le F_{solve} \le F_{5.33}}{F_odvgp <= F_solve <= F_5.33}, with equality in the second
 #' when the two sets are far apart. \code{bound = "union"} maximises eq. 5.33
 #' as Fernlund (2022) does; the fit is then that of \code{sgpr()} on the union,
 #' predicted through the orthogonal family. \code{summary()} reports both.
 #'
 #' \strong{Cost.} The bound is computed by the block Cholesky of Fernlund
-#' (2022), Algorithm 3, in \eqn{O(N M^2)} with \eqn{M = M_1 + M_2} and no
-#' \eqn{N \times N} matrix. Its flop count equals that of SGPR with \eqn{M}
+#' (2022), Algorithm 3, in \eqn{O(N M^2)}{O(N M^2)} with \eqn{M = M_1 + M_2}{M = M_1 + M_2} and no
+#' \eqn{N \times N}{N x N} matrix. Its flop count equals that of SGPR with \eqn{M}
 #' inducing inputs, counting every operation at its true cost: the claim of
 #' Fernlund (2022, section 6.1, Table 6.1) that it is 25--50\% cheaper comes
 #' from mixing unit costs and does not hold. \code{inst/bench/bench_osgpr.R} measures it; see
@@ -65,26 +66,26 @@
 #' \code{\link{sgpr}()}; \code{0} (or a matrix with no rows) leaves that set
 #' empty, and the model is then SGPR on the other set (except that an ODGPR
 #' without regular points predicts with the prior covariance). When both are
-#' numbers, \eqn{M_1 + M_2} points are chosen together and the first
-#' \eqn{M_1} become \eqn{Z}, so that the two sets never coincide. Orthogonal
-#' inputs at (or very near) regular ones make \eqn{C_{vv}} singular: the
+#' numbers, \eqn{M_1 + M_2}{M_1 + M_2} points are chosen together and the first
+#' \eqn{M_1}{M_1} become \eqn{Z}, so that the two sets never coincide. Orthogonal
+#' inputs at (or very near) regular ones make \eqn{C_{vv}}{Cvv} singular: the
 #' Cholesky jitter then decides the result, and a warning says so.
 #'
 #' \strong{Scope.} Both types are collapsed: \eqn{q} is always the optimum
 #' for a Gaussian likelihood. \code{type = "odvgp"} is the optimum of
 #' Salimbeni et al.'s ODVGP ELBO (their Appendix E, with the noise variance
 #' put back; the tests check that the two agree). Their uncollapsed model is
-#' not provided: free \eqn{(a_\gamma, a_\beta, L_S)}, natural gradients,
+#' not provided: free \eqn{(a_\gamma, a_\beta, L_S)}{(a_gamma, a_beta, L_S)}, natural gradients,
 #' minibatches, column-sampled KL and non-Gaussian likelihoods. For
 #' classification use \code{\link{pgpr}()} or \code{\link{svgp}()}.
 #'
 #' @inheritParams sgpr
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
-#'   \eqn{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
+#'   \eqn{M_1}{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
 #'   (\code{"greedy"}, \code{"kmeans"}, \code{"random"}, ...; for
-#'   \eqn{\min(50, N/2)} points, or as many as \code{orthogonal} asks for)
+#'   \eqn{\min(50, N/2)}{min(50, N/2)} points, or as many as \code{orthogonal} asks for)
 #'   or a \code{select_inducing()} result. By default as many as the
-#'   orthogonal ones, or \eqn{\min(50, N/2)}.
+#'   orthogonal ones, or \eqn{\min(50, N/2)}{min(50, N/2)}.
 #' @param orthogonal the orthogonal inducing inputs \eqn{O}, given like
 #'   \code{inducing}.
 #' @param type the variational family and so the predictive distribution:
@@ -106,6 +107,10 @@
 #'   \code{logLik}, \code{update}, ...). \code{params$Z} and \code{params$O}
 #'   hold the two sets; \code{bounds} holds the union, SOLVE and ODVGP bounds
 #'   at the fitted parameters.
+#' @templateVar model osgpr
+#' @templateVar classifier no
+#' @template fit-value
+#' @template practice
 #' @references Fernlund, O. (2022). Orthogonal sparse variational
 #'   approximations for Gaussian processes. MSc thesis, Imperial College
 #'   London. Shi, J., Titsias, M. and Mnih, A. (2020). Sparse
@@ -132,8 +137,8 @@ osgpr <- function(x, ...) UseMethod("osgpr")
 
 #' @rdname osgpr
 #' @export
-osgpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("osgpr", match.call(), x, data, ...)
+osgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("osgpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname osgpr
@@ -142,13 +147,16 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                           orthogonal = NULL, type = c("solve", "odvgp"),
                           bound = c("family", "union"), noise = NULL,
                           mean = "constant", optimize = TRUE, optimize_inducing = TRUE,
-                          fixed = NULL, control = list(), start = NULL, ...) {
+                          fixed = NULL, control = list(), start = NULL, weights = NULL,
+                          offset = NULL, ...) {
   call <- .model_call(match.call(), "osgpr")
   data <- .dots_data(...)
   type <- match.arg(type)
   bound <- match.arg(bound)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
+  wo <- .check_weights_offset(weights, offset, nrow(x))
+  if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
@@ -162,7 +170,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                          optimize && is.null(start) && control$schedule == "staged")
   kernel <- st$kernel
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
-  nz <- .noise_setup(noise, x, y, data, start = st$noise)
+  nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   mn <- .mean_start(mean, mean(y))
   params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
               nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
@@ -178,7 +186,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                   label = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
                                   if (bound == "union") "union (SGPR on Z and O together)" else
                                     "family"),
-                  extra = list(noise_model = nz$model, type = type, bound_type = bound))
+                  extra = c(list(noise_model = nz$model, type = type, bound_type = bound), wo))
   .build_or_fit(fit, optimize)
 }
 
@@ -372,21 +380,23 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 #' The optimal distribution of the inducing variables of an orthogonal model
 #'
 #' The closed-form optimal variational distribution of an \code{\link{osgpr}}
-#' fit (Fernlund 2022, eq. 5.26): \eqn{q(u) = N(m_u, S_u)} of the function values
-#' at the regular inputs \eqn{Z}, and \eqn{q(v^\perp) = N(m_v, S_v)} of the
-#' orthogonal part \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u} at \eqn{O},
+#' fit (Fernlund 2022, eq. 5.26): \eqn{q(u) = N(m_u, S_u)}{q(u) = N(m_u, S_u)} of the function values
+#' at the regular inputs \eqn{Z}, and \eqn{q(v^\perp) = N(m_v, S_v)}{q(v_perp) = N(m_v, S_v)} of the
+#' orthogonal part \eqn{v^\perp = v - K_{vu}K_{uu}^{-1}u}{v_perp = v - Kvu Kuu^-1 u} at \eqn{O},
 #' independent of \eqn{u}:
 #' \deqn{m_u = K_{uf}(Q_u + Q_v + \Lambda)^{-1}(y - m), \quad
-#'       m_v = C_{vf}(Q_u + Q_v + \Lambda)^{-1}(y - m),}
+#'       m_v = C_{vf}(Q_u + Q_v + \Lambda)^{-1}(y - m),}{m_u = Kuf (Q_u + Q_v + Lambda)^-1 (y - m),
+#'   m_v = Cvf (Q_u + Q_v + Lambda)^-1 (y - m),}
 #' \deqn{S_u = K_{uu}(K_{uu} + K_{uf}\Lambda^{-1}K_{fu})^{-1}K_{uu}, \quad
-#'       S_v = C_{vv}(C_{vv} + C_{vf}\Lambda^{-1}C_{fv})^{-1}C_{vv}}
-#' for SOLVE-GP, and \eqn{S_v = C_{vv}} for ODVGP. The constant mean \eqn{m}
-#' is added to \eqn{m_u}. \code{joint} gives the implied \eqn{q(u, v)} of
+#'       S_v = C_{vv}(C_{vv} + C_{vf}\Lambda^{-1}C_{fv})^{-1}C_{vv}}{S_u = Kuu (Kuu + Kuf Lambda^-1 Kfu)^-1 Kuu,
+#'   S_v = Cvv (Cvv + Cvf Lambda^-1 Cfv)^-1 Cvv}
+#' for SOLVE-GP, and \eqn{S_v = C_{vv}}{S_v = Cvv} for ODVGP. The constant mean \eqn{m}
+#' is added to \eqn{m_u}{m_u}. \code{joint} gives the implied \eqn{q(u, v)} of
 #' the function values at \code{rbind(Z, O)}.
 #'
 #' @param fit an \code{\link{osgpr}} fit.
 #' @return A list with \code{Z}, \code{O}, \code{mean_u}, \code{cov_u},
-#'   \code{mean_v}, \code{cov_v} (of \eqn{v^\perp}) and \code{joint}
+#'   \code{mean_v}, \code{cov_v} (of \eqn{v^\perp}{v_perp}) and \code{joint}
 #'   (\code{list(mean, cov)} of \eqn{(u, v)}).
 #' @examples
 #' fit <- osgpr(y ~ x, data = snelson, inducing = 3, orthogonal = 3)
@@ -422,15 +432,15 @@ posterior_orthogonal <- function(fit) {
 #' independent processes (Fernlund 2022, eqs. 5.11 and 5.16; eq. 4.6 for SGPR):
 #' \describe{
 #'   \item{\code{g}}{the part carried by the regular inputs, mean
-#'     \eqn{k_u^\top K_{uu}^{-1} m_u} and variance
-#'     \eqn{k_u^\top K_{uu}^{-1} S_u K_{uu}^{-1} k_u};}
+#'     \eqn{k_u^\top K_{uu}^{-1} m_u}{k_u' Kuu^-1 m_u} and variance
+#'     \eqn{k_u^\top K_{uu}^{-1} S_u K_{uu}^{-1} k_u}{k_u' Kuu^-1 S_u Kuu^-1 k_u};}
 #'   \item{\code{h}}{the part carried by the orthogonal inputs, mean
-#'     \eqn{c_v^\top C_{vv}^{-1} m_v} and variance
-#'     \eqn{c_v^\top C_{vv}^{-1} S_v C_{vv}^{-1} c_v} (SOLVE-GP) or 0
-#'     (ODVGP), with \eqn{c_v(x) = k(O, x) - K_{vu}K_{uu}^{-1}k_u(x)};}
+#'     \eqn{c_v^\top C_{vv}^{-1} m_v}{c_v' Cvv^-1 m_v} and variance
+#'     \eqn{c_v^\top C_{vv}^{-1} S_v C_{vv}^{-1} c_v}{c_v' Cvv^-1 S_v Cvv^-1 c_v} (SOLVE-GP) or 0
+#'     (ODVGP), with \eqn{c_v(x) = k(O, x) - K_{vu}K_{uu}^{-1}k_u(x)}{c_v(x) = k(O, x) - Kvu Kuu^-1 k_u(x)};}
 #'   \item{\code{l}}{the prior part no inducing input can learn: mean 0 and
-#'     variance \eqn{k(x, x) - k_u^\top K_{uu}^{-1} k_u} minus, for SOLVE-GP,
-#'     \eqn{c_v^\top C_{vv}^{-1} c_v}.}
+#'     variance \eqn{k(x, x) - k_u^\top K_{uu}^{-1} k_u}{k(x, x) - k_u' Kuu^-1 k_u} minus, for SOLVE-GP,
+#'     \eqn{c_v^\top C_{vv}^{-1} c_v}{c_v' Cvv^-1 c_v}.}
 #' }
 #' The means and variances of the three add up to those of
 #' \code{predict(fit, newdata)} minus the constant mean, which is reported
@@ -451,7 +461,13 @@ posterior_orthogonal <- function(fit) {
 #' @export
 osgpr_components <- function(fit, newdata) {
   if (!inherits(fit, "osgpr")) stop("'fit' must be an osgpr fit", call. = FALSE)
-  xnew <- .newdata_matrix(fit, if (missing(newdata)) NULL else newdata)
+  inp <- .prediction_inputs(fit, if (missing(newdata)) NULL else newdata)
+  if (!all(inp$ok)) {
+    stop(sprintf("'newdata' has missing inputs in row%s %s: osgpr_components() needs complete rows",
+                 if (sum(!inp$ok) > 1L) "s" else "", paste(utils::head(which(!inp$ok), 5L), collapse = ", ")),
+         call. = FALSE)
+  }
+  xnew <- inp$x
   post <- fit$posterior
   k <- .kernel_at(fit$kernel, fit$params)
   W <- rbind(fit$params$Z, fit$params$O)
@@ -482,7 +498,8 @@ osgpr_components <- function(fit, newdata) {
 #' \code{kl_gaussian()} is the Kullback-Leibler divergence
 #' \deqn{KL(N_1 \| N_2) = \tfrac12\{\mathrm{tr}(\Sigma_2^{-1}\Sigma_1) +
 #'   (\mu_2 - \mu_1)^\top\Sigma_2^{-1}(\mu_2 - \mu_1) - n +
-#'   \log|\Sigma_2| - \log|\Sigma_1|\}}
+#'   \log|\Sigma_2| - \log|\Sigma_1|\}}{KL(N_1 || N_2) = 1/2\{tr(Sigma_2^-1 Sigma_1) + (mu_2 - mu_1)'
+#'   Sigma_2^-1(mu_2 - mu_1) - n + log|Sigma_2| - log|Sigma_1|\}}
 #' (Fernlund 2022, eq. 3.11), computed from Cholesky factors.
 #' \code{kl_predictive()} applies it to the joint predictive distributions
 #' of two fitted models at the same inputs, as in Fernlund (2022), Figs. 6.2-6.4
@@ -498,7 +515,7 @@ osgpr_components <- function(fit, newdata) {
 #' @param mean2,cov2 those of the second.
 #' @param jitter relative jitter added to both covariances (see Details).
 #' @param object,reference fitted models: the divergence is
-#'   \eqn{KL(object \| reference)}.
+#'   \eqn{KL(object \| reference)}{KL(object || reference)}.
 #' @param newdata inputs at which to compare the two, as for
 #'   \code{\link{predict.sparsevgp}}.
 #' @param type \code{"latent"} (of \eqn{f}) or \code{"response"} (of

@@ -15,33 +15,35 @@
 #'
 #' Fits the collapsed sparse variational Gaussian process classifier of
 #' Passerello (2022, chapter 4) for the logistic likelihood
-#' \eqn{p(y_n | f_n) = \sigma(y_n f_n)}, \eqn{y_n \in \{-1, +1\}}. The
+#' \eqn{p(y_n | f_n) = \sigma(y_n f_n)}{p(y_n | f_n) = sigma(y_n f_n)}, \eqn{y_n \in \{-1, +1\}}{y_n in \{-1, +1\}}. The
 #' likelihood is augmented with Polya-Gamma variables
-#' \eqn{\omega_n \sim PG(1, c_n)}; the optimal \eqn{q(u)} is then Gaussian and
+#' \eqn{\omega_n \sim PG(1, c_n)}{omega_n ~ PG(1, c_n)}; the optimal \eqn{q(u)} is then Gaussian and
 #' available in closed form, and the evidence lower bound (Passerello 2022,
 #' eq. 4.7)
 #' \deqn{F = \log N(\tilde y; m, Q_{ff} + \Theta^{-1}) - \tfrac12 \mathrm{tr}(\Theta(K_{ff} - Q_{ff}))
 #'       + \tfrac N2 \log 2\pi - \tfrac12 \sum_n \log\theta_n + \tfrac18 \sum_n \theta_n^{-1}
-#'       - N \log 2 - \sum_n KL[PG(1, c_n) \| PG(1, 0)]}
-#' with \eqn{\theta_n = \tanh(c_n/2)/(2c_n)} and pseudo-targets
-#' \eqn{\tilde y_n = y_n / (2\theta_n)} is the collapsed bound of
+#'       - N \log 2 - \sum_n KL[PG(1, c_n) \| PG(1, 0)]}{F = log N(y~; m, Qff + Theta^-1) - 1/2 tr(Theta (Kff - Qff))
+#'       + N/2 log 2 pi - 1/2 sum_n log theta_n + 1/8 sum_n 1/theta_n
+#'       - N log 2 - sum_n KL[PG(1, c_n) || PG(1, 0)]}
+#' with \eqn{\theta_n = \tanh(c_n/2)/(2c_n)}{theta_n = tanh(c_n/2)/(2c_n)} and pseudo-targets
+#' \eqn{\tilde y_n = y_n / (2\theta_n)}{y~_n = y_n / (2 theta_n)} is the collapsed bound of
 #' heteroscedastic sparse regression plus terms that depend on \eqn{c} only
 #' (Passerello 2022, eq. 4.14 and Appendix C.3; the exact pseudo-target form
 #' was derived for this package and is checked numerically in its tests).
 #' It is a lower bound on the log marginal likelihood
 #' of the logistic model for every \eqn{c}; it is computed by the same C
-#' routine as \code{\link{sgpr}()} in \eqn{O(N M^2)} time.
+#' routine as \code{\link{sgpr}()} in \eqn{O(N M^2)}{O(N M^2)} time.
 #'
 #' \strong{Training} follows Passerello's double loop, a "double-layered
 #' variational EM" (Passerello 2022, sections 4.3.2 and 5.4). The inner
 #' loop alternates L-BFGS-B on the kernel parameters (and the mean, and the
 #' inducing inputs if \code{optimize_inducing = TRUE}) at fixed \eqn{c} with
-#' closed-form updates \eqn{c_n = \sqrt{\mu_n^2 + \sigma_n^2}} from the current
-#' \eqn{q(f_n)} (Passerello 2022, eq. 4.11), which never decrease the bound.
+#' closed-form updates \eqn{c_n = \sqrt{\mu_n^2 + \sigma_n^2}}{c_n = sqrt(mu_n^2 + sigma_n^2)} from the current
+#' \eqn{q(f_n)}{q(f_n)} (Passerello 2022, eq. 4.11), which never decrease the bound.
 #' With
 #' \code{inducing = "hgv"} or \code{"gv"} an outer loop re-selects the
 #' inducing inputs from the training inputs before every inner loop, by
-#' greedy conditional variance weighted by \eqn{\theta} (heteroscedastic
+#' greedy conditional variance weighted by \eqn{\theta}{theta} (heteroscedastic
 #' greedy variance, HGV, which favours points near the decision boundary;
 #' Passerello 2022, sections 4.3.2 and 5.5) or unweighted (GV; Burt,
 #' Rasmussen and van der Wilk 2020), at the current kernel
@@ -59,7 +61,7 @@
 #'   and the median distance between inputs. Passerello's experiments start
 #'   from \code{kernel_rbf(1, 1)} (GPflow's default) on standardised inputs.
 #' @param inducing how the inducing inputs are chosen: \code{"greedy"}
-#'   (heteroscedastic greedy variance, weighted by \eqn{\theta} and
+#'   (heteroscedastic greedy variance, weighted by \eqn{\theta}{theta} and
 #'   re-selected in every outer pass; the default; \code{"hgv"} is the
 #'   same), \code{"gv"} (greedy variance without weights, likewise),
 #'   \code{"kmeans"} or \code{"random"} (chosen once: k-means centres, or
@@ -70,10 +72,10 @@
 #'   (both held as given unless \code{optimize_inducing = TRUE}). The method
 #'   names are those of \code{\link{sgpr}()}.
 #' @param M the number of inducing inputs for the selection methods; by
-#'   default \eqn{\min(N, 100)}. With a \code{threshold} it is the most that
+#'   default \eqn{\min(N, 100)}{min(N, 100)}. With a \code{threshold} it is the most that
 #'   greedy selection may take (by default no limit).
 #' @param threshold for the greedy methods: stop adding inducing inputs
-#'   once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))} falls
+#'   once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))}{tr(W(Kff - Qff))} falls
 #'   below it, so that \eqn{M} is chosen automatically (Passerello 2022,
 #'   section 7.1.3, suggests 1e-3 for small data; it should grow with
 #'   \eqn{N}).
@@ -90,7 +92,7 @@
 #'   updates, 10), \code{ci_iters} (c updates per round, 10),
 #'   \code{outer_max} (selection passes for \code{"hgv"}/\code{"gv"}, 10),
 #'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
-#'   (starting value of every \eqn{c_n}, 0.1, as in the code of Passerello's
+#'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
 #'   experiments), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
@@ -101,9 +103,11 @@
 #'   their means at the training inputs), \code{history} (one row per outer
 #'   pass: the number of inducing inputs, the bound, inner rounds and
 #'   optimiser evaluations), \code{converged}, and \code{labels} (the class
-#'   coding). Methods: \code{print}, \code{summary}, \code{coef},
-#'   \code{predict} (see \code{\link{predict.pgpr}}), \code{plot},
-#'   \code{fitted}, \code{logLik} (the bound), \code{\link{objective}}.
+#'   coding). \code{predict()} is described in \code{\link{predict.pgpr}}.
+#' @templateVar model pgpr
+#' @templateVar classifier yes
+#' @template fit-value
+#' @template practice
 #' @references Passerello, G. (2022). Heteroscedastic inducing point
 #'   selection for sparse Gaussian process classification. MEng thesis,
 #'   Imperial College London.
@@ -131,8 +135,8 @@ pgpr <- function(x, ...) UseMethod("pgpr")
 
 #' @rdname pgpr
 #' @export
-pgpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("pgpr", match.call(), x, data, ...)
+pgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("pgpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname pgpr
@@ -425,23 +429,23 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' the Polya-Gamma variance map.
 #'
 #' The probability of the positive class is
-#' \eqn{p(y_* = 1) = \int \sigma(f) N(f; \mu_*, \sigma_*^2) df}, where
-#' \eqn{N(\mu_*, \sigma_*^2)} is the latent predictive distribution. With
+#' \eqn{p(y_* = 1) = \int \sigma(f) N(f; \mu_*, \sigma_*^2) df}{p(y_* = 1) = integral sigma(f) N(f; mu_*, sigma_*^2) df}, where
+#' \eqn{N(\mu_*, \sigma_*^2)}{N(mu_*, sigma_*^2)} is the latent predictive distribution. With
 #' \code{method = "quadrature"} (the default) the integral is computed by
 #' 20-point Gauss-Hermite quadrature: this is the predictive probability of
 #' the fitted model, and it accounts for the latent uncertainty, so it is
 #' less overconfident far from the data than the plug-in value.
 #' \code{"probit"} uses the approximation
-#' \eqn{\sigma(\mu_*/\sqrt{1 + \pi\sigma_*^2/8})}, and \code{"plugin"} the
-#' value \eqn{\sigma(\mu_*)}, which ignores the variance; the plug-in is what
+#' \eqn{\sigma(\mu_*/\sqrt{1 + \pi\sigma_*^2/8})}{sigma(mu_*/sqrt(1 + pi sigma_*^2/8))}, and \code{"plugin"} the
+#' value \eqn{\sigma(\mu_*)}{sigma(mu_*)}, which ignores the variance; the plug-in is what
 #' Passerello's experiments report (the code behind the accuracy and NLL of
 #' Passerello 2022, Tables 5.2-5.5, uses it). All
-#' three give the same decision boundary \eqn{\mu_* = 0}, so
+#' three give the same decision boundary \eqn{\mu_* = 0}{mu_* = 0}, so
 #' \code{type = "class"} does not depend on \code{method}.
 #'
-#' \code{type = "pg_variance"} gives \eqn{1/\theta(c_*)} with
-#' \eqn{c_* = \sqrt{\mu_*^2 + \sigma_*^2}}: the variance of the Gaussian
-#' pseudo-observation that the Polya-Gamma augmentation puts at \eqn{x_*}. It
+#' \code{type = "pg_variance"} gives \eqn{1/\theta(c_*)}{1/theta(c_*)} with
+#' \eqn{c_* = \sqrt{\mu_*^2 + \sigma_*^2}}{c_* = sqrt(mu_*^2 + sigma_*^2)}: the variance of the Gaussian
+#' pseudo-observation that the Polya-Gamma augmentation puts at \eqn{x_*}{x_*}. It
 #' is smallest near the decision boundary (Passerello 2022, Fig. 5.1), which is where
 #' heteroscedastic greedy variance places inducing inputs.
 #'
@@ -449,55 +453,90 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
 #'   default the training inputs.
 #' @param type \code{"link"} (the latent function: \code{list(mean, var)},
-#'   or \code{cov} with \code{full_cov = TRUE}), \code{"prob"}
-#'   (\code{list(mean = p, var = p (1 - p))}), \code{"class"} (labels coded
-#'   like the training labels), or \code{"pg_variance"} (a vector).
+#'   or \code{cov} with \code{full_cov = TRUE}), \code{"prob"} (the
+#'   probabilities of the second class, a vector), \code{"class"} (labels
+#'   coded like the training labels), or \code{"pg_variance"} (a vector).
 #'   \code{"latent"} and \code{"response"} are accepted for \code{"link"} and
 #'   \code{"prob"}. For \code{svgp(likelihood = "gaussian")} fits the types
 #'   are those of \code{\link{predict.sparsevgp}}.
 #' @param method how probabilities are computed: \code{"quadrature"},
 #'   \code{"probit"} or \code{"plugin"}; see Details.
+#' @param interval \code{"none"} or \code{"confidence"}: for
+#'   \code{type = "link"} the pointwise interval
+#'   \eqn{\mu_* \pm z \sigma_*}{mu_* +/- z sigma_*} of the latent function, for
+#'   \code{type = "prob"} its image \eqn{g(\mu_* \pm z \sigma_*)}{g(mu_* +/- z sigma_*)} under
+#'   the inverse link \eqn{g}, an interval for the probability
+#'   \eqn{g(f(x_*))}{g(f(x_*))}, with \eqn{z} = \code{qnorm((1 + level) / 2)}.
+#'   A \code{"prediction"} interval of a binary label is an error: its
+#'   distribution is the probability itself.
+#' @param level the coverage of the intervals.
+#' @param se.fit if \code{TRUE}, also return standard errors: the standard
+#'   deviation of \eqn{f(x_*)}{f(x_*)} (\code{type = "link"}) or of
+#'   \eqn{g(f(x_*))}{g(f(x_*))} (\code{type = "prob"}) under the latent
+#'   predictive distribution.
 #' @param full_cov for \code{type = "link"}: return the full covariance.
-#' @param ... unused.
+#' @param na.action what to do with rows of \code{newdata} that have missing
+#'   inputs: \code{na.pass} (predict \code{NA} for them), \code{na.omit} or
+#'   \code{na.exclude}.
+#' @param ... not used: any argument here is an error.
 #' @return See \code{type}; vectors are named by the row names of
-#'   \code{newdata}.
+#'   \code{newdata}. With \code{interval}, a matrix with columns
+#'   \code{fit}, \code{lwr} and \code{upr}; with \code{se.fit = TRUE}, a list
+#'   with \code{fit} and \code{se.fit}.
 #' @examples
 #' d <- classification_data("banana")
 #' set.seed(1)
 #' fit <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 15,
 #'             control = list(inner_max = 2))
 #' nd <- data.frame(x1 = c(-2, 0, 2), x2 = c(0, 0, 3))
-#' predict(fit, nd, type = "prob")$mean
-#' predict(fit, nd, type = "prob", method = "plugin")$mean
+#' predict(fit, nd, type = "prob")
+#' predict(fit, nd, type = "prob", method = "plugin")
+#' predict(fit, nd, type = "prob", interval = "confidence")
 #' predict(fit, nd, type = "class")
 #' predict(fit, nd, type = "pg_variance")
 #' @export
 predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class", "pg_variance"),
-                         method = c("quadrature", "probit", "plugin"), full_cov = FALSE, ...) {
-  .predict_classifier(object, newdata, type[1L], method[1L], full_cov)
+                         method = c("quadrature", "probit", "plugin"),
+                         interval = c("none", "confidence", "prediction"), level = 0.95,
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass, ...) {
+  .check_dots("predict", ...)
+  .predict_classifier(object, newdata, type[1L], method[1L], interval[1L], level, se.fit,
+                      full_cov, na.action)
 }
 
 #' @export
 fitted.pgpr <- function(object, method = "quadrature", ...) {
+  .check_dots("fitted", ...)
   .fitted_classifier(object, method)
 }
 
 #' Plot a Gaussian process classifier
 #'
-#' For one input: the probability of the positive class with the band
-#' \eqn{\sigma(\mu \pm 2 sd)}, the labels at 0 and 1, and the inducing inputs
-#' as ticks. For two inputs: filled probability contours, the decision
-#' boundary \eqn{p = 1/2} (thick line), the data by class and the inducing
-#' inputs (gold points). With more inputs: the fitted probabilities by
-#' observed class. \code{what = "pg_variance"} shows the Polya-Gamma
-#' variance map \eqn{1/\theta} instead (Passerello 2022, Fig. 5.1; log10
-#' scale in 2-D).
+#' \code{which = "fit"} draws the classifier on the scale of the data, with
+#' axes labelled by the names of the inputs and the response. For one
+#' input: the probability of the positive class with a band
+#' \eqn{g(\mu \pm z s)}{g(mu +/- z sd)} of coverage \code{level} (\eqn{g}
+#' the inverse link), the labels at 0 and 1 in the colours of their classes,
+#' and the inducing inputs as ticks. For two inputs: an image of the
+#' probability with a colour key, dashed contours at 0.1, 0.25, 0.75 and
+#' 0.9, the decision boundary \eqn{p = 1/2} (thick line), the data by class
+#' (blue circles and red triangles with a white edge, so that they stay
+#' visible on a background of their own colour; the legend names the
+#' classes) and the inducing inputs (gold diamonds). With more inputs: the
+#' fitted probabilities by observed class. \code{what = "pg_variance"}
+#' shows the Polya-Gamma variance map \eqn{1/\theta}{1/theta} instead (Passerello
+#' 2022, Fig. 5.1; log10 scale in 2-D). \code{which = "convergence"} and
+#' \code{"residuals"} are as for \code{\link{plot.sparsevgp}}: for
+#' \code{pgpr()} the convergence plot shows the bound after each selection
+#' pass of the double loop.
 #'
 #' @param x a \code{pgpr} or \code{svgp} (Bernoulli) fit.
+#' @param which \code{"fit"}, \code{"convergence"} or \code{"residuals"}.
 #' @param what \code{"prob"} or \code{"pg_variance"}.
 #' @param n number of grid points per input.
 #' @param method how probabilities are computed; see
 #'   \code{\link{predict.pgpr}}.
+#' @param level the coverage of the band (one input).
 #' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
 #'   example when they are all the training inputs).
 #' @param xlab,ylab,main axis labels and title.
@@ -510,11 +549,14 @@ fitted.pgpr <- function(object, method = "quadrature", ...) {
 #'             control = list(inner_max = 2))
 #' plot(fit)
 #' plot(fit, what = "pg_variance")
+#' plot(fit, which = "convergence")
 #' @export
-plot.pgpr <- function(x, what = c("prob", "pg_variance"), n = 200L,
-                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
-                      ylab = NULL, main = NULL, ...) {
+plot.pgpr <- function(x, which = c("fit", "convergence", "residuals"),
+                      what = c("prob", "pg_variance"), n = 200L,
+                      method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
+                      xlab = NULL, ylab = NULL, main = NULL, ...) {
   what <- match.arg(what)
   method <- match.arg(method)
-  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
+  .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
+                   .check_flag(inducing, "inducing"), ...)
 }

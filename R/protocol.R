@@ -16,6 +16,8 @@
 #   .refit_inducing(fit, Z)        refit with inducing inputs Z held fixed
 #   .report(fit)                   what summary() reports beyond the bound
 #   .optim_upper(fit, par)         model-specific upper boxes for L-BFGS-B
+#   .edf(fit)                      effective number of parameters of a
+#                                  linear smoother (NULL: none)
 
 # The bound at `params`: list(value, terms, jitter, jitter_scale, posterior)
 # and, with grad = TRUE, `grad`, its gradient with respect to every
@@ -89,3 +91,11 @@
 
 #' @export
 .optim_upper.default <- function(fit, par) NULL
+
+# The effective number of parameters, the trace of the hat matrix H with
+# fitted values H y, for models whose fitted values are a linear smoother
+# of y at the fitted hyperparameters (df.residual()); NULL for the others.
+.edf <- function(fit) UseMethod(".edf")
+
+#' @export
+.edf.default <- function(fit) NULL

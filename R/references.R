@@ -107,13 +107,13 @@
 #'     data augmentation. Proceedings of the AAAI Conference on Artificial
 #'     Intelligence 33(01), 5417--5424.}{The augmentation of the logistic
 #'     likelihood with \eqn{q(\omega_n) = PG(1, c_n)}{q(omega_n) = PG(1,
-#'     c_n)} and the closed-form optimal \eqn{c_n}, on which the collapsed
+#'     c_n)} and the closed-form optimal \eqn{c_n}{c_n}, on which the collapsed
 #'     bound of \code{pgpr()} is built.}
 #'   \item{Jaakkola, T. S. and Jordan, M. I. (2000). Bayesian parameter
 #'     estimation via variational methods. Statistics and Computing 10,
 #'     25--37.}{The quadratic lower bound on \eqn{\log\sigma(z)}{log
 #'     sigmoid(z)}, which the Polya-Gamma bound of \code{pgpr()} equals once
-#'     \eqn{\omega} is integrated out (derived for this package; see the
+#'     \eqn{\omega}{omega} is integrated out (derived for this package; see the
 #'     example of \code{\link{pg_theta}}).}
 #' }
 #'

@@ -8,21 +8,21 @@
 #'
 #' Fits a sparse variational Gaussian process with \eqn{M} inducing inputs
 #' by maximising the collapsed evidence lower bound of Titsias (2009),
-#' \deqn{F = \log N(y; m, Q_{ff} + \Lambda) - \frac12 \mathrm{tr}(\Lambda^{-1}(K_{ff} - Q_{ff})),}
-#' \eqn{Q_{ff} = K_{fu} K_{uu}^{-1} K_{uf}}, over the kernel parameters, the
+#' \deqn{F = \log N(y; m, Q_{ff} + \Lambda) - \frac12 \mathrm{tr}(\Lambda^{-1}(K_{ff} - Q_{ff})),}{F = log N(y; m, Qff + Lambda) - 1/2 tr(Lambda^-1(Kff - Qff)),}
+#' \eqn{Q_{ff} = K_{fu} K_{uu}^{-1} K_{uf}}{Qff = Kfu Kuu^-1 Kuf}, over the kernel parameters, the
 #' noise, the constant mean and the inducing inputs. The cost is
-#' \eqn{O(N M^2)} time and \eqn{O(N M)} memory. With the inducing inputs at
+#' \eqn{O(N M^2)}{O(N M^2)} time and \eqn{O(N M)} memory. With the inducing inputs at
 #' the training inputs the bound equals the exact log marginal likelihood
 #' of \code{\link{gpr}()}.
 #'
-#' The noise covariance \eqn{\Lambda} is diagonal:
+#' The noise covariance \eqn{\Lambda}{Lambda} is diagonal:
 #' \itemize{
-#'   \item \code{noise} a number: one learned variance \eqn{\sigma^2}
+#'   \item \code{noise} a number: one learned variance \eqn{\sigma^2}{sigma^2}
 #'     (homoscedastic; the number is the starting value);
 #'   \item a numeric vector of length \eqn{N}: known per-point variances,
 #'     held fixed;
 #'   \item a one-sided formula such as \code{~ x + I(x^2)}: a log-linear
-#'     model \eqn{\log\lambda_n = \phi(x_n)^\top\beta} with \eqn{\beta}
+#'     model \eqn{\log\lambda_n = \phi(x_n)^\top\beta}{log lambda_n = phi(x_n)' beta} with \eqn{\beta}{beta}
 #'     learned. Its variables are looked up in \code{data} (formula
 #'     interface) or among the columns of \code{x} (matrix interface; unnamed
 #'     columns are called \code{x1}, \code{x2}, ...).
@@ -44,7 +44,7 @@
 #' With more than 20 000 observations, these stages run on a random
 #' subsample of 20 000, and then the kernel, noise and mean are refined on
 #' all the data with the inducing inputs held: each evaluation on the full
-#' data costs \eqn{O(N M^2)}, and a few suffice from there.
+#' data costs \eqn{O(N M^2)}{O(N M^2)}, and a few suffice from there.
 #' \code{control$schedule = "joint"} gives the former path, one L-BFGS-B run
 #' over all free parameters from simple starting values. The report
 #' (\code{fit$optim}) has the bound after each stage in \code{stages}.
@@ -54,17 +54,17 @@
 #' \strong{Number of inducing inputs.} By default (\code{inducing =
 #' "greedy"} without \code{M} or \code{threshold}), greedy selection adds
 #' inducing inputs until the trace term
-#' \eqn{t = \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}, which brackets the
+#' \eqn{t = \sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}{t = sum_n [Kff - Qff]_nn / lambda_n}, which brackets the
 #' expected KL divergence from the exact posterior (\eqn{t/2 \le E[KL] \le
-#' t}, Burt et al. 2019), is below 0.001 nats per observation, and at most
+#' t}{t/2 <= E[KL] <= t}, Burt et al. 2019), is below 0.001 nats per observation, and at most
 #' \eqn{\max(100, \sqrt{10^8 / N})}{max(100, sqrt(1e8 / N))} of them (so
-#' that one evaluation costs about \eqn{10^8} multiplications at most).
+#' that one evaluation costs about \eqn{10^8}{10^8} multiplications at most).
 #' \code{summary()} reports the \eqn{M} chosen. Give \code{inducing} (a
 #' number) or \code{M} to choose it yourself.
 #'
 #' Predictions follow the Titsias/GPflow convention (no diagonal
 #' correction); see \code{\link{predict.sparsevgp}}. \code{summary()} reports
-#' the bound's terms, the upper bound on \eqn{\log p(y)} of Titsias (2014)
+#' the bound's terms, the upper bound on \eqn{\log p(y)}{log p(y)} of Titsias (2014)
 #' (Passerello 2022, eq. 3.4) and so a bracket on the KL divergence from
 #' the approximation to the exact posterior.
 #'
@@ -73,7 +73,7 @@
 #'   inputs; a number \eqn{M}, for that many training inputs chosen by the
 #'   default method; a method name, \code{"greedy"} (greedy conditional
 #'   variance, \code{\link{select_inducing}()}; weighted by
-#'   \eqn{1/\lambda_n} when the noise variances differ at the start, that is
+#'   \eqn{1/\lambda_n}{1/lambda_n} when the noise variances differ at the start, that is
 #'   for known per-point variances; \code{"hgv"} is the same),
 #'   \code{"gv"} (greedy variance without weights), \code{"kmeans"} or
 #'   \code{"random"}, for \code{M} inputs chosen that way; or the result of
@@ -89,11 +89,11 @@
 #'   call.
 #' @param M the number of inducing inputs for a method name in
 #'   \code{inducing} (by default chosen from the data for \code{"greedy"}, see
-#'   Details, and \eqn{\min(N, 100)} for \code{"kmeans"} and
+#'   Details, and \eqn{\min(N, 100)}{min(N, 100)} for \code{"kmeans"} and
 #'   \code{"random"}); with a \code{threshold}, the most that greedy
 #'   selection may take.
 #' @param threshold for the greedy methods: stop adding inducing inputs once
-#'   the trace \eqn{\sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n} falls below it,
+#'   the trace \eqn{\sum_n [K_{ff} - Q_{ff}]_{nn} / \lambda_n}{sum_n [Kff - Qff]_nn / lambda_n} falls below it,
 #'   so that \eqn{M} is chosen from the data. It is on the scale of the KL
 #'   divergence: \code{kl_threshold(kl, N = N)} for a target of \code{kl}
 #'   nats per observation.
@@ -112,6 +112,10 @@
 #' @param start a previous fit of the same kind whose parameters are used as
 #'   starting values (this is how \code{update()} warm-starts).
 #' @return An object of class \code{c("sgpr", "sparsevgp")}.
+#' @templateVar model sgpr
+#' @templateVar classifier no
+#' @template fit-value
+#' @template practice
 #' @references Titsias, M. (2009). Variational learning of inducing
 #'   variables in sparse Gaussian processes. AISTATS.
 #' @seealso \code{\link{posterior_inducing}}, \code{\link{gpr}},
@@ -128,13 +132,19 @@
 #' y <- 2.5 * sin(6 * x / 5) + rnorm(200, sd = sqrt(0.05 + 0.05 * x^2))
 #' het <- sgpr(x, y, inducing = 20, noise = ~ x + I(x^2))
 #' coef(het)
+#'
+#' # model frames as in lm(): rows with NA are dropped, subset and weights
+#' aq <- sgpr(Ozone ~ Temp + Wind, data = airquality, subset = Month > 5,
+#'            inducing = 15)
+#' nobs(aq)
+#' predict(aq, airquality[1:3, ], interval = "prediction")
 #' @export
 sgpr <- function(x, ...) UseMethod("sgpr")
 
 #' @rdname sgpr
 #' @export
-sgpr.formula <- function(x, data = NULL, ...) {
-  .fit_formula("sgpr", match.call(), x, data, ...)
+sgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("sgpr", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname sgpr
@@ -142,11 +152,13 @@ sgpr.formula <- function(x, data = NULL, ...) {
 sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, ...) {
+                         start = NULL, weights = NULL, offset = NULL, ...) {
   call <- .model_call(match.call(), "sgpr")
   data <- .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   y <- .as_response(y, nrow(x))
+  wo <- .check_weights_offset(weights, offset, nrow(x))
+  if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
@@ -159,11 +171,12 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
                            control$schedule == "staged")
   kernel <- st$kernel
-  nz <- .noise_setup(noise, x, y, data, start = st$noise)
+  nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   # greedy selection weighted by 1/lambda at the starting noise, so that a
   # threshold is on the scale of the KL divergence (kl_threshold())
-  weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
-  Z <- .select_by_spec(spec, x, kernel, weights, warn_short = !is.null(M) || is.numeric(inducing))
+  sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
+  Z <- .select_by_spec(spec, x, kernel, sel_weights,
+                       warn_short = !is.null(M) || is.numeric(inducing))
   mn <- .mean_start(mean, mean(y))
   params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
               nz$params, list(mean = mn$value, Z = Z))
@@ -176,9 +189,10 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
                   control = control,
                   label = sprintf("Sparse GP regression (SGPR), %s noise", nz$label),
-                  extra = list(noise_model = nz$model,
-                               selection = spec[intersect(names(spec),
-                                                          c("method", "M", "threshold", "auto"))]))
+                  extra = c(list(noise_model = nz$model,
+                                 selection = spec[intersect(names(spec),
+                                                            c("method", "M", "threshold", "auto"))]),
+                            wo))
   .build_or_fit(fit, optimize)
 }
 
@@ -254,21 +268,23 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 #' The optimal distribution of the inducing variables
 #'
-#' For a collapsed sparse model the optimal \eqn{q(u) = N(\mu, S)} of the
+#' For a collapsed sparse model the optimal \eqn{q(u) = N(\mu, S)}{q(u) = N(mu, S)} of the
 #' function values at the inducing inputs is available in closed form
 #' (Titsias 2009; Passerello 2022, eq. 3.3):
 #' \deqn{\mu = K_{uu}\Sigma^{-1}K_{uf}\Lambda^{-1}(y - m), \quad
-#'       S = K_{uu}\Sigma^{-1}K_{uu}, \quad \Sigma = K_{uu} + K_{uf}\Lambda^{-1}K_{fu}.}
-#' The constant mean \eqn{m} is added to \eqn{\mu}, so that \eqn{q(u)} equals
+#'       S = K_{uu}\Sigma^{-1}K_{uu}, \quad \Sigma = K_{uu} + K_{uf}\Lambda^{-1}K_{fu}.}{mu = Kuu Sigma^-1 Kuf Lambda^-1 (y - m),
+#'   S = Kuu Sigma^-1 Kuu,
+#'   Sigma = Kuu + Kuf Lambda^-1 Kfu.}
+#' The constant mean \eqn{m} is added to \eqn{\mu}{mu}, so that \eqn{q(u)} equals
 #' \code{predict(fit, Z, full_cov = TRUE)} up to the jitter.
 #'
 #' For a \code{\link{pgpr}} fit it is the optimal \eqn{q(u)} of the collapsed
 #' Polya-Gamma bound at the fit's local parameters \eqn{c} (Passerello 2022, eq. 4.5),
-#' the same expression with \eqn{\Lambda = \Theta^{-1}},
-#' \eqn{\theta_n = \tanh(c_n/2)/(2c_n)}, and the pseudo-targets
-#' \eqn{y_n/(2\theta_n)} in place of \eqn{y} (labels \eqn{y_n = \pm 1}):
-#' \eqn{\mu = m + K_{uu}\Sigma^{-1}K_{uf}(y/2 - \Theta m)},
-#' \eqn{\Sigma = K_{uu} + K_{uf}\Theta K_{fu}} (Passerello 2022, eq. 4.5;
+#' the same expression with \eqn{\Lambda = \Theta^{-1}}{Lambda = Theta^-1},
+#' \eqn{\theta_n = \tanh(c_n/2)/(2c_n)}{theta_n = tanh(c_n/2)/(2c_n)}, and the pseudo-targets
+#' \eqn{y_n/(2\theta_n)}{y_n/(2 theta_n)} in place of \eqn{y} (labels \eqn{y_n = \pm 1}{y_n = +/- 1}):
+#' \eqn{\mu = m + K_{uu}\Sigma^{-1}K_{uf}(y/2 - \Theta m)}{mu = m + Kuu Sigma^-1 Kuf(y/2 - Theta m)},
+#' \eqn{\Sigma = K_{uu} + K_{uf}\Theta K_{fu}}{Sigma = Kuu + Kuf Theta Kfu} (Passerello 2022, eq. 4.5;
 #' that it is the regression optimum on the pseudo-targets was derived for
 #' this package and is checked numerically in its tests).
 #'

@@ -1,6 +1,6 @@
 #' sparsevgp: sparse variational Gaussian processes
 #'
-#' Gaussian process models whose cost is \eqn{O(N M^2)} in the number of
+#' Gaussian process models whose cost is \eqn{O(N M^2)}{O(N M^2)} in the number of
 #' observations \eqn{N} and inducing points \eqn{M}. The numerical core
 #' (bounds, their gradients, predictions) is written in C on R's BLAS and
 #' LAPACK; models are fitted with \code{optim()} on analytic gradients.
@@ -21,5 +21,6 @@
 #'
 #' @keywords internal
 #' @useDynLib sparsevgp, .registration = TRUE, .fixes = ""
-#' @importFrom stats coef fitted logLik nobs predict residuals setNames update
+#' @importFrom stats coef confint deviance df.residual fitted formula logLik model.frame nobs
+#'   predict residuals setNames simulate update weights
 "_PACKAGE"

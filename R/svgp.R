@@ -12,19 +12,20 @@
 #'
 #' Fits a sparse variational Gaussian process with an explicit Gaussian
 #' \eqn{q(u)} for the function values at the inducing inputs, by maximising
-#' \deqn{\mathrm{ELBO} = \sum_n E_{q(f_n)}[\log p(y_n | f_n)] - KL[q(u) \| p(u)]}
+#' \deqn{\mathrm{ELBO} = \sum_n E_{q(f_n)}[\log p(y_n | f_n)] - KL[q(u) \| p(u)]}{ELBO = sum_n E_(q(f_n))[log p(y_n | f_n)] - KL[q(u) || p(u)]}
 #' (Hensman et al. 2015; Tiao 2020, "Non-Gaussian likelihoods") over the
 #' variational parameters,
 #' the kernel parameters (and the noise and mean) and, optionally, the
 #' inducing inputs, with L-BFGS-B on the analytic gradient (full batch).
 #'
 #' By default the variational distribution is whitened, as GPflow does:
-#' \eqn{u = L v} with \eqn{L L^\top = K_{uu}} and \eqn{q(v) = N(b, W W^\top)},
+#' \eqn{u = L v} with \eqn{L L^\top = K_{uu}}{L L' = Kuu} and \eqn{q(v) = N(b, W W^\top)}{q(v) = N(b, W W')},
 #' \eqn{W} lower triangular with a positive diagonal (optimised on the log
 #' scale), so that \eqn{KL = \frac12(\|W\|_F^2 + \|b\|^2 - M - 2\sum
-#' \log W_{ii})}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}
+#' \log W_{ii})}{KL = 1/2(||W||_F^2 + ||b||^2 - M - 2 sum log Wii)}. With \code{whiten = FALSE}, \eqn{q(u) = N(b, W W^\top)}{q(u) = N(b, W W')}
 #' directly and \eqn{KL[N(b, W W^\top) \| N(0, K_{uu})] = \frac12(\|L^{-1}W\|_F^2
-#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}} (the
+#' + \|L^{-1}b\|^2 - M) + \sum \log L_{ii} - \sum \log W_{ii}}{KL[N(b, W W') || N(0, Kuu)] = 1/2(||L^-1 W||_F^2 + ||L^-1 b||^2 - M) +
+#'   sum log Lii - sum log Wii} (the
 #' Gaussian KL divergence written with Cholesky factors; Tiao 2020,
 #' "Whitened parameterization"); the predictive is the algorithm of Tiao
 #' (2020), Appendix II. Both
@@ -34,17 +35,17 @@
 #' optimisation.
 #'
 #' Likelihoods: \code{"bernoulli"}, the logistic
-#' \eqn{p(y | f) = \sigma(y f)} with \eqn{y \in \{-1, +1\}}, whose expectations
+#' \eqn{p(y | f) = \sigma(y f)}{p(y | f) = sigma(y f)} with \eqn{y \in \{-1, +1\}}{y in \{-1, +1\}}, whose expectations
 #' are computed by Gauss-Hermite quadrature with \code{quadrature} points
 #' (20 by default, GPflow's choice and that of the SVGP baseline in
 #' Passerello's tables; at
 #' a latent variance of 100 the 20-point rule is biased by about 0.035 nats
 #' per point, so raise it for very uncertain latent functions);
 #' \code{"probit"}, the Bernoulli likelihood with the probit link
-#' \eqn{p(y | f) = \Phi(y f)} (GPflow's default classifier), with the same
+#' \eqn{p(y | f) = \Phi(y f)}{p(y | f) = Phi(y f)} (GPflow's default classifier), with the same
 #' quadrature and predictive probabilities
-#' \eqn{\Phi(\mu / \sqrt{1 + \sigma^2})}, exact for any \code{method};
-#' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)} with a learned
+#' \eqn{\Phi(\mu / \sqrt{1 + \sigma^2})}{Phi(mu / sqrt(1 + sigma^2))}, exact for any \code{method};
+#' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)}{N(y; f, sigma^2)} with a learned
 #' variance, whose expectations are exact. With the Gaussian likelihood and
 #' \eqn{q(u)} set to the optimal distribution of an \code{\link{sgpr}()} fit
 #' with the same parameters, the ELBO equals the SGPR bound; otherwise it is
@@ -54,11 +55,11 @@
 #' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
 #' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
 #' \code{control$maxit} Adam iterations (Kingma and Ba 2015; \eqn{\beta_1 =
-#' 0.9}, \eqn{\beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}) uses the unbiased
+#' 0.9}{beta_1 = 0.9}, \eqn{\beta_2 = 0.999}{beta_2 = 0.999}, \eqn{\epsilon = 10^{-8}}{epsilon = 10^-8}) uses the unbiased
 #' minibatch estimate \deqn{\frac{N}{B}\sum_{n \in \mathcal B} E_{q(f_n)}[\log
-#' p(y_n | f_n)] - KL[q(u) \| p(u)]} and its gradient on a batch of
+#' p(y_n | f_n)] - KL[q(u) \| p(u)]}{N/B sum_(n in B) E_(q(f_n))[log p(y_n | f_n)] - KL[q(u) || p(u)]} and its gradient on a batch of
 #' \eqn{B} points drawn uniformly without replacement (Hensman, Fusi and
-#' Lawrence 2013), at a cost of \eqn{O(B M^2 + M^3)} per iteration;
+#' Lawrence 2013), at a cost of \eqn{O(B M^2 + M^3)}{O(B M^2 + M^3)} per iteration;
 #' the batches come from R's random number generator, so
 #' \code{set.seed()} makes fits reproducible. The step size is
 #' \code{control$lr} (default 0.01); parameters are scaled as for
@@ -77,7 +78,7 @@
 #'   method name as in \code{\link{sgpr}()} (\code{"greedy"}, \code{"hgv"}
 #'   and \code{"gv"} are all plain greedy conditional variance here,
 #'   \code{"kmeans"}, \code{"random"}), or the result of
-#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)} by
+#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
 #'   greedy conditional variance. More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
 #' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"} or
@@ -119,11 +120,15 @@
 #'   points in each minibatch of Adam (values above \eqn{N} mean \eqn{N}).
 #' @param quadrature the number of Gauss-Hermite points for the Bernoulli
 #'   expectations (1 to 500).
-#' @return An object of class \code{c("svgp", "sparsevgp")}. Methods:
-#'   \code{print}, \code{summary}, \code{coef}, \code{predict} (see
-#'   \code{\link{predict.pgpr}} for Bernoulli, \code{\link{predict.sparsevgp}}
-#'   for Gaussian), \code{plot}, \code{fitted}, \code{logLik} (the ELBO),
-#'   \code{\link{objective}}.
+#' @return An object of class \code{c("svgp", "sparsevgp")}, with
+#'   \code{q(u)} in \code{params$q_mu}, \code{params$q_sqrt_diag} and
+#'   \code{params$q_sqrt_lower}; \code{predict()} is described in
+#'   \code{\link{predict.pgpr}} for the Bernoulli likelihoods and in
+#'   \code{\link{predict.sparsevgp}} for the Gaussian one.
+#' @templateVar model svgp
+#' @templateVar classifier yes
+#' @template fit-value
+#' @template practice
 #' @references Hensman, J., Matthews, A. G. de G. and Ghahramani, Z. (2015).
 #'   Scalable variational Gaussian process classification. AISTATS.
 #'
@@ -162,8 +167,8 @@ svgp <- function(x, ...) UseMethod("svgp")
 
 #' @rdname svgp
 #' @export
-svgp.formula <- function(x, data = NULL, ...) {
-  .fit_formula("svgp", match.call(), x, data, ...)
+svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("svgp", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname svgp
@@ -173,7 +178,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                          likelihood = c("bernoulli", "gaussian", "probit"), noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
-                         quadrature = 20L, ...) {
+                         quadrature = 20L, offset = NULL, ...) {
   call <- .model_call(match.call(), "svgp")
   .dots_data(...)
   likelihood <- match.arg(likelihood)
@@ -186,6 +191,11 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   } else {
     target <- .as_response(y, N)
   }
+  if (!is.null(offset) && bern) {
+    stop("'offset' is for the Gaussian likelihood only", call. = FALSE)
+  }
+  wo <- .check_weights_offset(NULL, offset, N)
+  if (!is.null(wo$offset)) target <- target - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   whiten <- .check_flag(whiten, "whiten")
@@ -251,7 +261,8 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                   if (optimize_inducing) "" else ", fixed inducing inputs"),
                   extra = list(target = target, labels = if (bern) lab$coding else NULL,
                                likelihood = likelihood, whiten = whiten,
-                               quadrature = quadrature, batch_size = batch_size))
+                               quadrature = quadrature, batch_size = batch_size,
+                               offset = wo$offset))
   .build_or_fit(fit, optimize)
 }
 
@@ -430,8 +441,10 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 #' @rdname predict.pgpr
 #' @export
-predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, full_cov = FALSE,
-                         ...) {
+predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
+                         interval = c("none", "confidence", "prediction"), level = 0.95,
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass, ...) {
+  .check_dots("predict", ...)
   gauss <- object$likelihood == "gaussian"
   if (gauss && !is.null(method)) {
     stop("'method' applies to the Bernoulli likelihood only (the Gaussian predictive is exact)",
@@ -439,6 +452,7 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, ful
   }
   types <- if (gauss) c("latent", "response") else .classifier_types
   type <- if (is.null(type)) types[1L] else match.arg(type, unique(types))
+  interval <- match.arg(interval)
   if (!gauss) {
     method <- if (is.null(method)) "quadrature" else
       match.arg(method, c("quadrature", "probit", "plugin"))
@@ -446,15 +460,18 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, ful
   if (!is.null(newdata) && NROW(newdata) == 0L) {
     return(.svgp_predict_empty(object, type, .check_flag(full_cov, "full_cov")))
   }
-  if (gauss) return(predict.sparsevgp(object, newdata, type = type, full_cov = full_cov))
-  .predict_classifier(object, newdata, type, method, full_cov)
+  if (gauss) {
+    return(predict.sparsevgp(object, newdata, type = type, interval = interval, level = level,
+                             se.fit = se.fit, full_cov = full_cov, na.action = na.action))
+  }
+  .predict_classifier(object, newdata, type, method, interval, level, se.fit, full_cov, na.action)
 }
 
 # predict() on zero rows of new data: empty results of the usual shapes.
 .svgp_predict_empty <- function(object, type, full_cov) {
   e <- setNames(numeric(0), character(0))
   if (type == "class") return(.labels_from_prob(e, object$labels))
-  if (type == "pg_variance") return(e)
+  if (type %in% c("pg_variance", "prob", "response") && object$likelihood != "gaussian") return(e)
   if (full_cov) {
     if (!type %in% c("link", "latent", "response") ||
         (object$likelihood != "gaussian" && type == "response")) {
@@ -468,12 +485,8 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL, ful
 #' @export
 fitted.svgp <- function(object, method = "quadrature", ...) {
   if (object$likelihood == "gaussian") return(NextMethod())
+  .check_dots("fitted", ...)
   .fitted_classifier(object, method)
-}
-
-#' @export
-residuals.svgp <- function(object, ...) {
-  object$y - fitted(object)
 }
 
 #' @export
@@ -494,23 +507,20 @@ summary.svgp <- function(object, ...) {
   s
 }
 
-#' @export
-logLik.svgp <- function(object, ...) {
-  # degrees of freedom: the model parameters, not the variational ones
-  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower)", names(object$fixed))
-  structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
-            class = "logLik")
-}
-
 #' @rdname plot.pgpr
 #' @export
-plot.svgp <- function(x, what = c("prob", "pg_variance"), n = 200L,
-                      method = c("quadrature", "probit", "plugin"), inducing = TRUE, xlab = NULL,
-                      ylab = NULL, main = NULL, ...) {
+plot.svgp <- function(x, which = c("fit", "convergence", "residuals"),
+                      what = c("prob", "pg_variance"), n = 200L,
+                      method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
+                      xlab = NULL, ylab = NULL, main = NULL, ...) {
   if (x$likelihood == "gaussian") {
-    return(plot.sparsevgp(x, n = n, xlab = xlab, ylab = ylab, main = main, ...))
+    if (!missing(method)) stop("'method' is for classifiers: see ?plot.sparsevgp", call. = FALSE)
+    return(plot.sparsevgp(x, which = which, what = if (missing(what)) "mean" else what, n = n,
+                          level = level, inducing = inducing, xlab = xlab, ylab = ylab,
+                          main = main, ...))
   }
   what <- match.arg(what)
   method <- match.arg(method)
-  .plot_classifier(x, what, n, method, xlab, ylab, main, .check_flag(inducing, "inducing"), ...)
+  .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
+                   .check_flag(inducing, "inducing"), ...)
 }

@@ -2,8 +2,10 @@
 # Messages name the argument the user passed, so that a mistake is found
 # from the error alone.
 
-# A numeric design matrix from a vector, matrix or data frame of numbers.
-.as_input_matrix <- function(x, name = "x", min_rows = 1L) {
+# A numeric design matrix from a vector, matrix or data frame of numbers
+# (with allow_na = TRUE, missing values are kept: new inputs for
+# prediction).
+.as_input_matrix <- function(x, name = "x", min_rows = 1L, allow_na = FALSE) {
   if (is.data.frame(x)) {
     ok <- vapply(x, function(col) is.numeric(col) || is.logical(col), TRUE)
     if (!all(ok)) {
@@ -24,8 +26,12 @@
     stop(sprintf("'%s' must have at least %d row%s", name, min_rows,
                  if (min_rows == 1L) "" else "s"), call. = FALSE)
   }
-  if (any(!is.finite(x))) {
-    stop(sprintf("'%s' contains NA, NaN or infinite values", name),
+  bad <- if (allow_na) any(is.infinite(x)) else any(!is.finite(x))
+  if (bad) {
+    stop(sprintf("'%s' contains %s values%s", name,
+                 if (allow_na) "infinite" else "NA, NaN or infinite",
+                 if (allow_na || name != "x") "" else
+                   " (the formula interface drops incomplete rows by its na.action)"),
          call. = FALSE)
   }
   storage.mode(x) <- "double"
@@ -90,10 +96,20 @@
   x
 }
 
-# The model frame of a formula interface: response, inputs and terms.
+# The model frame of a formula interface, built as lm() builds it: the
+# call's `data`, `subset`, `weights`, `na.action` and `offset` go to
+# stats::model.frame(), evaluated in `env` (where the model function was
+# called), so that `subset = Month > 5` and `weights = w` are looked up in
+# the data first. na.action defaults to getOption("na.action"), as in lm().
+# A learned noise formula's model matrix joins the frame as the column
+# "(noise)", so that subset and na.action drop the same rows from both.
 # Inputs are model.matrix() columns without the intercept, so factors become
-# indicator columns and transformations such as log(x1) work.
-.formula_data <- function(formula, data, min_rows = 2L) {
+# indicator columns and transformations such as log(x1) work. Returns the
+# inputs x, the response y, the terms, the factor levels, the frame, the
+# na.action record, the prior weights, the offset and the noise design
+# (NULL when absent).
+.formula_data <- function(formula, data, call = NULL, env = parent.frame(), noise = NULL,
+                          min_rows = 2L) {
   if (!inherits(formula, "formula") || length(formula) != 3L) {
     stop("'formula' must be a two-sided formula such as y ~ x1 + x2",
          call. = FALSE)
@@ -102,21 +118,90 @@
   if (is.list(data)) {
     .check_formula_vars(stats::terms(formula, data = data), data, "'data'", "the formula")
   }
-  mf <- stats::model.frame(formula, data = data, na.action = stats::na.fail)
+  mfc <- if (is.null(call)) call("model.frame") else
+    call[c(1L, match(c("subset", "weights", "na.action", "offset"), names(call), 0L))]
+  mfc[[1L]] <- quote(stats::model.frame)
+  mfc$formula <- formula
+  mfc$data <- data
+  mfc$drop.unused.levels <- TRUE
+  design <- NULL
+  if (inherits(noise, "formula") && length(all.vars(noise))) {
+    # the noise formula on all rows (its variables, like the model's, are
+    # evaluated before subset and na.action apply, as in model.frame())
+    nf <- stats::model.frame(noise, data, na.action = stats::na.pass)
+    ntt <- attr(nf, "terms")
+    Phi <- stats::model.matrix(ntt, nf)
+    attr(Phi, "assign") <- attr(Phi, "contrasts") <- NULL
+    design <- list(terms = ntt, xlevels = stats::.getXlevels(ntt, nf))
+    mfc$noise <- Phi
+  }
+  mf <- eval(mfc, env)
   tt <- attr(mf, "terms")
   attr(tt, "intercept") <- 0L
   x <- stats::model.matrix(tt, mf)
   attr(x, "assign") <- NULL
   attr(x, "contrasts") <- NULL
   y <- stats::model.response(mf)
+  w <- stats::model.weights(mf)
+  off <- stats::model.offset(mf)
+  if (!is.null(design)) {
+    design$Phi <- mf[["(noise)"]]
+    rownames(design$Phi) <- NULL
+    class(design) <- "sparsevgp_noise_design"
+  }
+  parts <- Filter(Negate(is.null), list(x, y, w, off, design$Phi))
+  incomplete <- !do.call(stats::complete.cases, parts)
+  if (any(incomplete)) {
+    stop(sprintf("%d of %d rows of the model frame have missing values, which na.action = na.pass keeps: use na.action = na.omit or na.exclude to drop them",
+                 sum(incomplete), length(incomplete)), call. = FALSE)
+  }
   x <- .as_input_matrix(x, "formula inputs", min_rows)
-  list(x = x, y = y, terms = tt,
-       xlevels = stats::.getXlevels(tt, mf))
+  list(x = x, y = y, terms = tt, xlevels = stats::.getXlevels(tt, mf), frame = mf,
+       na.action = attr(mf, "na.action"), weights = w, offset = off, noise = design)
 }
 
-# New inputs for prediction, checked against the training inputs.
-.newdata_matrix <- function(object, newdata) {
-  if (missing(newdata) || is.null(newdata)) return(object$x)
+# Prior weights and an offset, checked against the number of observations:
+# list(weights, offset), NULL for each one that is absent. Weights must be
+# positive (a zero weight would be an infinite noise variance).
+.check_weights_offset <- function(weights, offset, n) {
+  if (!is.null(weights)) {
+    if (!is.numeric(weights) || length(weights) != n || any(!is.finite(weights)) ||
+        any(weights <= 0)) {
+      stop(sprintf("'weights' must be %d positive finite numbers, one per observation (leave out observations of zero weight, for example with subset = w > 0)",
+                   n), call. = FALSE)
+    }
+    weights <- as.double(weights)
+  }
+  if (!is.null(offset)) {
+    if (!is.numeric(offset) || length(offset) != n || any(!is.finite(offset))) {
+      stop(sprintf("'offset' must be %d finite numbers, one per observation", n),
+           call. = FALSE)
+    }
+    offset <- as.double(offset)
+  }
+  list(weights = weights, offset = offset)
+}
+
+# The inputs of a prediction, simulation or plot: the rows of `newdata`
+# that `na.action` keeps, as a model matrix whose rows may still hold NA
+# (na.pass, the default: those rows give NA), or the training inputs when
+# `newdata` is NULL. Returns
+#   x        the model matrix of the kept rows,
+#   data     what the noise model reads at those rows (NULL: the training
+#            inputs),
+#   offset   the offset at those rows (NULL for none),
+#   ok       the rows of x with complete inputs and offset,
+#   na       the na.action record, for napredict() (padding of na.exclude).
+.prediction_inputs <- function(object, newdata = NULL, na.action = stats::na.pass) {
+  if (is.null(newdata)) {
+    return(list(x = object$x, data = NULL, offset = object$offset,
+                ok = rep(TRUE, nrow(object$x)), na = object$na.action))
+  }
+  if (is.character(na.action)) na.action <- get(na.action, mode = "function")
+  if (!is.function(na.action)) {
+    stop("'na.action' must be a function such as na.pass, na.omit or na.exclude", call. = FALSE)
+  }
+  offset <- NULL
   if (!is.null(object$terms) && !is.matrix(newdata)) {
     # a matrix is taken as the model matrix itself (the columns of fit$x),
     # which is how plots predict on a grid of transformed inputs
@@ -125,35 +210,55 @@
            call. = FALSE)
     }
     tt <- stats::delete.response(object$terms)
-    .check_formula_vars(tt, newdata, "'newdata'", "the model's formula", na = TRUE)
-    mf <- stats::model.frame(tt, newdata, na.action = stats::na.fail,
-                             xlev = object$xlevels)
+    .check_formula_vars(tt, newdata, "'newdata'", "the model's formula")
+    mf <- stats::model.frame(tt, newdata, na.action = na.action, xlev = object$xlevels)
     x <- stats::model.matrix(tt, mf)
     attr(x, "assign") <- NULL
     attr(x, "contrasts") <- NULL
-    return(.as_input_matrix(x, "newdata", min_rows = 0L))
+    x <- .as_input_matrix(x, "newdata", min_rows = 0L, allow_na = TRUE)
+    na <- attr(mf, "na.action")
+    n_all <- nrow(mf) + length(na)
+    rows <- if (length(na)) seq_len(n_all)[-na] else seq_len(n_all)
+    # the offset as predict.lm() finds it: offset() terms in the formula and
+    # the call's `offset`, both evaluated in newdata
+    offset <- stats::model.offset(mf)
+    if (!is.null(object$call$offset)) {
+      off <- eval(object$call$offset, newdata, environment(object$terms))
+      offset <- (if (is.null(offset)) 0 else offset) + off[rows]
+    }
+    data <- if (is.data.frame(newdata)) newdata[rows, , drop = FALSE] else x
+  } else {
+    x <- .as_input_matrix(newdata, "newdata", min_rows = 0L, allow_na = TRUE)
+    D <- ncol(object$x)
+    if (ncol(x) != D) {
+      stop(sprintf("'newdata' must have %d columns, not %d", D, ncol(x)),
+           call. = FALSE)
+    }
+    cn <- colnames(object$x)
+    if (!is.null(cn) && !is.null(colnames(x)) && !identical(colnames(x), cn)) {
+      stop(sprintf("the columns of 'newdata' (%s) do not match the training inputs (%s)",
+                   paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
+           call. = FALSE)
+    }
+    kept <- na.action(as.data.frame(x))
+    na <- attr(kept, "na.action")
+    if (length(na)) x <- x[-na, , drop = FALSE]
+    data <- x
   }
-  x <- .as_input_matrix(newdata, "newdata", min_rows = 0L)
-  D <- ncol(object$x)
-  if (ncol(x) != D) {
-    stop(sprintf("'newdata' must have %d columns, not %d", D, ncol(x)),
+  if (!is.null(object$offset) && is.null(offset) && nrow(x) > 0L) {
+    stop("this fit has an offset, which is unknown at the new inputs: fit with the formula interface (offset() in the formula or offset = an expression in the data's variables) to predict at new data",
          call. = FALSE)
   }
-  cn <- colnames(object$x)
-  if (!is.null(cn) && !is.null(colnames(x)) && !identical(colnames(x), cn)) {
-    stop(sprintf("the columns of 'newdata' (%s) do not match the training inputs (%s)",
-                 paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
-         call. = FALSE)
-  }
-  x
+  ok <- stats::complete.cases(x)
+  if (!is.null(offset)) ok <- ok & is.finite(offset)
+  list(x = x, data = data, offset = offset, ok = ok, na = na)
 }
 
 # The variables of the terms `tt` that neither `data` (a data frame or
 # list; `name` in messages) nor the formula's environment has: an error
 # naming them (`what` is the formula), instead of model.frame()'s "object
-# 'b' not found"; with na = TRUE, also NA in the variables `data` holds
-# (instead of "missing values in object").
-.check_formula_vars <- function(tt, data, name, what, na = FALSE) {
+# 'b' not found". Missing values are for na.action to handle.
+.check_formula_vars <- function(tt, data, name, what) {
   if (!is.list(data)) return(invisible())
   vars <- all.vars(tt)
   env <- environment(tt)
@@ -164,14 +269,6 @@
     stop(sprintf("%s has no variable%s %s, which %s uses", name,
                  if (length(absent) > 1L) "s" else "", paste(absent, collapse = ", "), what),
          call. = FALSE)
-  }
-  held <- intersect(vars, names(data))
-  if (na && length(held)) {
-    bad <- held[vapply(held, function(v) anyNA(data[[v]]), TRUE)]
-    if (length(bad)) {
-      stop(sprintf("%s has NA in %s: remove or impute those rows first", name,
-                   paste(bad, collapse = ", ")), call. = FALSE)
-    }
   }
   invisible()
 }

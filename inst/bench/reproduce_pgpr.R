@@ -67,7 +67,7 @@ standardise <- function(xtr, xte) {
 metrics <- function(fit, xte, yte) {
   lat <- predict(fit, xte, type = "link")
   p_plug <- stats::plogis(lat$mean)
-  p_gh <- predict(fit, xte, type = "prob", method = "quadrature")$mean
+  p_gh <- predict(fit, xte, type = "prob", method = "quadrature")
   nll <- function(p) {
     p <- pmin(pmax(p, 1e-300), 1 - 1e-16)
     -mean(ifelse(yte == 1, log(p), log1p(-p)))

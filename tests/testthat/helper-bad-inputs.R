@@ -3,7 +3,8 @@
 # batches): NA/Inf, wrong dims and types, factors, M > N, duplicated and
 # co-located inducing inputs, bad noise vectors, constant responses, one-
 # and three-class labels, N = 1 and 2, singular K_uu, huge and tiny values,
-# newdata with wrong columns or no rows. Each scenario must end in a clean
+# newdata with wrong columns or no rows, and with NA (which gives NA in
+# that row, as predict.lm() does). Each scenario must end in a clean
 # error naming the cause, or a finite result (possibly with warnings).
 
 # The data every scenario may use (small: each scenario runs in well under
@@ -192,7 +193,8 @@ bad_inputs_scenarios <- function() {
   # predictions
   for (m in c("gpr", "sgpr", "osgpr", "pgpr", "svgp", "svgp_gauss")) {
     p <- c("newdata with 2 columns" = "predict(fits$MODEL, cbind(x, x))",
-           "newdata with NA" = "predict(fits$MODEL, c(1, NA))",
+           "newdata with NA (that row gives NA)" =
+             "p <- predict(fits$MODEL, c(1, NA)); stopifnot(is.na(p$mean[2])); lapply(p, `[`, 1)",
            "newdata character" = "predict(fits$MODEL, \"a\")",
            "newdata with 0 rows" = "predict(fits$MODEL, matrix(0, 0, 1))",
            "newdata with 0 rows, full_cov" = "predict(fits$MODEL, matrix(0, 0, 1), full_cov = TRUE)",
@@ -205,7 +207,8 @@ bad_inputs_scenarios <- function() {
   f <- c("newdata without a variable" = "predict(fits$sgpr_formula, data.frame(x = 1))",
          "newdata with 0 rows" = "predict(fits$sgpr_formula, d[0, ])",
          "newdata a matrix of wrong width" = "predict(fits$sgpr_formula, matrix(1, 2, 5))",
-         "newdata with NA" = "predict(fits$sgpr_formula, data.frame(x = NA, z = 1))",
+         "newdata with NA (that row gives NA)" =
+           "p <- predict(fits$sgpr_formula, data.frame(x = c(NA, 1), z = 1)); stopifnot(is.na(p$mean[1])); lapply(p, `[`, 2)",
          "formula with a missing variable" = "sgpr(y ~ x + bogus, data = d, inducing = 5)",
          "formula with a factor input" = "sgpr(y ~ x + g, data = d, inducing = 5)",
          "formula with a factor response" = "sgpr(cl ~ x, data = d, inducing = 5)",

@@ -103,7 +103,11 @@ test_that("bad input gives clear errors", {
   expect_error(gpr(d$x, d$y, optimize = NA), "'optimize'")
   expect_error(gpr(d$x, d$y, control = list(maxiter = 3)), "unknown 'control'")
   expect_error(gpr(d$x, d$y, bogus = 1), "unused arguments: bogus")
-  expect_error(gpr(y ~ x, data = data.frame(x = c(1, NA, 3), y = 1:3)), "missing values")
+  # the formula interface drops incomplete rows by na.action, as lm() does
+  # (issue 12: it stopped); the matrix interface and na.fail still refuse them
+  expect_error(gpr(c(1, NA, 3, 4), 1:4), "NA")
+  expect_error(gpr(y ~ x, data = data.frame(x = c(1, NA, 3, 4), y = 1:4), na.action = na.fail),
+               "missing values")
   # three points with a factor input fit (flatly: too few points for a signal)
   expect_error(suppressWarnings(gpr(y ~ x, data = data.frame(x = letters[1:3], y = 1:3))), NA)
 })

@@ -550,4 +550,11 @@ test_that("bad input gives clear errors", {
   expect_error(osgpr(d$x, d$y, inducing = 2, orthogonal = 2, foo = 1), "unused")
   expect_error(posterior_orthogonal(gpr(d$x, d$y, optimize = FALSE)), "osgpr fit")
   expect_error(osgpr_components(1), "osgpr fit")
+  # new inputs go through the same checks as predict(), and rows with
+  # missing inputs are named
+  fo <- osgpr(d$x, d$y, inducing = 2, orthogonal = 2, optimize = FALSE)
+  expect_error(osgpr_components(fo, matrix(0, 2, 3)), "'newdata' must have 2 columns")
+  expect_error(osgpr_components(fo, rbind(c(0, 0), c(NA, 1))), "missing inputs in row 2")
+  expect_equal(osgpr_components(fo, d$x[1:3, ])$total$mean + fo$params$mean,
+               predict(fo, d$x[1:3, ])$mean, tolerance = 1e-10)
 })

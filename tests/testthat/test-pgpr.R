@@ -300,15 +300,15 @@ test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
               kernel = kernel_rbf(ard = FALSE), control = list(inner_max = 4))
   acc <- mean(predict(fit, bd, type = "class") == bd$y)
   expect_gt(acc, 0.85)
-  expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")$mean))
+  expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")))
   expect_equal(nrow(fit$history), 1L)
   expect_equal(fit$bound, fit$history$bound)
   expect_equal(fit$theta, pg_theta(fit$c))
   # the three probability rules share the decision boundary and order
   nd <- data.frame(x1 = seq(-3, 3, length.out = 25), x2 = seq(-2, 3, length.out = 25))
-  pq <- predict(fit, nd, type = "prob")$mean
-  pp <- predict(fit, nd, type = "prob", method = "probit")$mean
-  pl <- predict(fit, nd, type = "prob", method = "plugin")$mean
+  pq <- predict(fit, nd, type = "prob")
+  pp <- predict(fit, nd, type = "prob", method = "probit")
+  pl <- predict(fit, nd, type = "prob", method = "plugin")
   expect_equal(pq > 0.5, pl > 0.5)
   expect_equal(pp, pq, tolerance = 0.02)
   lat <- predict(fit, nd)
@@ -323,7 +323,7 @@ test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
   # PG variance map: at least 4 (theta <= 1/4) and lowest at the boundary (Passerello 2022, Fig. 5.1)
   g <- as.data.frame(expand.grid(x1 = seq(-3, 3, length.out = 40), x2 = seq(-3, 3, length.out = 40)))
   v <- predict(fit, g, type = "pg_variance")
-  p <- predict(fit, g, type = "prob")$mean
+  p <- predict(fit, g, type = "prob")
   expect_true(all(v >= 4 - 1e-12))
   low <- v <= quantile(v, 0.05)
   expect_lt(mean(abs(p[low] - 0.5)), 0.15)

@@ -79,7 +79,7 @@ test_that("svgp fits: Bernoulli on banana and Gaussian towards the SGPR optimum"
   expect_output(print(s), "ell")
   expect_named(coef(fit), c("variance", "lengthscale", "mean"))
   expect_equal(attr(logLik(fit), "df"), 2L)
-  expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")$mean))
+  expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")))
   pdf(NULL)
   on.exit(grDevices::dev.off(), add = TRUE)
   expect_equal(nrow(plot(fit, n = 20)), 400L)
@@ -304,7 +304,7 @@ test_that("svgp edge cases: jitter checks, empty newdata, type, method, labels",
   e <- predict(f, d$x[0, , drop = FALSE])
   expect_equal(lengths(e), c(mean = 0L, var = 0L))
   expect_length(predict(f, d$x[0, , drop = FALSE], type = "class"), 0L)
-  expect_length(predict(f, d$x[0, , drop = FALSE], type = "prob")$mean, 0L)
+  expect_length(predict(f, d$x[0, , drop = FALSE], type = "prob"), 0L)
   expect_equal(dim(predict(g, d$x[0, , drop = FALSE], full_cov = TRUE)$cov), c(0L, 0L))
   expect_length(predict(g, d$x[0, , drop = FALSE], type = "response")$var, 0L)
   # type by match.arg (partial matching), method only for Bernoulli
@@ -381,9 +381,9 @@ test_that("the probit likelihood: expectations by integration, exact predictive 
                                                                         sqrt(lat$var[i])),
                                            -Inf, Inf, rel.tol = 1e-12)$value, 1)
   for (m in c("quadrature", "probit")) {
-    expect_equal(unname(predict(f, xs, type = "prob", method = m)$mean), num, tolerance = 1e-9)
+    expect_equal(unname(predict(f, xs, type = "prob", method = m)), num, tolerance = 1e-9)
   }
-  expect_equal(unname(predict(f, xs, type = "prob", method = "plugin")$mean), pnorm(lat$mean))
+  expect_equal(unname(predict(f, xs, type = "prob", method = "plugin")), pnorm(lat$mean))
   expect_output(print(f), "Bernoulli-probit")
   # a probit fit on banana classifies like the logit fit
   b <- classification_data("banana")[1:200, ]
