@@ -1,0 +1,454 @@
+# The uncollapsed orthogonally decoupled variational GP (Salimbeni, Cheng,
+# Boots and Deisenroth 2018, eq. 12): the mean of q(f) lives in the span of
+# two sets of inducing inputs, beta (Z here, shared with the covariance, as
+# in svgp) and gamma (O here, mean only, projected onto the orthogonal
+# complement of span(beta)); the covariance is that of svgp on beta. With
+# no gamma it is the non-whitened svgp. The ELBO and its gradient are
+# computed here with BLAS matrix products (memory O(b (|beta| + |gamma|) +
+# (|beta| + |gamma|)^2) for a batch of b rows, nothing b x b); the expected
+# log-likelihood and its derivatives come from the svgp likelihoods in
+# src/svgp.c; the kernel parameters and the inducing inputs get their
+# gradients from the one contraction of R/kernels.R.
+#
+# Parameters: q_mu = m_beta (the mean of f at beta, minus the constant prior
+# mean), q_sqrt = L_S (S = L_S L_S'), a_gamma; the paper's a_beta is
+# K_beta^-1 m_beta. Natural-gradient steps on (m_beta, S) are in
+# R/natgrad.R.
+
+#' Orthogonally decoupled variational Gaussian process (ODVGP)
+#'
+#' Fits the orthogonally decoupled sparse variational Gaussian process of
+#' Salimbeni, Cheng, Boots and Deisenroth (2018): a variational posterior
+#' whose mean uses two sets of inducing inputs, \eqn{\beta} (\code{Z}, shared
+#' with the covariance as in \code{\link{svgp}()}) and \eqn{\gamma}
+#' (\code{O}, for the mean only), so that many cheap mean-only inducing
+#' inputs can be added at a cost linear in their number.
+#'
+#' The variational posterior process is (Salimbeni et al. 2018, eq. 12 and
+#' Appendix A.2; the printed forms in their section 3.2 miss a
+#' \eqn{K_\beta^{-1}} in the mean and have the wrong sign in the covariance)
+#' \deqn{m(x) = (k_{x\gamma} - k_{x\beta}K_\beta^{-1}K_{\beta\gamma})a_\gamma +
+#'   k_{x\beta}K_\beta^{-1}m_\beta,}
+#' \deqn{s(x, x') = k(x, x') - k_{x\beta}K_\beta^{-1}k_{\beta x'} +
+#'   k_{x\beta}K_\beta^{-1} S K_\beta^{-1}k_{\beta x'},}
+#' plus the constant prior mean. The \eqn{\gamma}-part of the mean is
+#' orthogonal to the span of the \eqn{\beta} basis: \eqn{m(\beta_i) =
+#' m_{\beta,i}} whatever \eqn{a_\gamma}. The KL divergence is exact
+#' (Salimbeni et al. 2018, Prop. A.1):
+#' \deqn{KL = \frac12\big(a_\gamma^\top(K_\gamma - K_{\gamma\beta}K_\beta^{-1}
+#'   K_{\beta\gamma})a_\gamma + m_\beta^\top K_\beta^{-1}m_\beta +
+#'   \mathrm{tr}(K_\beta^{-1}S) - \log|S| + \log|K_\beta| - |\beta|\big).}
+#' With no \eqn{\gamma} (\code{orthogonal = 0}) the model is the
+#' non-whitened \code{svgp()} with \eqn{q(u) = N(m_\beta, S)}.
+#'
+#' The variational parameters are \code{q_mu} (\eqn{m_\beta}, the mean of
+#' \eqn{f(\beta)} minus the prior mean; the paper's \eqn{a_\beta =
+#' K_\beta^{-1}m_\beta}), the lower-triangular square root of \eqn{S}
+#' (\code{q_sqrt_diag} on the log scale, \code{q_sqrt_lower}) and
+#' \code{a_gamma}. They start at the prior (\eqn{a = 0}, \eqn{S = K_\beta};
+#' Salimbeni et al. 2018, Appendix F).
+#'
+#' Likelihoods and minibatches are those of \code{\link{svgp}()}: Gaussian
+#' (closed form), Bernoulli with the logit or probit link (Gauss-Hermite
+#' quadrature), and the unbiased minibatch estimate that scales the
+#' expected log-likelihood by \eqn{N/B}.
+#'
+#' Optimisers (\code{control$optimizer}): \code{"lbfgsb"} (the default
+#' without \code{batch_size}) runs L-BFGS-B on the full batch, first with
+#' the inducing inputs held and then with everything free; \code{"adam"}
+#' (the default with \code{batch_size}) runs Adam on everything (the
+#' paper's "Orth"); \code{"natgrad"} takes a natural-gradient step on
+#' \eqn{(m_\beta, S)} (Salimbeni et al. 2018, eqs. 16b and 16c) and then an
+#' Adam step on the other parameters at each iteration (their "OrthNat");
+#' see \code{\link{natgrad_step}()} for the step and its settings.
+#'
+#' @inheritParams svgp
+#' @param inducing the inducing inputs \eqn{\beta} of the mean and the
+#'   covariance: a matrix, a number, a method name or a
+#'   \code{\link{select_inducing}()} result as in \code{\link{svgp}()}. By
+#'   default \eqn{\min(N, 100)} k-means centres (Salimbeni et al. 2018,
+#'   Appendix F).
+#' @param orthogonal the mean-only inducing inputs \eqn{\gamma}: a matrix,
+#'   a number (a uniform random subset of the distinct training inputs, as
+#'   in Salimbeni et al. 2018, Appendix F; reproducible under
+#'   \code{set.seed()}), or 0 for none. By default \eqn{\min(N, 2|\beta|)}
+#'   random training inputs.
+#' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link) or
+#'   \code{"probit"}. By default \code{"bernoulli"} when \code{y} is a
+#'   factor or logical, \code{"gaussian"} otherwise.
+#' @param noise Gaussian likelihood: the starting noise variance (by default
+#'   a tenth of the variance of \code{y}, the paper's 0.1 for standardised
+#'   data).
+#' @param mean the prior mean: a fixed number or \code{"constant"} to learn
+#'   it; by default \code{"constant"} for the Gaussian likelihood and 0 for
+#'   Bernoulli.
+#' @param fixed names of parameters to hold at their starting values, as in
+#'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"}.
+#' @param control as for \code{\link{svgp}()}: \code{maxit}, \code{lr}
+#'   (Adam's step size, 0.01 by default), \code{optimizer} (\code{"lbfgsb"},
+#'   \code{"adam"} or \code{"natgrad"}), \code{natgrad_step} (0.005),
+#'   \code{natgrad_warmup} (100 iterations for non-Gaussian likelihoods, 0
+#'   for the Gaussian) and \code{snapshots} (iterations of Adam or
+#'   natural-gradient runs at which the parameters are kept in
+#'   \code{fit$optim$snapshots}, with the CPU time, for convergence
+#'   studies), and the shared settings (jitter, \code{trace}).
+#' @param start a previous \code{odvgp} fit whose parameters are the starting
+#'   values (the variational ones when both inducing sets keep their sizes).
+#' @return An object of class \code{c("odvgp", "svgp", "sparsevgp")}, with
+#'   the methods of \code{\link{svgp}()} fits.
+#' @references Salimbeni, H., Cheng, C.-A., Boots, B. and Deisenroth, M.
+#'   (2018). Orthogonally decoupled variational Gaussian processes. NeurIPS.
+#'
+#'   Cheng, C.-A. and Boots, B. (2017). Variational inference for Gaussian
+#'   process models with linear complexity. NeurIPS.
+#'
+#'   See also \link{sparsevgp-references}.
+#' @seealso \code{\link{svgp}}, \code{\link{natgrad_step}}
+#' @examples
+#' set.seed(1)
+#' fit <- odvgp(y ~ x, data = snelson, inducing = 6, orthogonal = 20,
+#'              control = list(maxit = 200))
+#' fit
+#' p <- predict(fit, data.frame(x = c(1, 3, 5)), type = "response")
+#' cbind(mean = p$mean, sd = sqrt(p$var))
+#'
+#' # with no orthogonal inputs it is the (non-whitened) SVGP
+#' g <- odvgp(y ~ x, data = snelson, inducing = fit$params$Z, orthogonal = 0,
+#'            optimize = FALSE)
+#' s <- svgp(y ~ x, data = snelson, inducing = fit$params$Z, likelihood = "gaussian",
+#'           kernel = kernel_rbf(g$params$lengthscale, g$params$variance),
+#'           noise = g$params$noise, mean = g$params$mean, whiten = FALSE,
+#'           optimize = FALSE)
+#' c(odvgp = logLik(g), svgp = logLik(s))
+#' @export
+odvgp <- function(x, ...) UseMethod("odvgp")
+
+#' @rdname odvgp
+#' @export
+odvgp.formula <- function(x, data = NULL, ...) {
+  .fit_formula("odvgp", match.call(), x, data, ...)
+}
+
+#' @rdname odvgp
+#' @export
+odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = NULL,
+                          orthogonal = NULL, likelihood = NULL, noise = NULL, mean = NULL,
+                          optimize = TRUE, optimize_inducing = TRUE, fixed = NULL,
+                          control = list(), start = NULL, batch_size = NULL,
+                          quadrature = 20L, ...) {
+  call <- .model_call(match.call(), "odvgp")
+  .dots_data(...)
+  x <- .as_input_matrix(x, "x", min_rows = 2L)
+  N <- nrow(x)
+  if (is.null(likelihood)) {
+    likelihood <- if (is.factor(y) || is.logical(y)) "bernoulli" else "gaussian"
+  }
+  likelihood <- match.arg(likelihood, c("gaussian", "bernoulli", "probit"))
+  bern <- likelihood != "gaussian"
+  if (bern) {
+    lab <- .as_labels(y, N)
+    target <- lab$ypm
+  } else {
+    target <- .as_response(y, N)
+  }
+  kernel <- .check_kernel(kernel)
+  optimize <- .check_flag(optimize, "optimize")
+  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  quadrature <- .svgp_check_quadrature(quadrature, bern)
+  batch_size <- .svgp_check_batch(batch_size, N)
+  control <- .svgp_control(control, batch_size)
+  if (!is.null(.check_start(start, "odvgp"))) {
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
+    if (missing(inducing)) inducing <- start$params$Z
+    if (is.null(orthogonal)) orthogonal <- start$params$O
+  }
+  if (!bern) {
+    if (is.null(noise)) noise <- .noise_start(target)
+    noise <- .check_positive(noise, "noise", 1L)
+    if (optimize && is.null(start)) {
+      # lengthscales (and the variance) left unset start at the best point
+      # of the shared grid, with the noise at its start
+      kernel <- .start_regression(kernel, x, target, M = if (is.null(M)) 100L else M,
+                                  noise_free = FALSE, lambda = rep(noise, N))$kernel
+    }
+  } else if (!is.null(noise)) {
+    stop("'noise' applies to the Gaussian likelihood only", call. = FALSE)
+  }
+  kernel <- .kern_init(kernel, x, if (bern) NULL else target)
+  spec <- .inducing_spec(inducing, M, NULL, x, default = "kmeans")
+  Z <- .select_by_spec(spec, x, kernel, warn_short = !is.null(M) || is.numeric(inducing))
+  M <- nrow(Z)
+  O <- .odvgp_orthogonal(orthogonal, x, M)
+  G <- nrow(O)
+  if (is.null(mean)) mean <- if (bern) 0 else "constant"
+  mn <- .mean_start(mean, if (bern) .class_mean_start(lab$y01) else mean(target))
+  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
+  transforms <- c(variance = "log", lengthscale = "log")
+  if (!bern) {
+    params$noise <- noise
+    transforms <- c(transforms, noise = "log")
+  }
+  params <- c(params, list(mean = mn$value, Z = Z, O = O, a_gamma = numeric(G),
+                           q_mu = numeric(M), q_sqrt_diag = rep(1, M),
+                           q_sqrt_lower = numeric(M * (M - 1L) / 2)))
+  transforms <- c(transforms, mean = "identity", Z = "identity", O = "identity",
+                  a_gamma = "identity", q_mu = "identity", q_sqrt_diag = "log",
+                  q_sqrt_lower = "identity")
+  copied <- FALSE
+  if (!is.null(start)) {
+    same <- identical(dim(start$params$Z), dim(Z)) && identical(dim(start$params$O), dim(O))
+    params <- .warm_params(params, start$params,
+                           skip = c("Z", "O", if (mn$fixed) "mean",
+                                    if (!same) c("a_gamma", "q_mu", "q_sqrt_diag",
+                                                 "q_sqrt_lower")))
+    copied <- same
+  }
+  if (!copied) {
+    # the prior: S = K_beta (Salimbeni et al. 2018, Appendix F)
+    params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
+                          control, whiten = FALSE)
+  }
+  fit <- .new_fit("odvgp", call, x, if (bern) lab$y01 else target, kernel, params, transforms,
+                  fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
+                  control = control,
+                  label = sprintf("Orthogonally decoupled SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
+                                  M, G,
+                                  if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
+                                                    if (likelihood == "probit") "probit" else "logit",
+                                                    quadrature)
+                                  else "Gaussian",
+                                  if (optimize_inducing) "" else ", fixed inducing inputs"),
+                  extra = list(target = target, labels = if (bern) lab$coding else NULL,
+                               likelihood = likelihood, whiten = FALSE,
+                               quadrature = quadrature, batch_size = batch_size))
+  class(fit) <- c("odvgp", "svgp", "sparsevgp")
+  .build_or_fit(fit, optimize)
+}
+
+# The mean-only inducing inputs gamma: a matrix (checked like `inducing`),
+# a count of distinct training inputs drawn uniformly at random, or 0 (none).
+# NULL: min(N, 2 M) random inputs.
+.odvgp_orthogonal <- function(orthogonal, x, M) {
+  empty <- matrix(0, 0L, ncol(x), dimnames = list(NULL, colnames(x)))
+  if (is.null(orthogonal)) orthogonal <- min(nrow(x), 2L * M)
+  if ((is.matrix(orthogonal) || is.data.frame(orthogonal)) && nrow(orthogonal) == 0L) {
+    if (ncol(orthogonal) != ncol(x)) {
+      stop(sprintf("'orthogonal' must have %d columns like the inputs", ncol(x)), call. = FALSE)
+    }
+    return(empty)
+  }
+  if (is.numeric(orthogonal) && is.null(dim(orthogonal)) && length(orthogonal) == 1L &&
+      !(ncol(x) == 1L && !isTRUE(orthogonal == round(orthogonal)))) {
+    if (!is.finite(orthogonal) || orthogonal < 0 || orthogonal != round(orthogonal)) {
+      stop("'orthogonal' must be a whole number >= 0, a matrix of inputs or a select_inducing() result",
+           call. = FALSE)
+    }
+    if (orthogonal == 0) return(empty)
+    ux <- unique(x)
+    if (orthogonal > nrow(ux)) {
+      stop(sprintf("'orthogonal' asks for %d inputs but there are only %d distinct training inputs",
+                   as.integer(orthogonal), nrow(ux)), call. = FALSE)
+    }
+    O <- ux[sort(sample.int(nrow(ux), orthogonal)), , drop = FALSE]
+    dimnames(O) <- list(NULL, colnames(x))
+    return(O)
+  }
+  .given_inducing(orthogonal, x, "orthogonal")
+}
+
+# The lower-triangular L_S with S = L_S L_S'.
+.odvgp_LS <- function(params) .svgp_qsqrt(params)
+
+# The ELBO at `params` on the rows `batch` (NULL: all; the expected
+# log-likelihood is then scaled by N / |batch|), its terms, the marginals of
+# q(f) and, with grad = TRUE, its gradient in every block (natural scale
+# for the variational blocks, the kernel blocks by the contraction), plus
+# the pieces of the natural-gradient step: r = K_beta,x g, P = B diag(h) B'
+# with B = K_beta^-1 K_beta,x, and K_beta^-1. The recipe (Salimbeni et al.
+# 2018, eq. 12 and Prop. A.1, evaluated with Cholesky factors):
+#   v  = K_bg a_g,  a~ = K_b^-1 (m_b - v)                     (|beta|)
+#   mu = mean + K_xg a_g + K_xb a~,  A = L^-1 K_bx,  B = L^-T A
+#   s  = k_xx - |A|^2 + |L_S' B|^2                             (per column)
+#   KL = 1/2 (a_g' K_g a_g - v' K_b^-1 v + m_b' K_b^-1 m_b + |L^-1 L_S|_F^2
+#        - 2 sum log|L_S,ii| + 2 sum log L_ii - |beta|)
+# With g = dELL/dmu and h = dELL/ds (scaled), the adjoints (derived for this
+# package and checked against finite differences in the tests):
+#   dF/dK_bx = a~ g' + 2 (K_b^-1 S B - B) diag(h),   dF/dK_gx = a_g g'
+#   dF/dm_b  = K_b^-1 (r - m_b),  dF/dv = c - K_b^-1 r  (c = K_b^-1 v)
+#   dF/da_g  = K_gx g - K_g a_g + K_gb dF/dv
+#   dF/dS    = P - K_b^-1 / 2 (+ S^-1 / 2 from log|S|)
+#   dF/dK_b  = -K_b^-1 r a~' + P - K_b^-1 S P - P S K_b^-1 - c c'/2
+#              + (K_b^-1 m_b)(K_b^-1 m_b)'/2 + K_b^-1 S K_b^-1/2 - K_b^-1/2
+#   dF/dK_bg = dF/dv a_g',  dF/dK_g = -a_g a_g'/2
+.odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL) {
+  x <- fit$x
+  target <- fit$target
+  scale <- 1
+  if (!is.null(batch)) {
+    scale <- nrow(x) / length(batch)
+    x <- x[batch, , drop = FALSE]
+    target <- target[batch]
+  }
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  O <- params$O
+  M <- nrow(Z)
+  G <- nrow(O)
+  ib <- seq_len(M)
+  ig <- M + seq_len(G)
+  W <- rbind(Z, O)
+  Kww <- .ffi_kern_matrix(k, W)
+  Kb <- Kww[ib, ib, drop = FALSE]
+  ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
+  L <- ch$L
+  Kwx <- .ffi_kern_matrix(k, W, x)
+  Kbx <- Kwx[ib, , drop = FALSE]
+  kd <- .ffi_kern_diag(k, x)
+  ag <- params$a_gamma
+  mb <- params$q_mu
+  LS <- .odvgp_LS(params)
+  Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
+  if (G > 0L) {
+    Kbg <- Kww[ib, ig, drop = FALSE]
+    Kgx <- Kwx[ig, , drop = FALSE]
+    v <- drop(Kbg %*% ag)
+  } else {
+    v <- numeric(M)
+  }
+  cv <- Ksolve(v)
+  Km <- Ksolve(mb)
+  at <- Km - cv
+  mu <- params$mean + drop(crossprod(Kbx, at))
+  if (G > 0L) mu <- mu + drop(crossprod(Kgx, ag))
+  A <- forwardsolve(L, Kbx)
+  B <- backsolve(L, A, upper.tri = FALSE, transpose = TRUE)
+  V <- crossprod(LS, B)
+  s <- pmax(kd - colSums(A^2) + colSums(V^2), 0)
+  bern <- fit$likelihood != "gaussian"
+  e <- .ffi_svgp_ell(mu, s, target, fit$likelihood, if (bern) 1 else params$noise,
+                     .gauss_hermite(fit$quadrature), scale)
+  LiLS <- forwardsolve(L, LS)
+  quad_g <- if (G > 0L) sum(ag * (Kww[ig, ig, drop = FALSE] %*% ag)) - sum(v * cv) else 0
+  kl <- 0.5 * (quad_g + sum(mb * Km) + sum(LiLS^2) - 2 * sum(log(abs(diag(LS)))) +
+                 2 * sum(log(diag(L))) - M)
+  out <- list(value = e$ell - kl, ell = e$ell, kl = kl, mu = mu, var = s, L = L, a_tilde = at,
+              jitter = ch$jitter, jitter_scale = mean(diag(Kb)), kernel = k, x = x, W = W)
+  if (!grad) return(out)
+  g <- e$g
+  h <- e$h
+  Kinv <- chol2inv(t(L))
+  r <- drop(Kbx %*% g)
+  Kr <- Ksolve(r)
+  Bh <- B * rep(h, each = M)
+  P <- tcrossprod(Bh, B)
+  S <- tcrossprod(LS)
+  KiS <- Kinv %*% S
+  KiSB <- Ksolve(LS %*% V)
+  Gbx <- outer(at, g) + 2 * (KiSB - B) * rep(h, each = M)
+  dv <- cv - Kr
+  Gbb <- -outer(Kr, at) + P - KiS %*% P - P %*% t(KiS) - 0.5 * outer(cv, cv) +
+    0.5 * outer(Km, Km) + 0.5 * KiS %*% Kinv - 0.5 * Kinv
+  Gww <- matrix(0, M + G, M + G)
+  Gww[ib, ib] <- Gbb
+  gag <- numeric(0)
+  if (G > 0L) {
+    Gww[ib, ig] <- outer(dv, ag)
+    Gww[ig, ig] <- -0.5 * outer(ag, ag)
+    gag <- drop(Kgx %*% g) - drop(Kww[ig, ig, drop = FALSE] %*% ag) + drop(crossprod(Kbg, dv))
+    Gwx <- rbind(Gbx, outer(ag, g))
+  } else {
+    Gwx <- Gbx
+  }
+  dS <- P - 0.5 * Kinv
+  dLS <- 2 * dS %*% LS
+  dLS[upper.tri(dLS)] <- 0
+  diag(dLS) <- diag(dLS) + 1 / diag(LS)
+  gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = h, Kwf = Kwx,
+                  jitter = c(rep(ch$jitter, M), rep(0, G)),
+                  want_W = .any_free(fit, c("Z", "O")))
+  gW <- gk$W
+  out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
+                   noise = if (bern) NULL else e$gnoise * params$noise,
+                   mean = sum(g), Z = gW[ib, , drop = FALSE], O = gW[ig, , drop = FALSE],
+                   a_gamma = gag, q_mu = Kr - Km,
+                   q_sqrt_diag = diag(dLS) * diag(LS), q_sqrt_lower = dLS[lower.tri(dLS)])
+  out$natural <- list(r = r, P = P, Kinv = Kinv)
+  out
+}
+
+#' @export
+.evaluate.odvgp <- function(fit, params, grad = TRUE, batch = NULL, ...) {
+  r <- .odvgp_eval(fit, params, grad, batch)
+  out <- list(value = r$value, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
+              jitter_scale = r$jitter_scale,
+              posterior = list(L = r$L, q_sqrt = .odvgp_LS(params), a_tilde = r$a_tilde))
+  if (grad) {
+    gr <- r$grad
+    dimnames(gr$Z) <- dimnames(params$Z)
+    dimnames(gr$O) <- dimnames(params$O)
+    out$grad <- gr[names(params)]
+  }
+  out
+}
+
+# The predictive cache: L = chol(K_beta), L_S, and the coefficient
+# a~ = K_beta^-1 (m_beta - K_beta,gamma a_gamma) of k_x,beta in the mean,
+# m(x) = mean + k_x,gamma a_gamma + k_x,beta a~ (precomputed, so that a
+# prediction costs O(|gamma| + |beta|^2) per point; Salimbeni et al. 2018,
+# section 3.2).
+#' @export
+.predict_latent.odvgp <- function(fit, xnew, full_cov) {
+  k <- .kernel_at(fit$kernel, fit$params)
+  p <- fit$params
+  L <- fit$posterior$L
+  LS <- fit$posterior$q_sqrt
+  at <- fit$posterior$a_tilde
+  G <- nrow(p$O)
+  parts <- function(xb) {
+    Kbx <- .ffi_kern_matrix(k, p$Z, xb)
+    A <- forwardsolve(L, Kbx)
+    V <- crossprod(LS, backsolve(L, A, upper.tri = FALSE, transpose = TRUE))
+    m <- p$mean + drop(crossprod(Kbx, at))
+    if (G > 0L) m <- m + drop(crossprod(.ffi_kern_matrix(k, p$O, xb), p$a_gamma))
+    list(mean = m, A = A, V = V)
+  }
+  if (full_cov) {
+    q <- parts(xnew)
+    return(list(mean = q$mean,
+                cov = .ffi_kern_matrix(k, xnew) - crossprod(q$A) + crossprod(q$V)))
+  }
+  mean <- var <- numeric(nrow(xnew))
+  for (b in .row_blocks(nrow(xnew))) {
+    xb <- xnew[b, , drop = FALSE]
+    q <- parts(xb)
+    mean[b] <- q$mean
+    var[b] <- .ffi_kern_diag(k, xb) - colSums(q$A^2) + colSums(q$V^2)
+  }
+  list(mean = mean, var = var)
+}
+
+# Full-batch fits: L-BFGS-B with the inducing inputs held first (as svgp);
+# control$optimizer chooses Adam or natural gradients instead.
+#' @export
+.train.odvgp <- function(fit) .svgp_train(fit, c("Z", "O"))
+
+#' @export
+coef.odvgp <- function(object, ...) {
+  co <- coef.sparsevgp(object)
+  co[!grepl("^(q_|a_gamma)", names(co))]
+}
+
+#' @export
+summary.odvgp <- function(object, ...) {
+  s <- NextMethod()
+  s$parameters <- s$parameters[!grepl("^(q_|a_gamma)", rownames(s$parameters)), ,
+                               drop = FALSE]
+  s
+}
+
+#' @export
+logLik.odvgp <- function(object, ...) {
+  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma)", names(object$fixed))
+  structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
+            class = "logLik")
+}
