@@ -113,7 +113,7 @@ natgrad_step <- function(fit, step = 1) {
 
 #' @export
 .natgrad_q.odvgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  r <- .odvgp_eval(fit, params, grad = TRUE, batch = batch)
+  r <- .odvgp_eval(fit, params, grad = TRUE, batch = batch, natural_only = TRUE)
   nat <- r$natural
   new <- .natgrad_move(params$q_mu, .odvgp_LS(params), nat$Kinv,
                        drop(nat$Kinv %*% nat$r), nat$P, step, halve, NULL)

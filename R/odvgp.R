@@ -264,7 +264,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 # q(f) and, with grad = TRUE, its gradient in every block (natural scale
 # for the variational blocks, the kernel blocks by the contraction), plus
 # the pieces of the natural-gradient step: r = K_beta,x g, P = B diag(h) B'
-# with B = K_beta^-1 K_beta,x, and K_beta^-1. The recipe (Salimbeni et al.
+# with B = K_beta^-1 K_beta,x, and K_beta^-1 (natural_only = TRUE: only
+# these). The recipe (Salimbeni et al.
 # 2018, eq. 12 and Prop. A.1, evaluated with Cholesky factors):
 #   v  = K_bg a_g,  a~ = K_b^-1 (m_b - v)                     (|beta|)
 #   mu = mean + K_xg a_g + K_xb a~,  A = L^-1 K_bx,  B = L^-T A
@@ -280,7 +281,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #   dF/dK_b  = -K_b^-1 r a~' + P - K_b^-1 S P - P S K_b^-1 - c c'/2
 #              + (K_b^-1 m_b)(K_b^-1 m_b)'/2 + K_b^-1 S K_b^-1/2 - K_b^-1/2
 #   dF/dK_bg = dF/dv a_g',  dF/dK_g = -a_g a_g'/2
-.odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL) {
+.odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL, natural_only = FALSE) {
   x <- fit$x
   target <- fit$target
   scale <- 1
@@ -341,6 +342,9 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   Kr <- Ksolve(r)
   Bh <- B * rep(h, each = M)
   P <- tcrossprod(Bh, B)
+  out$natural <- list(r = r, P = P, Kinv = Kinv)
+  # a natural-gradient step needs only these (R/natgrad.R)
+  if (natural_only) return(out)
   S <- tcrossprod(LS)
   KiS <- Kinv %*% S
   KiSB <- Ksolve(LS %*% V)
@@ -372,7 +376,6 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                    mean = sum(g), Z = gW[ib, , drop = FALSE], O = gW[ig, , drop = FALSE],
                    a_gamma = gag, q_mu = Kr - Km,
                    q_sqrt_diag = diag(dLS) * diag(LS), q_sqrt_lower = dLS[lower.tri(dLS)])
-  out$natural <- list(r = r, P = P, Kinv = Kinv)
   out
 }
 
