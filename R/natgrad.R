@@ -114,10 +114,31 @@ natgrad_step <- function(fit, step = 1) {
 #' @export
 .natgrad_q.odvgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
   r <- .odvgp_eval(fit, params, grad = TRUE, batch = batch, natural_only = TRUE)
-  nat <- r$natural
-  new <- .natgrad_move(params$q_mu, .odvgp_LS(params), nat$Kinv,
-                       drop(nat$Kinv %*% nat$r), nat$P, step, halve, NULL)
-  .natgrad_result(params, new, r$value)
+  Kinv <- r$natural$Kinv
+  qs <- .odvgp_q(params)
+  if (length(qs) == 1L) {
+    nat <- r$natural$latents[[1L]]
+    new <- .natgrad_move(params$q_mu, qs[[1L]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
+                         halve, NULL)
+    return(.natgrad_result(params, new, r$value))
+  }
+  # one step per latent function (multiclass): the natural parameters of
+  # the K independent q(f_beta) blocks move independently
+  halvings <- 0L
+  for (j in seq_along(qs)) {
+    nat <- r$natural$latents[[j]]
+    new <- .natgrad_move(qs[[j]]$mb, qs[[j]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
+                         halve, NULL)
+    halvings <- halvings + new$halvings
+    if (is.null(new$b)) {
+      if (!halve) return(list(params = NULL, value = r$value, halvings = halvings))
+      next
+    }
+    params$q_mu[, j] <- new$b
+    params$q_sqrt_diag[, j] <- diag(new$W)
+    params$q_sqrt_lower[, j] <- new$W[lower.tri(new$W)]
+  }
+  list(params = params, value = r$value, halvings = halvings)
 }
 
 .natgrad_result <- function(params, new, value) {

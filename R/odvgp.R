@@ -53,6 +53,19 @@
 #' quadrature), and the unbiased minibatch estimate that scales the
 #' expected log-likelihood by \eqn{N/B}.
 #'
+#' Multiclass classification (a factor \code{y} with \eqn{K > 2} classes)
+#' uses \eqn{K} independent latent functions that share the kernel and both
+#' inducing sets, each with its own \eqn{a_\gamma}, \eqn{m_\beta} and
+#' \eqn{L_S} (matrices with one column per class), and the robust-max
+#' likelihood of Hernandez-Lobato, Hernandez-Lobato and Dupont (2011), as in
+#' the experiments of Salimbeni et al. (2018): \eqn{p(y | f) = 1 - \epsilon}
+#' when \eqn{y = \arg\max_k f_k} and \eqn{\epsilon/(K - 1)} otherwise, with
+#' \eqn{\epsilon = 10^{-3}}. Its expectation \eqn{E[\log p(y | f)]} needs
+#' \eqn{P(\arg\max_k f_k = y)}, a one-dimensional integral computed by
+#' Gauss-Hermite quadrature with \code{quadrature} points. The prior mean is
+#' 0. With \code{orthogonal = 0} this is the multiclass (non-whitened)
+#' SVGP.
+#'
 #' Optimisers (\code{control$optimizer}): \code{"lbfgsb"} (the default
 #' without \code{batch_size}) runs L-BFGS-B on the full batch, first with
 #' the inducing inputs held and then with everything free; \code{"adam"}
@@ -73,9 +86,11 @@
 #'   in Salimbeni et al. 2018, Appendix F; reproducible under
 #'   \code{set.seed()}), or 0 for none. By default \eqn{\min(N, 2|\beta|)}
 #'   random training inputs.
-#' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link) or
-#'   \code{"probit"}. By default \code{"bernoulli"} when \code{y} is a
-#'   factor or logical, \code{"gaussian"} otherwise.
+#' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link),
+#'   \code{"probit"} or \code{"robustmax"} (several classes). By default
+#'   \code{"robustmax"} when \code{y} is a factor with more than two
+#'   classes, \code{"bernoulli"} when it is a two-class factor or logical,
+#'   \code{"gaussian"} otherwise.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}, the paper's 0.1 for standardised
 #'   data).
@@ -102,8 +117,12 @@
 #'   Cheng, C.-A. and Boots, B. (2017). Variational inference for Gaussian
 #'   process models with linear complexity. NeurIPS.
 #'
+#'   Hernandez-Lobato, D., Hernandez-Lobato, J. M. and Dupont, P. (2011).
+#'   Robust multi-class Gaussian process classification. NeurIPS.
+#'
 #'   See also \link{sparsevgp-references}.
-#' @seealso \code{\link{svgp}}, \code{\link{natgrad_step}}
+#' @seealso \code{\link{svgp}}, \code{\link{natgrad_step}},
+#'   \code{\link{predict.odvgp}}
 #' @examples
 #' set.seed(1)
 #' fit <- odvgp(y ~ x, data = snelson, inducing = 6, orthogonal = 20,
@@ -141,15 +160,23 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
   if (is.null(likelihood)) {
-    likelihood <- if (is.factor(y) || is.logical(y)) "bernoulli" else "gaussian"
+    likelihood <- if (is.factor(y) && length(unique(y[!is.na(y)])) > 2L) "robustmax" else
+      if (is.factor(y) || is.logical(y)) "bernoulli" else "gaussian"
   }
-  likelihood <- match.arg(likelihood, c("gaussian", "bernoulli", "probit"))
+  likelihood <- match.arg(likelihood, c("gaussian", "bernoulli", "probit", "robustmax"))
   bern <- likelihood != "gaussian"
-  if (bern) {
+  multi <- likelihood == "robustmax"
+  if (multi) {
+    lab <- .odvgp_classes(y, N)
+    target <- as.double(lab$index)
+    nl <- length(lab$coding$levels)
+  } else if (bern) {
     lab <- .as_labels(y, N)
     target <- lab$ypm
+    nl <- 1L
   } else {
     target <- .as_response(y, N)
+    nl <- 1L
   }
   kernel <- .check_kernel(kernel)
   optimize <- .check_flag(optimize, "optimize")
@@ -181,22 +208,30 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   O <- .odvgp_orthogonal(orthogonal, x, M)
   G <- nrow(O)
   if (is.null(mean)) mean <- if (bern) 0 else "constant"
-  mn <- .mean_start(mean, if (bern) .class_mean_start(lab$y01) else mean(target))
+  if (multi && !identical(mean, 0) && !identical(mean, 0L)) {
+    stop("'mean' must be 0 for the robust-max likelihood (a constant shared by all classes does not change the likelihood)",
+         call. = FALSE)
+  }
+  mn <- .mean_start(mean, if (multi) 0 else if (bern) .class_mean_start(lab$y01) else
+    mean(target))
   params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
   transforms <- c(variance = "log", lengthscale = "log")
   if (!bern) {
     params$noise <- noise
     transforms <- c(transforms, noise = "log")
   }
-  params <- c(params, list(mean = mn$value, Z = Z, O = O, a_gamma = numeric(G),
-                           q_mu = numeric(M), q_sqrt_diag = rep(1, M),
-                           q_sqrt_lower = numeric(M * (M - 1L) / 2)))
+  # one column per latent function with more than two classes
+  shape <- function(n, v) if (nl == 1L) rep(v, n) else matrix(v, n, nl)
+  params <- c(params, list(mean = mn$value, Z = Z, O = O, a_gamma = shape(G, 0),
+                           q_mu = shape(M, 0), q_sqrt_diag = shape(M, 1),
+                           q_sqrt_lower = shape(M * (M - 1L) / 2, 0)))
   transforms <- c(transforms, mean = "identity", Z = "identity", O = "identity",
                   a_gamma = "identity", q_mu = "identity", q_sqrt_diag = "log",
                   q_sqrt_lower = "identity")
   copied <- FALSE
   if (!is.null(start)) {
-    same <- identical(dim(start$params$Z), dim(Z)) && identical(dim(start$params$O), dim(O))
+    same <- identical(dim(start$params$Z), dim(Z)) && identical(dim(start$params$O), dim(O)) &&
+      identical(dim(as.matrix(start$params$q_mu)), dim(as.matrix(params$q_mu)))
     params <- .warm_params(params, start$params,
                            skip = c("Z", "O", if (mn$fixed) "mean",
                                     if (!same) c("a_gamma", "q_mu", "q_sqrt_diag",
@@ -205,15 +240,24 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   }
   if (!copied) {
     # the prior: S = K_beta (Salimbeni et al. 2018, Appendix F)
-    params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
-                          control, whiten = FALSE)
+    if (nl == 1L) {
+      params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
+                            control, whiten = FALSE)
+    } else {
+      Lb <- .svgp_chol(params, kernel, control)
+      params$q_sqrt_diag[] <- diag(Lb)
+      params$q_sqrt_lower[] <- Lb[lower.tri(Lb)]
+    }
   }
-  fit <- .new_fit("odvgp", call, x, if (bern) lab$y01 else target, kernel, params, transforms,
+  fit <- .new_fit("odvgp", call, x, if (multi) lab$index else if (bern) lab$y01 else target,
+                  kernel, params, transforms,
                   fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
                   control = control,
                   label = sprintf("Orthogonally decoupled SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
                                   M, G,
-                                  if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
+                                  if (multi) sprintf("robust-max (%d classes, %d-point Gauss-Hermite)",
+                                                     nl, quadrature)
+                                  else if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
                                                     if (likelihood == "probit") "probit" else "logit",
                                                     quadrature)
                                   else "Gaussian",
@@ -223,6 +267,25 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                                quadrature = quadrature, batch_size = batch_size))
   class(fit) <- c("odvgp", "svgp", "sparsevgp")
   .build_or_fit(fit, optimize)
+}
+
+# Class labels for the robust-max likelihood: a factor (or character
+# vector) with at least two classes; list(index (1..K), coding).
+.odvgp_classes <- function(y, n) {
+  if (is.character(y)) y <- factor(y)
+  if (!is.factor(y) || !is.null(dim(y))) {
+    stop("'y' must be a factor for the robust-max likelihood", call. = FALSE)
+  }
+  if (length(y) != n) {
+    stop(sprintf("'y' has length %d but the inputs have %d rows", length(y), n), call. = FALSE)
+  }
+  if (anyNA(y)) stop("'y' contains NA: remove those observations first", call. = FALSE)
+  used <- levels(y)[levels(y) %in% as.character(y)]
+  if (length(used) < 2L) {
+    stop(sprintf("'y' must have at least two classes, but it has %d", length(used)),
+         call. = FALSE)
+  }
+  list(index = match(as.character(y), used), coding = list(type = "multiclass", levels = used))
 }
 
 # The mean-only inducing inputs gamma: a matrix (checked like `inducing`),
@@ -255,9 +318,6 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   }
   .given_inducing(orthogonal, x, "orthogonal")
 }
-
-# The lower-triangular L_S with S = L_S L_S'.
-.odvgp_LS <- function(params) .svgp_qsqrt(params)
 
 # The ELBO at `params` on the rows `batch` (NULL: all; the expected
 # log-likelihood is then scaled by N / |batch|), its terms, the marginals of
@@ -305,78 +365,120 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   Kwx <- .ffi_kern_matrix(k, W, x)
   Kbx <- Kwx[ib, , drop = FALSE]
   kd <- .ffi_kern_diag(k, x)
-  ag <- params$a_gamma
-  mb <- params$q_mu
-  LS <- .odvgp_LS(params)
   Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
   if (G > 0L) {
     Kbg <- Kww[ib, ig, drop = FALSE]
+    Kg <- Kww[ig, ig, drop = FALSE]
     Kgx <- Kwx[ig, , drop = FALSE]
-    v <- drop(Kbg %*% ag)
-  } else {
-    v <- numeric(M)
   }
-  cv <- Ksolve(v)
-  Km <- Ksolve(mb)
-  at <- Km - cv
-  mu <- params$mean + drop(crossprod(Kbx, at))
-  if (G > 0L) mu <- mu + drop(crossprod(Kgx, ag))
   A <- forwardsolve(L, Kbx)
   B <- backsolve(L, A, upper.tri = FALSE, transpose = TRUE)
-  V <- crossprod(LS, B)
-  s <- pmax(kd - colSums(A^2) + colSums(V^2), 0)
-  bern <- fit$likelihood != "gaussian"
-  e <- .ffi_svgp_ell(mu, s, target, fit$likelihood, if (bern) 1 else params$noise,
-                     .gauss_hermite(fit$quadrature), scale)
-  LiLS <- forwardsolve(L, LS)
-  quad_g <- if (G > 0L) sum(ag * (Kww[ig, ig, drop = FALSE] %*% ag)) - sum(v * cv) else 0
-  kl <- 0.5 * (quad_g + sum(mb * Km) + sum(LiLS^2) - 2 * sum(log(abs(diag(LS)))) +
-                 2 * sum(log(diag(L))) - M)
-  out <- list(value = e$ell - kl, ell = e$ell, kl = kl, mu = mu, var = s, L = L, a_tilde = at,
-              jitter = ch$jitter, jitter_scale = mean(diag(Kb)), kernel = k, x = x, W = W)
+  prior_var <- kd - colSums(A^2)
+  # one latent function per column of the variational parameters (K > 1:
+  # multiclass), sharing the kernel and both inducing sets
+  qs <- .odvgp_q(params)
+  nl <- length(qs)
+  lat <- lapply(qs, function(q) {
+    v <- if (G > 0L) drop(Kbg %*% q$ag) else numeric(M)
+    cv <- Ksolve(v)
+    Km <- Ksolve(q$mb)
+    at <- Km - cv
+    mu <- params$mean + drop(crossprod(Kbx, at))
+    if (G > 0L) mu <- mu + drop(crossprod(Kgx, q$ag))
+    V <- crossprod(q$LS, B)
+    LiLS <- forwardsolve(L, q$LS)
+    quad_g <- if (G > 0L) sum(q$ag * (Kg %*% q$ag)) - sum(v * cv) else 0
+    kl <- 0.5 * (quad_g + sum(q$mb * Km) + sum(LiLS^2) - 2 * sum(log(abs(diag(q$LS)))) +
+                   2 * sum(log(diag(L))) - M)
+    list(v = v, cv = cv, Km = Km, at = at, mu = mu, V = V,
+         s = pmax(prior_var + colSums(V^2), 0), kl = kl)
+  })
+  MU <- vapply(lat, `[[`, numeric(ncol(Kbx)), "mu")
+  SV <- vapply(lat, `[[`, numeric(ncol(Kbx)), "s")
+  dim(MU) <- dim(SV) <- c(ncol(Kbx), nl)
+  if (fit$likelihood == "robustmax") {
+    e <- .robustmax_ell(MU, SV, target, .gauss_hermite(fit$quadrature), scale)
+  } else {
+    bern <- fit$likelihood != "gaussian"
+    e <- .ffi_svgp_ell(MU[, 1L], SV[, 1L], target, fit$likelihood,
+                       if (bern) 1 else params$noise, .gauss_hermite(fit$quadrature), scale)
+    e$g <- matrix(e$g, ncol = 1L)
+    e$h <- matrix(e$h, ncol = 1L)
+  }
+  kl <- sum(vapply(lat, `[[`, 1, "kl"))
+  at <- vapply(lat, `[[`, numeric(M), "at")
+  dim(at) <- c(M, nl)
+  out <- list(value = e$ell - kl, ell = e$ell, kl = kl, mu = MU, var = SV, L = L,
+              a_tilde = at, jitter = ch$jitter, jitter_scale = mean(diag(Kb)), kernel = k,
+              x = x, W = W)
   if (!grad) return(out)
-  g <- e$g
-  h <- e$h
   Kinv <- chol2inv(t(L))
-  r <- drop(Kbx %*% g)
-  Kr <- Ksolve(r)
-  Bh <- B * rep(h, each = M)
-  P <- tcrossprod(Bh, B)
-  out$natural <- list(r = r, P = P, Kinv = Kinv)
+  nat <- lapply(seq_len(nl), function(j) {
+    r <- drop(Kbx %*% e$g[, j])
+    list(r = r, P = tcrossprod(B * rep(e$h[, j], each = M), B))
+  })
+  out$natural <- list(latents = nat, Kinv = Kinv)
   # a natural-gradient step needs only these (R/natgrad.R)
   if (natural_only) return(out)
-  S <- tcrossprod(LS)
-  KiS <- Kinv %*% S
-  KiSB <- Ksolve(LS %*% V)
-  Gbx <- outer(at, g) + 2 * (KiSB - B) * rep(h, each = M)
-  dv <- cv - Kr
-  Gbb <- -outer(Kr, at) + P - KiS %*% P - P %*% t(KiS) - 0.5 * outer(cv, cv) +
-    0.5 * outer(Km, Km) + 0.5 * KiS %*% Kinv - 0.5 * Kinv
   Gww <- matrix(0, M + G, M + G)
-  Gww[ib, ib] <- Gbb
-  gag <- numeric(0)
-  if (G > 0L) {
-    Gww[ib, ig] <- outer(dv, ag)
-    Gww[ig, ig] <- -0.5 * outer(ag, ag)
-    gag <- drop(Kgx %*% g) - drop(Kww[ig, ig, drop = FALSE] %*% ag) + drop(crossprod(Kbg, dv))
-    Gwx <- rbind(Gbx, outer(ag, g))
-  } else {
-    Gwx <- Gbx
+  Gwx <- matrix(0, M + G, ncol(Kbx))
+  gq <- vector("list", nl)
+  for (j in seq_len(nl)) {
+    q <- qs[[j]]
+    la <- lat[[j]]
+    g <- e$g[, j]
+    h <- e$h[, j]
+    r <- nat[[j]]$r
+    P <- nat[[j]]$P
+    Kr <- Ksolve(r)
+    KiS <- Kinv %*% tcrossprod(q$LS)
+    KiSB <- Ksolve(q$LS %*% la$V)
+    Gwx[ib, ] <- Gwx[ib, ] + outer(la$at, g) + 2 * (KiSB - B) * rep(h, each = M)
+    dv <- la$cv - Kr
+    Gww[ib, ib] <- Gww[ib, ib] - outer(Kr, la$at) + P - KiS %*% P - P %*% t(KiS) -
+      0.5 * outer(la$cv, la$cv) + 0.5 * outer(la$Km, la$Km) + 0.5 * KiS %*% Kinv - 0.5 * Kinv
+    gag <- numeric(0)
+    if (G > 0L) {
+      Gww[ib, ig] <- Gww[ib, ig] + outer(dv, q$ag)
+      Gww[ig, ig] <- Gww[ig, ig] - 0.5 * outer(q$ag, q$ag)
+      Gwx[ig, ] <- Gwx[ig, ] + outer(q$ag, g)
+      gag <- drop(Kgx %*% g) - drop(Kg %*% q$ag) + drop(crossprod(Kbg, dv))
+    }
+    dLS <- 2 * (P - 0.5 * Kinv) %*% q$LS
+    dLS[upper.tri(dLS)] <- 0
+    diag(dLS) <- diag(dLS) + 1 / diag(q$LS)
+    gq[[j]] <- list(a_gamma = gag, q_mu = Kr - la$Km, q_sqrt_diag = diag(dLS) * diag(q$LS),
+                    q_sqrt_lower = dLS[lower.tri(dLS)])
   }
-  dS <- P - 0.5 * Kinv
-  dLS <- 2 * dS %*% LS
-  dLS[upper.tri(dLS)] <- 0
-  diag(dLS) <- diag(dLS) + 1 / diag(LS)
-  gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = h, Kwf = Kwx,
+  gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = rowSums(e$h), Kwf = Kwx,
                   jitter = c(rep(ch$jitter, M), rep(0, G)),
                   want_W = .any_free(fit, c("Z", "O")))
   gW <- gk$W
   out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
-                   noise = if (bern) NULL else e$gnoise * params$noise,
-                   mean = sum(g), Z = gW[ib, , drop = FALSE], O = gW[ig, , drop = FALSE],
-                   a_gamma = gag, q_mu = Kr - Km,
-                   q_sqrt_diag = diag(dLS) * diag(LS), q_sqrt_lower = dLS[lower.tri(dLS)])
+                   noise = if (is.null(params$noise)) NULL else e$gnoise * params$noise,
+                   mean = sum(e$g), Z = gW[ib, , drop = FALSE], O = gW[ig, , drop = FALSE])
+  for (b in c("a_gamma", "q_mu", "q_sqrt_diag", "q_sqrt_lower")) {
+    gb <- vapply(gq, `[[`, numeric(length(gq[[1L]][[b]])), b)
+    out$grad[[b]] <- if (nl == 1L) as.vector(gb) else matrix(gb, ncol = nl)
+  }
   out
+}
+
+# The variational parameters of each latent function: list over the columns
+# of q_mu of list(ag = a_gamma, mb = m_beta, LS = lower L_S).
+.odvgp_q <- function(params) {
+  qm <- as.matrix(params$q_mu)
+  M <- nrow(qm)
+  ag <- params$a_gamma
+  ag <- if (is.matrix(ag)) ag else matrix(ag, ncol = 1L)
+  dg <- as.matrix(params$q_sqrt_diag)
+  lo <- if (is.matrix(params$q_sqrt_lower)) params$q_sqrt_lower else
+    matrix(params$q_sqrt_lower, ncol = 1L)
+  lapply(seq_len(ncol(qm)), function(j) {
+    W <- diag(dg[, j], M)
+    W[lower.tri(W)] <- lo[, j]
+    list(ag = ag[, j], mb = qm[, j], LS = W)
+  })
 }
 
 #' @export
@@ -384,7 +486,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   r <- .odvgp_eval(fit, params, grad, batch)
   out <- list(value = r$value, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
               jitter_scale = r$jitter_scale,
-              posterior = list(L = r$L, q_sqrt = .odvgp_LS(params), a_tilde = r$a_tilde))
+              posterior = list(L = r$L, q_sqrt = lapply(.odvgp_q(params), `[[`, "LS"),
+                               a_tilde = r$a_tilde))
   if (grad) {
     gr <- r$grad
     dimnames(gr$Z) <- dimnames(params$Z)
@@ -406,27 +509,33 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   L <- fit$posterior$L
   LS <- fit$posterior$q_sqrt
   at <- fit$posterior$a_tilde
+  ag <- if (is.matrix(p$a_gamma)) p$a_gamma else matrix(p$a_gamma, ncol = 1L)
+  nl <- length(LS)
   G <- nrow(p$O)
+  # mean (n x K), prior conditional A = L^-1 K_beta,x and V_j = L_S,j' K_beta^-1 K_beta,x
   parts <- function(xb) {
     Kbx <- .ffi_kern_matrix(k, p$Z, xb)
     A <- forwardsolve(L, Kbx)
-    V <- crossprod(LS, backsolve(L, A, upper.tri = FALSE, transpose = TRUE))
-    m <- p$mean + drop(crossprod(Kbx, at))
-    if (G > 0L) m <- m + drop(crossprod(.ffi_kern_matrix(k, p$O, xb), p$a_gamma))
-    list(mean = m, A = A, V = V)
+    B <- backsolve(L, A, upper.tri = FALSE, transpose = TRUE)
+    m <- p$mean + crossprod(Kbx, at)
+    if (G > 0L) m <- m + crossprod(.ffi_kern_matrix(k, p$O, xb), ag)
+    list(mean = m, A = A, V = lapply(LS, function(l) crossprod(l, B)))
   }
   if (full_cov) {
+    if (nl > 1L) stop("'full_cov = TRUE' is not available for multiclass fits", call. = FALSE)
     q <- parts(xnew)
-    return(list(mean = q$mean,
-                cov = .ffi_kern_matrix(k, xnew) - crossprod(q$A) + crossprod(q$V)))
+    return(list(mean = drop(q$mean),
+                cov = .ffi_kern_matrix(k, xnew) - crossprod(q$A) + crossprod(q$V[[1L]])))
   }
-  mean <- var <- numeric(nrow(xnew))
+  mean <- var <- matrix(0, nrow(xnew), nl)
   for (b in .row_blocks(nrow(xnew))) {
     xb <- xnew[b, , drop = FALSE]
     q <- parts(xb)
-    mean[b] <- q$mean
-    var[b] <- .ffi_kern_diag(k, xb) - colSums(q$A^2) + colSums(q$V^2)
+    mean[b, ] <- q$mean
+    pv <- .ffi_kern_diag(k, xb) - colSums(q$A^2)
+    for (j in seq_len(nl)) var[b, j] <- pv + colSums(q$V[[j]]^2)
   }
+  if (nl == 1L) return(list(mean = drop(mean), var = drop(var)))
   list(mean = mean, var = var)
 }
 
@@ -454,4 +563,160 @@ logLik.odvgp <- function(object, ...) {
   var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma)", names(object$fixed))
   structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
             class = "logLik")
+}
+
+# ---- multiclass: the robust-max likelihood --------------------------------
+
+# The robust-max likelihood (Hernandez-Lobato, Hernandez-Lobato and Dupont
+# 2011; the multiclass likelihood of Salimbeni et al. 2018, section 4):
+# p(y | f) = 1 - eps when y = argmax_k f_k, eps / (K - 1) otherwise, with
+# eps = 1e-3 (GPflow's default). Under independent marginals
+# f_k ~ N(mu_k, s_k), E[log p(y | f)] = log(eps / (K - 1)) + c P with
+# c = log(1 - eps) - log(eps / (K - 1)) and
+#   P = P(f_y > f_k for all k != y)
+#     = int N(u; 0, 1) prod_{k != y} Phi((mu_y + sd_y u - mu_k) / sd_k) du,
+# computed by Gauss-Hermite quadrature in u, with its exact derivatives in
+# mu and s (those of the quadrature sum; derived for this package and
+# checked against finite differences). Variances are floored at 1e-12.
+.robustmax_eps <- 1e-3
+
+.robustmax_P <- function(MU, S, y, gh, deriv = TRUE) {
+  n <- nrow(MU)
+  K <- ncol(MU)
+  sd <- sqrt(pmax(S, 1e-12))
+  iy <- cbind(seq_len(n), y)
+  my <- MU[iy]
+  sy <- sd[iy]
+  u <- sqrt(2) * gh$x
+  w <- gh$w / sqrt(pi)
+  P <- numeric(n)
+  dmu <- dsd <- matrix(0, n, K)
+  for (i in seq_along(u)) {
+    Zi <- (my + sy * u[i] - MU) / sd
+    lP <- stats::pnorm(Zi, log.p = TRUE)
+    lP[iy] <- 0
+    lF <- rowSums(lP)
+    P <- P + w[i] * exp(lF)
+    if (!deriv) next
+    # R = F phi(z) / Phi(z) for k != y, 0 for k = y
+    R <- exp(lF - lP + stats::dnorm(Zi, log = TRUE))
+    R[iy] <- 0
+    Rs <- R / sd
+    dmu <- dmu - w[i] * Rs
+    dsd <- dsd - w[i] * Rs * Zi
+    dmu[iy] <- dmu[iy] + w[i] * rowSums(Rs)
+    dsd[iy] <- dsd[iy] + w[i] * u[i] * rowSums(Rs)
+  }
+  list(P = P, dmu = dmu, ds = dsd / (2 * sd))
+}
+
+# list(ell, g, h, gnoise) as from .ffi_svgp_ell(), with g and h n x K.
+.robustmax_ell <- function(MU, S, y, gh, scale) {
+  K <- ncol(MU)
+  eps <- .robustmax_eps
+  lo <- log(eps / (K - 1))
+  cc <- log(1 - eps) - lo
+  r <- .robustmax_P(MU, S, y, gh)
+  ell <- scale * sum(lo + cc * r$P)
+  if (!is.finite(ell)) stop("the expected log-likelihood is not finite", call. = FALSE)
+  list(ell = ell, g = scale * cc * r$dmu, h = scale * cc * r$ds, gnoise = 0)
+}
+
+# Class probabilities from the latent marginals: P(argmax = k) for every k
+# (normalised over k, which removes the quadrature's small error in their
+# sum), mixed with the label noise eps.
+.robustmax_prob <- function(MU, S, gh) {
+  K <- ncol(MU)
+  P <- vapply(seq_len(K), function(k) {
+    .robustmax_P(MU, S, rep(k, nrow(MU)), gh, deriv = FALSE)$P
+  }, numeric(nrow(MU)))
+  P <- matrix(P, nrow(MU), K)
+  P <- P / rowSums(P)
+  eps <- .robustmax_eps
+  (1 - eps) * P + eps / (K - 1) * (1 - P)
+}
+
+#' Predictions from an ODVGP fit
+#'
+#' Predictions of \code{\link{odvgp}()} fits. With the Gaussian, Bernoulli
+#' and probit likelihoods they are those of \code{\link{predict.sparsevgp}}
+#' and \code{\link{predict.pgpr}} (the same types and methods). With the
+#' robust-max likelihood (more than two classes), \code{type = "link"} gives
+#' the marginals of the \eqn{K} latent functions, \code{list(mean, var)}
+#' as \eqn{n \times K}{n x K} matrices; \code{"prob"} the matrix of class
+#' probabilities \eqn{(1 - \epsilon)P_k + \epsilon/(K - 1)(1 - P_k)} with
+#' \eqn{P_k = P(\arg\max_j f_j = k)} by Gauss-Hermite quadrature
+#' (normalised to sum to one over \eqn{k}) and \eqn{\epsilon = 10^{-3}};
+#' \code{"class"} the most probable class as a factor.
+#'
+#' @param object an \code{odvgp} fit.
+#' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
+#'   default the training inputs.
+#' @param type as for \code{\link{predict.pgpr}} (binary) or
+#'   \code{\link{predict.sparsevgp}} (Gaussian); for multiclass fits
+#'   \code{"link"} (the default), \code{"prob"} or \code{"class"}.
+#' @param method binary classifiers only: as for \code{\link{predict.pgpr}}.
+#' @param full_cov not for multiclass fits: as for
+#'   \code{\link{predict.sparsevgp}}.
+#' @param ... unused.
+#' @return See \code{type}; rows are named by the row names of
+#'   \code{newdata}, columns of multiclass results by the classes.
+#' @examples
+#' set.seed(1)
+#' x <- matrix(runif(120, -2, 2), 60, 2)
+#' y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
+#' fit <- odvgp(x, y, inducing = 5, orthogonal = 8,
+#'              control = list(optimizer = "natgrad", maxit = 50, natgrad_step = 0.1,
+#'                             natgrad_warmup = 10))
+#' round(predict(fit, x[1:3, ], type = "prob"), 3)
+#' predict(fit, x[1:3, ], type = "class")
+#' @export
+predict.odvgp <- function(object, newdata = NULL, type = NULL, method = NULL, full_cov = FALSE,
+                          ...) {
+  if (!identical(object$likelihood, "robustmax")) {
+    return(predict.svgp(object, newdata, type = type, method = method, full_cov = full_cov,
+                        ...))
+  }
+  type <- if (is.null(type)) "link" else match.arg(type, c("link", "latent", "prob", "class"))
+  if (!is.null(method)) {
+    stop("'method' applies to binary classifiers only", call. = FALSE)
+  }
+  if (.check_flag(full_cov, "full_cov")) {
+    stop("'full_cov = TRUE' is not available for multiclass fits", call. = FALSE)
+  }
+  xnew <- .newdata_matrix(object, newdata)
+  lev <- object$labels$levels
+  lat <- .predict_latent(object, xnew, FALSE)
+  lat$var <- pmax(lat$var, 0)
+  dimnames(lat$mean) <- dimnames(lat$var) <- list(rownames(xnew), lev)
+  if (type %in% c("link", "latent")) return(lat)
+  p <- .robustmax_prob(lat$mean, lat$var, .gauss_hermite(object$quadrature))
+  dimnames(p) <- list(rownames(xnew), lev)
+  if (type == "prob") return(p)
+  cls <- factor(lev[max.col(p, ties.method = "first")], levels = lev)
+  names(cls) <- rownames(xnew)
+  cls
+}
+
+#' @export
+fitted.odvgp <- function(object, ...) {
+  if (identical(object$likelihood, "robustmax")) return(predict(object, type = "prob"))
+  NextMethod()
+}
+
+#' @export
+residuals.odvgp <- function(object, ...) {
+  if (identical(object$likelihood, "robustmax")) {
+    stop("residuals() is not defined for multiclass fits", call. = FALSE)
+  }
+  NextMethod()
+}
+
+#' @export
+plot.odvgp <- function(x, ...) {
+  if (identical(x$likelihood, "robustmax")) {
+    stop("plot() is not available for multiclass fits: use predict(type = \"prob\")",
+         call. = FALSE)
+  }
+  NextMethod()
 }

@@ -202,6 +202,12 @@
 #'     \eqn{10^{-5}}{1e-5} for non-conjugate likelihoods:
 #'     \code{control$optimizer = "natgrad"} of \code{svgp()} and
 #'     \code{odvgp()}.}
+#'   \item{Hernandez-Lobato, D., Hernandez-Lobato, J. M. and Dupont, P.
+#'     (2011). Robust multi-class Gaussian process classification. Advances
+#'     in Neural Information Processing Systems 24.}{The robust-max
+#'     likelihood: \code{odvgp(likelihood = "robustmax")}, its expectation
+#'     by one-dimensional Gauss-Hermite quadrature of
+#'     \eqn{P(\arg\max_k f_k = y)}{P(argmax_k f_k = y)}.}
 #'   \item{Cheng, C.-A. and Boots, B. (2017). Variational inference for
 #'     Gaussian process models with linear complexity. Advances in Neural
 #'     Information Processing Systems 30.}{Decoupled bases for the mean and

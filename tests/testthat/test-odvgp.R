@@ -348,3 +348,97 @@ test_that("bad arguments give clear errors", {
   expect_error(svgp(d$x, d$y, likelihood = "gaussian", control = list(snapshots = 0),
                     optimize = FALSE), "snapshots")
 })
+
+# ---- multiclass (robust-max) ---------------------------------------------------
+
+multiclass_data <- function(n = 60, seed = 3) {
+  set.seed(seed)
+  x <- matrix(runif(2 * n, -2, 2), n, 2)
+  list(x = x, y = factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)]))
+}
+
+test_that("robust-max: hand gradients match finite differences", {
+  d <- multiclass_data()
+  for (O in list(d$x[6:9, ], 0)) {
+    f <- odvgp(d$x, d$y, kernel = kernel_rbf(0.9, 1.5), inducing = d$x[1:5, ], orthogonal = O,
+               optimize = FALSE)
+    expect_equal(f$likelihood, "robustmax")
+    set.seed(2)
+    p <- f$params
+    p$a_gamma[] <- rnorm(length(p$a_gamma))
+    p$q_mu[] <- rnorm(length(p$q_mu))
+    p$q_sqrt_lower[] <- rnorm(length(p$q_sqrt_lower), sd = 0.3)
+    p$q_sqrt_diag[] <- exp(rnorm(length(p$q_sqrt_diag), sd = 0.3))
+    f$params <- p
+    expect_grad(sparsevgp:::.finish(f), tol = 1e-6)
+  }
+})
+
+test_that("robust-max expectations match exact and Monte Carlo routes", {
+  gh <- sparsevgp:::.gauss_hermite(40L)
+  # two classes: P(f_y > f_o) = Phi((mu_y - mu_o) / sqrt(s_y + s_o)) exactly
+  MU <- cbind(c(0.3, -1, 2), c(-0.2, 0.5, 1.9))
+  S <- cbind(c(0.5, 2, 0.1), c(1.2, 0.3, 0.05))
+  y <- c(1L, 2L, 1L)
+  P <- sparsevgp:::.robustmax_P(MU, S, y, gh)$P
+  o <- 3L - y
+  iy <- cbind(1:3, y)
+  io <- cbind(1:3, o)
+  expect_equal(P, pnorm((MU[iy] - MU[io]) / sqrt(S[iy] + S[io])), tolerance = 1e-8)
+  # three classes: the expected log-likelihood against 4e5 Monte Carlo draws
+  MU3 <- cbind(MU, c(0, 0.2, 2.2))
+  S3 <- cbind(S, c(0.7, 1, 0.2))
+  y3 <- c(1L, 3L, 2L)
+  e <- sparsevgp:::.robustmax_ell(MU3, S3, y3, gh, 1)
+  set.seed(1)
+  nd <- 4e5
+  eps <- 1e-3
+  vals <- vapply(1:3, function(n) {
+    f <- matrix(rnorm(3 * nd, MU3[n, ], sqrt(S3[n, ])), ncol = 3, byrow = TRUE)
+    hit <- max.col(f) == y3[n]
+    c(mean(ifelse(hit, log(1 - eps), log(eps / 2))), sd(ifelse(hit, log(1 - eps), log(eps / 2))))
+  }, numeric(2))
+  expect_lt(abs(e$ell - sum(vals[1, ])), 4 * sqrt(sum(vals[2, ]^2) / nd))
+  # the probabilities of the classes sum to one before normalisation, up to
+  # the quadrature error (about 1e-6 with 40 nodes for these variances)
+  tot <- rowSums(vapply(1:3, function(k) {
+    sparsevgp:::.robustmax_P(MU3, S3, rep(k, 3), gh, deriv = FALSE)$P
+  }, numeric(3)))
+  expect_lt(max(abs(tot - 1)), 1e-5)
+})
+
+test_that("multiclass fits predict probabilities that sum to one and factor classes", {
+  d <- multiclass_data()
+  df <- data.frame(x1 = d$x[, 1], x2 = d$x[, 2], y = d$y)
+  set.seed(1)
+  f0 <- odvgp(y ~ x1 + x2, data = df, inducing = 5, orthogonal = 8, optimize = FALSE)
+  set.seed(1)
+  f <- odvgp(y ~ x1 + x2, data = df, inducing = 5, orthogonal = 8,
+             control = list(optimizer = "natgrad", maxit = 100, natgrad_step = 0.1,
+                            natgrad_warmup = 10))
+  expect_gt(f$bound, f0$bound + 10)
+  expect_equal(dim(f$params$q_mu), c(5L, 3L))
+  expect_equal(dim(f$params$a_gamma), c(8L, 3L))
+  nd <- df[1:4, ]
+  rownames(nd) <- c("p", "q", "r", "s")
+  pr <- predict(f, nd, type = "prob")
+  expect_equal(dimnames(pr), list(c("p", "q", "r", "s"), c("a", "b", "c")))
+  expect_equal(unname(rowSums(pr)), rep(1, 4), tolerance = 1e-12)
+  cls <- predict(f, nd, type = "class")
+  expect_true(is.factor(cls) && identical(levels(cls), c("a", "b", "c")))
+  expect_equal(unname(as.character(cls)), colnames(pr)[max.col(pr)])
+  expect_gt(mean(predict(f, type = "class") == df$y), 0.8)
+  lk <- predict(f, nd)
+  expect_equal(dim(lk$mean), c(4L, 3L))
+  expect_true(all(lk$var >= 0))
+  expect_equal(dim(fitted(f)), c(60L, 3L))
+  expect_error(predict(f, nd, full_cov = TRUE), "multiclass")
+  expect_error(residuals(f), "multiclass")
+  expect_error(odvgp(y ~ x1 + x2, data = df, mean = 1, optimize = FALSE), "'mean'")
+  expect_output(print(f), "robust-max")
+  # two levels keep the binary Bernoulli model
+  df2 <- df[df$y != "c", ]
+  df2$y <- droplevels(df2$y)
+  expect_equal(odvgp(y ~ x1 + x2, data = df2, inducing = 4, orthogonal = 0,
+                     optimize = FALSE)$likelihood, "bernoulli")
+})
