@@ -316,6 +316,11 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     dimnames(O) <- list(NULL, colnames(x))
     return(O)
   }
+  if (!is.matrix(orthogonal) && !is.data.frame(orthogonal) &&
+      !inherits(orthogonal, "sparsevgp_inducing") && !(ncol(x) == 1L && is.numeric(orthogonal))) {
+    stop("'orthogonal' must be a whole number >= 0, a matrix of inputs or a select_inducing() result",
+         call. = FALSE)
+  }
   .given_inducing(orthogonal, x, "orthogonal")
 }
 

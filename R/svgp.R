@@ -70,7 +70,9 @@
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} and \code{"probit"} labels as in
 #'   \code{\link{pgpr}()} (a two-level factor, a logical or a 0/1 vector),
-#'   for \code{"gaussian"} a numeric vector.
+#'   for \code{"gaussian"} a numeric vector. For more than two classes use
+#'   \code{\link{odvgp}(orthogonal = 0)}, the (non-whitened) SVGP with one
+#'   latent function per class and the robust-max likelihood.
 #' @param kernel a kernel; parameters left \code{NULL} are chosen from the
 #'   data (variance 1 for Bernoulli).
 #' @param inducing the inducing inputs: a matrix, a number \eqn{M}, a

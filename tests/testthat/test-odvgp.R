@@ -335,6 +335,10 @@ test_that("bad arguments give clear errors", {
   expect_error(odvgp(d$x, d$y, orthogonal = -1, optimize = FALSE), "'orthogonal'")
   expect_error(odvgp(d$x, d$y, orthogonal = 31, optimize = FALSE), "'orthogonal'")
   expect_error(odvgp(d$x, d$y, orthogonal = matrix(0, 2, 3), optimize = FALSE), "'orthogonal'")
+  for (bad in list("kmeans", d$x[1:3, 1], c(1, 2), 2.5)) {
+    expect_error(odvgp(d$x, d$y, orthogonal = bad, optimize = FALSE),
+                 "'orthogonal' must be a whole number")
+  }
   expect_error(odvgp(d$x, d$y, likelihood = "poisson", optimize = FALSE), "should be one of")
   expect_error(odvgp(d$x, factor(d$y > 0), noise = 0.1, optimize = FALSE), "'noise'")
   expect_error(odvgp(d$x, d$y, control = list(optimizer = "bfgs"), optimize = FALSE),
@@ -441,4 +445,48 @@ test_that("multiclass fits predict probabilities that sum to one and factor clas
   df2$y <- droplevels(df2$y)
   expect_equal(odvgp(y ~ x1 + x2, data = df2, inducing = 4, orthogonal = 0,
                      optimize = FALSE)$likelihood, "bernoulli")
+})
+
+test_that("parameter maps round-trip and the natural-gradient step is the expectation gradient", {
+  s <- odvgp_setup(jitter = 0)
+  f <- s$fit
+  m <- f$params$q_mu
+  S <- odvgp_S(f)
+  R <- t(chol(S))
+  nat <- sparsevgp:::.odvgp_eval(f, f$params, natural_only = TRUE)$natural
+  Kinv <- nat$Kinv
+  gm <- drop(Kinv %*% nat$latents[[1]]$r)
+  P <- nat$latents[[1]]$P
+  # model (m, L_S) -> natural (S^-1 m, S^-1) -> model, with a step of 0
+  mv <- sparsevgp:::.natgrad_move(m, R, Kinv, gm, P, 0, FALSE, NULL)
+  expect_equal(mv$b, m, tolerance = 1e-10)
+  expect_equal(mv$W, R, tolerance = 1e-10)
+  # (16b): the change of theta_1 = S^-1 m per unit step is the gradient of the
+  # ELBO in the expectation parameter eta_1 = m at fixed eta_2 = S + m m'
+  step <- 0.3
+  mv <- sparsevgp:::.natgrad_move(m, R, Kinv, gm, P, step, FALSE, NULL)
+  th_new <- solve(tcrossprod(mv$W), mv$b)
+  eta2 <- S + tcrossprod(m)
+  elbo_eta <- function(e1) {
+    Se <- eta2 - tcrossprod(e1)
+    W <- t(chol(Se))
+    with_params(f, q_mu = e1, q_sqrt_diag = diag(W), q_sqrt_lower = W[lower.tri(W)])$bound
+  }
+  fd <- fd_grad(elbo_eta, m, h = 1e-6)
+  expect_equal((th_new - solve(S, m)) / step, fd, tolerance = 1e-6)
+  # (16c): the change of S^-1 = -2 theta_2 per unit step is -2 times the
+  # gradient in eta_2 = S + m m' at fixed eta_1 (by finite differences in
+  # symmetric perturbations of S)
+  elbo_S <- function(Sx) {
+    W <- t(chol(Sx))
+    with_params(f, q_sqrt_diag = diag(W), q_sqrt_lower = W[lower.tri(W)])$bound
+  }
+  h <- 1e-6
+  Gfd <- matrix(0, 5, 5)
+  for (i in 1:5) for (j in 1:i) {
+    E <- matrix(0, 5, 5)
+    E[i, j] <- E[j, i] <- if (i == j) 1 else 0.5
+    Gfd[i, j] <- Gfd[j, i] <- (elbo_S(S + h * E) - elbo_S(S - h * E)) / (2 * h)
+  }
+  expect_equal((solve(tcrossprod(mv$W)) - solve(S)) / step, -2 * Gfd, tolerance = 1e-6)
 })
