@@ -106,7 +106,12 @@
 #'   for the Gaussian) and \code{snapshots} (iterations of Adam or
 #'   natural-gradient runs at which the parameters are kept in
 #'   \code{fit$optim$snapshots}, with the CPU time, for convergence
-#'   studies), and the shared settings (jitter, \code{trace}).
+#'   studies), \code{kl_columns} (with \code{batch_size}: estimate the term
+#'   \eqn{a_\gamma^\top K_\gamma a_\gamma} of the KL divergence from this
+#'   many random columns of \eqn{K_\gamma}, unbiasedly, at a cost
+#'   \eqn{O(c|\gamma|)} instead of \eqn{O(|\gamma|^2)}; Salimbeni et al.
+#'   2018, Appendix A.3, use 64; \code{NULL}, the default, is exact) and
+#'   the shared settings (jitter, \code{trace}).
 #' @param start a previous \code{odvgp} fit whose parameters are the starting
 #'   values (the variational ones when both inducing sets keep their sizes).
 #' @return An object of class \code{c("odvgp", "svgp", "sparsevgp")}, with
@@ -346,7 +351,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #   dF/dK_b  = -K_b^-1 r a~' + P - K_b^-1 S P - P S K_b^-1 - c c'/2
 #              + (K_b^-1 m_b)(K_b^-1 m_b)'/2 + K_b^-1 S K_b^-1/2 - K_b^-1/2
 #   dF/dK_bg = dF/dv a_g',  dF/dK_g = -a_g a_g'/2
-.odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL, natural_only = FALSE) {
+.odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL, natural_only = FALSE,
+                        kl_index = NULL) {
   x <- fit$x
   target <- fit$target
   scale <- 1
@@ -363,8 +369,25 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   ib <- seq_len(M)
   ig <- M + seq_len(G)
   W <- rbind(Z, O)
-  Kww <- .ffi_kern_matrix(k, W)
-  Kb <- Kww[ib, ib, drop = FALSE]
+  # a_gamma' K_gamma a_gamma of the KL from the columns kl_index of K_gamma,
+  # (|gamma| / c) sum_{i in C} a_i [K_C,gamma a]_i, unbiased for a uniform
+  # random C of c = control$kl_columns columns (Salimbeni et al. 2018,
+  # Appendix A.3): used on minibatches, it avoids the |gamma|^2 block
+  cols <- fit$control$kl_columns
+  if (is.null(kl_index) && !is.null(batch) && !is.null(cols) && G > cols) {
+    kl_index <- sort(sample.int(G, cols))
+  }
+  sampled <- !is.null(kl_index)
+  if (sampled) {
+    Kb <- .ffi_kern_matrix(k, Z)
+    Kww <- NULL
+    OC <- O[kl_index, , drop = FALSE]
+    KCg <- .ffi_kern_matrix(k, OC, O)
+    wC <- G / length(kl_index)
+  } else {
+    Kww <- .ffi_kern_matrix(k, W)
+    Kb <- Kww[ib, ib, drop = FALSE]
+  }
   ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
   L <- ch$L
   Kwx <- .ffi_kern_matrix(k, W, x)
@@ -372,8 +395,12 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   kd <- .ffi_kern_diag(k, x)
   Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
   if (G > 0L) {
-    Kbg <- Kww[ib, ig, drop = FALSE]
-    Kg <- Kww[ig, ig, drop = FALSE]
+    if (sampled) {
+      Kbg <- .ffi_kern_matrix(k, Z, O)
+    } else {
+      Kbg <- Kww[ib, ig, drop = FALSE]
+      Kg <- Kww[ig, ig, drop = FALSE]
+    }
     Kgx <- Kwx[ig, , drop = FALSE]
   }
   A <- forwardsolve(L, Kbx)
@@ -392,7 +419,11 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     if (G > 0L) mu <- mu + drop(crossprod(Kgx, q$ag))
     V <- crossprod(q$LS, B)
     LiLS <- forwardsolve(L, q$LS)
-    quad_g <- if (G > 0L) sum(q$ag * (Kg %*% q$ag)) - sum(v * cv) else 0
+    quad_g <- if (G == 0L) 0 else if (sampled) {
+      wC * sum(q$ag[kl_index] * (KCg %*% q$ag)) - sum(v * cv)
+    } else {
+      sum(q$ag * (Kg %*% q$ag)) - sum(v * cv)
+    }
     kl <- 0.5 * (quad_g + sum(q$mb * Km) + sum(LiLS^2) - 2 * sum(log(abs(diag(q$LS)))) +
                    2 * sum(log(diag(L))) - M)
     list(v = v, cv = cv, Km = Km, at = at, mu = mu, V = V,
@@ -427,6 +458,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   if (natural_only) return(out)
   Gww <- matrix(0, M + G, M + G)
   Gwx <- matrix(0, M + G, ncol(Kbx))
+  if (sampled) GCg <- matrix(0, length(kl_index), G)
   gq <- vector("list", nl)
   for (j in seq_len(nl)) {
     q <- qs[[j]]
@@ -445,9 +477,17 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     gag <- numeric(0)
     if (G > 0L) {
       Gww[ib, ig] <- Gww[ib, ig] + outer(dv, q$ag)
-      Gww[ig, ig] <- Gww[ig, ig] - 0.5 * outer(q$ag, q$ag)
       Gwx[ig, ] <- Gwx[ig, ] + outer(q$ag, g)
-      gag <- drop(Kgx %*% g) - drop(Kg %*% q$ag) + drop(crossprod(Kbg, dv))
+      gag <- drop(Kgx %*% g) + drop(crossprod(Kbg, dv))
+      if (sampled) {
+        aC <- q$ag[kl_index]
+        GCg <- GCg - 0.5 * wC * outer(aC, q$ag)
+        gag <- gag - 0.5 * wC * drop(crossprod(KCg, aC))
+        gag[kl_index] <- gag[kl_index] - 0.5 * wC * drop(KCg %*% q$ag)
+      } else {
+        Gww[ig, ig] <- Gww[ig, ig] - 0.5 * outer(q$ag, q$ag)
+        gag <- gag - drop(Kg %*% q$ag)
+      }
     }
     dLS <- 2 * (P - 0.5 * Kinv) %*% q$LS
     dLS[upper.tri(dLS)] <- 0
@@ -455,9 +495,14 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     gq[[j]] <- list(a_gamma = gag, q_mu = Kr - la$Km, q_sqrt_diag = diag(dLS) * diag(q$LS),
                     q_sqrt_lower = dLS[lower.tri(dLS)])
   }
-  gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = rowSums(e$h), Kwf = Kwx,
-                  jitter = c(rep(ch$jitter, M), rep(0, G)),
-                  want_W = .any_free(fit, c("Z", "O")))
+  want_W <- .any_free(fit, c("Z", "O"))
+  if (sampled) {
+    gk <- .odvgp_contract_sampled(k, x, Z, O, OC, kl_index, Gww, GCg, Gwx, rowSums(e$h), Kwx,
+                                  ch$jitter, want_W)
+  } else {
+    gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = rowSums(e$h), Kwf = Kwx,
+                    jitter = c(rep(ch$jitter, M), rep(0, G)), want_W = want_W)
+  }
   gW <- gk$W
   out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
                    noise = if (is.null(params$noise)) NULL else e$gnoise * params$noise,
@@ -467,6 +512,36 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     out$grad[[b]] <- if (nl == 1L) as.vector(gb) else matrix(gb, ncol = nl)
   }
   out
+}
+
+# The contraction of the adjoints when the KL's K_gamma is column-sampled:
+# as .contract() on W = [Z; O], but with the gamma-gamma block only in the
+# rows C (adjoint GCg of K(O_C, O)), so that K_gamma is never formed. Each
+# cross block K(A, B) is contracted twice for the inputs of both sides (the
+# contraction gives the gradient in its first argument only) and once for
+# the kernel parameters.
+.odvgp_contract_sampled <- function(k, x, Z, O, OC, idx, Gww, GCg, Gwx, gdiag, Kwx, jitter,
+                                    want_W) {
+  M <- nrow(Z)
+  ib <- seq_len(M)
+  ig <- M + seq_len(nrow(O))
+  Gbb <- Gww[ib, ib, drop = FALSE]
+  Gbg <- Gww[ib, ig, drop = FALSE]
+  bb <- .ffi_kern_grad(k, Z, NULL, Gbb, want_W)
+  bg <- .ffi_kern_grad(k, Z, O, Gbg, want_W)
+  cg <- .ffi_kern_grad(k, OC, O, GCg, want_W)
+  wx <- .ffi_kern_grad(k, rbind(Z, O), x, Gwx, want_W, K = Kwx)
+  theta <- bb$theta + bg$theta + cg$theta + wx$theta + .ffi_kern_grad_diag(k, x, gdiag)
+  theta[1L] <- theta[1L] + sum(diag(Gbb)) * jitter
+  gW <- matrix(0, M + nrow(O), ncol(Z))
+  if (want_W) {
+    gW <- wx$x
+    gW[ib, ] <- gW[ib, ] + bb$x + bg$x
+    gW[ig, ] <- gW[ig, ] + .ffi_kern_grad(k, O, Z, t(Gbg), TRUE)$x +
+      .ffi_kern_grad(k, O, OC, t(GCg), TRUE)$x
+    gW[M + idx, ] <- gW[M + idx, ] + cg$x
+  }
+  list(variance = theta[1L], lengthscale = theta[-1L], W = gW)
 }
 
 # The variational parameters of each latent function: list over the columns
@@ -487,8 +562,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 }
 
 #' @export
-.evaluate.odvgp <- function(fit, params, grad = TRUE, batch = NULL, ...) {
-  r <- .odvgp_eval(fit, params, grad, batch)
+.evaluate.odvgp <- function(fit, params, grad = TRUE, batch = NULL, kl_index = NULL, ...) {
+  r <- .odvgp_eval(fit, params, grad, batch, kl_index = kl_index)
   out <- list(value = r$value, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
               jitter_scale = r$jitter_scale,
               posterior = list(L = r$L, q_sqrt = lapply(.odvgp_q(params), `[[`, "LS"),

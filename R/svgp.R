@@ -288,7 +288,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   ctrl <- .check_control(control, defaults = list(maxit = 1000L, lr = 0.01, optimizer = opt,
                                                   natgrad_step = 0.005),
                          own = c("lr", "optimizer", "natgrad_step", "natgrad_warmup",
-                                 "snapshots"))
+                                 "snapshots", "kl_columns"))
   lr <- ctrl$lr
   if (!is.numeric(lr) || length(lr) != 1L || !is.finite(lr) || lr <= 0) {
     stop("'control$lr' must be one positive number", call. = FALSE)
@@ -306,6 +306,11 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   if (!is.null(sn) && (!is.numeric(sn) || any(!is.finite(sn)) || any(sn < 1) ||
                        any(sn != round(sn)))) {
     stop("'control$snapshots' must be whole numbers >= 1", call. = FALSE)
+  }
+  kc <- ctrl$kl_columns
+  if (!is.null(kc) && (!is.numeric(kc) || length(kc) != 1L || !is.finite(kc) || kc < 1 ||
+                       kc != round(kc))) {
+    stop("'control$kl_columns' must be NULL or a whole number >= 1", call. = FALSE)
   }
   if (opt == "lbfgsb" && !is.null(batch_size)) {
     stop("L-BFGS-B needs the full batch: use control$optimizer = \"adam\" or \"natgrad\" with 'batch_size'",

@@ -490,3 +490,33 @@ test_that("parameter maps round-trip and the natural-gradient step is the expect
   }
   expect_equal((solve(tcrossprod(mv$W)) - solve(S)) / step, -2 * Gfd, tolerance = 1e-6)
 })
+
+test_that("the column-sampled KL is unbiased and its gradient is exact", {
+  s <- odvgp_setup(G = 4, jitter = 1e-8)
+  f <- s$fit
+  f$control$kl_columns <- 2L
+  ev <- function(idx, grad = FALSE, params = f$params) {
+    sparsevgp:::.evaluate(f, params, grad, batch = 1:40, kl_index = idx)
+  }
+  # all columns: the exact value; the mean over every pair of columns: exact too
+  expect_equal(ev(1:4)$value, f$bound, tolerance = 1e-10)
+  pairs <- combn(4, 2)
+  est <- apply(pairs, 2L, function(idx) ev(idx)$value)
+  expect_equal(mean(est), f$bound, tolerance = 1e-10)
+  expect_gt(sd(est), 1e-3)
+  # gradient of the estimate at fixed columns, every parameter
+  o <- sparsevgp:::.objective(f, safe = FALSE)
+  fn <- function(par) o$value_grad(par, batch = 1:40, kl_index = c(1L, 3L))$value
+  g <- o$value_grad(o$par, batch = 1:40, kl_index = c(1L, 3L))$grad
+  expect_lte(max(abs(g - fd_grad(fn, o$par))) / max(1, max(abs(g))), 1e-6)
+  # the mean gradient over the pairs is the exact gradient
+  gs <- apply(pairs, 2L, function(idx) o$value_grad(o$par, batch = 1:40, kl_index = idx)$grad)
+  expect_equal(rowMeans(gs), o$value_grad(o$par)$grad, tolerance = 1e-8)
+  # fits sample the columns on minibatches
+  set.seed(1)
+  a <- odvgp(s$d$x, s$d$y, inducing = s$Z, orthogonal = s$O, batch_size = 20,
+             control = list(maxit = 30, kl_columns = 2))
+  expect_true(is.finite(a$bound))
+  expect_error(odvgp(s$d$x, s$d$y, control = list(kl_columns = 0), optimize = FALSE),
+               "kl_columns")
+})
