@@ -108,7 +108,7 @@ natgrad_step <- function(fit, step = 1) {
   GS <- P %*% (r$gdiag * t(P))                                # Psi diag(h) Psi'
   gm <- drop(P %*% r$gmu)
   new <- .natgrad_move(m, R, chol2inv(t(L)), gm, GS, step, halve, if (whiten) L)
-  .natgrad_result(params, new, r$elbo)
+  .natgrad_result(params, new, r$elbo, halve)
 }
 
 #' @export
@@ -120,7 +120,7 @@ natgrad_step <- function(fit, step = 1) {
     nat <- r$natural$latents[[1L]]
     new <- .natgrad_move(params$q_mu, qs[[1L]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
                          halve, NULL)
-    return(.natgrad_result(params, new, r$value))
+    return(.natgrad_result(params, new, r$value, halve))
   }
   # one step per latent function (multiclass): the natural parameters of
   # the K independent q(f_beta) blocks move independently
@@ -141,9 +141,12 @@ natgrad_step <- function(fit, step = 1) {
   list(params = params, value = r$value, halvings = halvings)
 }
 
-.natgrad_result <- function(params, new, value) {
-  if (is.null(new$b)) return(list(params = if (new$halvings > 0L) params, value = value,
-                                  halvings = new$halvings))
+# The parameters after a step from .natgrad_move(). No step (b = NULL):
+# after halvings (halve = TRUE) q(u) is kept, otherwise params is NULL.
+.natgrad_result <- function(params, new, value, halve = TRUE) {
+  if (is.null(new$b)) {
+    return(list(params = if (halve) params, value = value, halvings = new$halvings))
+  }
   params$q_mu <- new$b
   params$q_sqrt_diag <- diag(new$W)
   params$q_sqrt_lower <- new$W[lower.tri(new$W)]
