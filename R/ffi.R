@@ -112,3 +112,12 @@
   opts <- list(mean = as.double(mean), jitter = jitter, jitter_cap = jitter_cap)
   .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, q, lik, opts, grad)
 }
+
+# The expected log-likelihood of the marginals N(mu_n, var_n) under the
+# likelihood of the svgp family (the same quadrature as .ffi_svgp_elbo()):
+# list(ell, g, h, gnoise), everything multiplied by ell_scale.
+.ffi_svgp_ell <- function(mu, var, y, likelihood, noise, gh, ell_scale) {
+  lik <- list(type = .likelihood_codes[[likelihood]], y = y, noise = as.double(noise),
+              gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))
+  .Call(ffi_svgp_ell, as.double(mu), as.double(var), lik)
+}

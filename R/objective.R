@@ -363,7 +363,8 @@ objective.sparsevgp <- function(fit, ...) {
   progress <- .progress_new(fit, "Adam")
   free <- !fit$fixed
   N <- nrow(fit$x)
-  B <- fit$batch_size
+  # no batch size: full-batch Adam (svgp's control$optimizer = "adam")
+  B <- if (is.null(fit$batch_size)) N else fit$batch_size
   iters <- fit$control$maxit
   lr <- fit$control$lr
   b1 <- 0.9
@@ -371,6 +372,7 @@ objective.sparsevgp <- function(fit, ...) {
   eps <- 1e-8
   start <- proc.time()[["elapsed"]]
   trace <- numeric(iters)
+  snaps <- .snapshot_new(fit$control$snapshots)
   if (sum(free) > 0L) {
     su <- .optim_setup(fit, o$par)
     sc <- su$parscale
@@ -398,6 +400,7 @@ objective.sparsevgp <- function(fit, ...) {
       s <- s + lr * (m1 / (1 - b1^it)) / (sqrt(m2 / (1 - b2^it)) + eps)
       s <- pmin(pmax(s, lo), hi)
       done <- it
+      if (length(snaps$at)) snaps <- .snapshot_take(snaps, it, o$unpack(s * sc + sh))
       .progress_tick(progress, it, r$value, "iterations, minibatch bound")
     }, interrupt = function(e) "interrupted"), "interrupted")
     iters <- done
@@ -416,6 +419,7 @@ objective.sparsevgp <- function(fit, ...) {
                                       iters, B),
                     counts = c("function" = iters, gradient = iters), value = NA_real_,
                     par = par, trace = trace, failed_evaluations = 0L)
+  if (length(snaps$list)) fit$optim$snapshots <- snaps$list
   if (interrupted) fit$optim$interrupted <- TRUE
   fit$time <- proc.time()[["elapsed"]] - start
   fit

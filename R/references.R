@@ -162,9 +162,14 @@
 #'     Neural Information Processing Systems 31, 8711--8720.}{The ODVGP
 #'     family: \code{osgpr(type = "odvgp")}, whose collapsed optimum is their
 #'     Appendix E with the noise variance put back (the printed optimum
-#'     omits the factor \eqn{1/\sigma^2}{1 / s2}); the natural-gradient
-#'     update (section 3.4, eqs. 16b and 16c, without orthogonal inputs):
-#'     \code{\link{natgrad_step}()}.}
+#'     omits the factor \eqn{1/\sigma^2}{1 / s2}); the uncollapsed model
+#'     (eq. 12) with the predictive of Appendix A.2 (section 3.2 misprints a
+#'     missing \eqn{K_\beta^{-1}}{Kb^-1} and a sign) and the KL divergence of
+#'     Prop. A.1: \code{\link{odvgp}()}; the natural-gradient update on the
+#'     \eqn{\beta}{beta}-block (section 3.4, eqs. 16b and 16c) with Adam on
+#'     the rest, step 0.005 and the warm-up of Appendix F:
+#'     \code{\link{natgrad_step}()}, \code{control$optimizer = "natgrad"} of
+#'     \code{svgp()} and \code{odvgp()}.}
 #' }
 #'
 #' @section Uncollapsed and stochastic variational inference:
@@ -188,6 +193,25 @@
 #'     the uncollapsed bound (section "Non-Gaussian likelihoods") and the
 #'     predictive algorithm of its Appendix II: \code{svgp()} and its
 #'     predictions.}
+#'   \item{Salimbeni, H., Eleftheriadis, S. and Hensman, J. (2018). Natural
+#'     gradients in practice: non-conjugate variational inference in
+#'     Gaussian process models. Proceedings of the 21st International
+#'     Conference on Artificial Intelligence and Statistics (AISTATS), PMLR
+#'     84, 689--697.}{Natural-gradient steps on \eqn{q(u)} alternated with
+#'     Adam on the other parameters, and the step size warmed up from
+#'     \eqn{10^{-5}}{1e-5} for non-conjugate likelihoods:
+#'     \code{control$optimizer = "natgrad"} of \code{svgp()} and
+#'     \code{odvgp()}.}
+#'   \item{Hernandez-Lobato, D., Hernandez-Lobato, J. M. and Dupont, P.
+#'     (2011). Robust multi-class Gaussian process classification. Advances
+#'     in Neural Information Processing Systems 24.}{The robust-max
+#'     likelihood: \code{odvgp(likelihood = "robustmax")}, its expectation
+#'     by one-dimensional Gauss-Hermite quadrature of
+#'     \eqn{P(\arg\max_k f_k = y)}{P(argmax_k f_k = y)}.}
+#'   \item{Cheng, C.-A. and Boots, B. (2017). Variational inference for
+#'     Gaussian process models with linear complexity. Advances in Neural
+#'     Information Processing Systems 30.}{Decoupled bases for the mean and
+#'     the covariance, which \code{odvgp()} makes orthogonal.}
 #'   \item{Kingma, D. P. and Ba, J. (2015). Adam: a method for stochastic
 #'     optimization. International Conference on Learning Representations
 #'     (ICLR).}{Adam with its default \eqn{\beta_1 = 0.9}{beta1 = 0.9},

@@ -71,7 +71,9 @@
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} and \code{"probit"} labels as in
 #'   \code{\link{pgpr}()} (a two-level factor, a logical or a 0/1 vector),
-#'   for \code{"gaussian"} a numeric vector.
+#'   for \code{"gaussian"} a numeric vector. For more than two classes use
+#'   \code{\link{odvgp}(orthogonal = 0)}, the (non-whitened) SVGP with one
+#'   latent function per class and the robust-max likelihood.
 #' @param kernel a kernel; parameters left \code{NULL} are chosen from the
 #'   data (variance 1 for Bernoulli).
 #' @param inducing the inducing inputs: a matrix, a number \eqn{M}, a
@@ -109,7 +111,17 @@
 #' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000
 #'   (per L-BFGS-B stage; with \code{batch_size}, the number of Adam
 #'   iterations), and \code{lr} is Adam's step size (default 0.01; used only
-#'   with \code{batch_size}).
+#'   by Adam and natural gradients). \code{optimizer} chooses
+#'   \code{"lbfgsb"} (the default without \code{batch_size}), \code{"adam"}
+#'   (the default with it; without it, Adam on the full batch) or
+#'   \code{"natgrad"}: a natural-gradient step on \eqn{q(u)} and an Adam
+#'   step on the other parameters at each of \code{maxit} iterations
+#'   ("CoupledNat" in Salimbeni et al. 2018), with step size
+#'   \code{natgrad_step} (default 0.005) after a linear warm-up from
+#'   \eqn{10^{-5}} over \code{natgrad_warmup} iterations (default 100 for
+#'   Bernoulli, 0 for Gaussian; see \code{\link{natgrad_step}()}).
+#'   \code{snapshots}: iterations of Adam or natural-gradient runs at which
+#'   the parameters and the CPU time are kept in \code{fit$optim$snapshots}.
 #' @param start a previous \code{svgp} fit whose parameters (including
 #'   \eqn{q(u)} when the inducing inputs keep their number and \code{whiten}
 #'   is unchanged; otherwise \eqn{q(u)} starts at the prior) are the
@@ -140,7 +152,11 @@
 #'
 #'   Hensman, J., Fusi, N. and Lawrence, N. D. (2013). Gaussian processes
 #'   for big data. UAI.
-#' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}, \code{\link{natgrad_step}}
+#'
+#'   Salimbeni, H., Cheng, C.-A., Boots, B. and Deisenroth, M. (2018).
+#'   Orthogonally decoupled variational Gaussian processes. NeurIPS.
+#' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}, \code{\link{natgrad_step}},
+#'   \code{\link{odvgp}}
 #' @examples
 #' d <- classification_data("banana")
 #' set.seed(1)
@@ -268,18 +284,65 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # svgp's control: the shared settings with maxit = 1000 (per L-BFGS-B stage,
 # or Adam iterations) and Adam's step size `lr` (0.01 by default, the GPflow
-# tutorials' choice for SVGP; used only with minibatches).
+# tutorials' choice for SVGP; used only by Adam and natural gradients);
+# `optimizer` "lbfgsb" (full batch; the default without batch_size), "adam"
+# (the default with batch_size) or "natgrad" (natural-gradient steps on q(u)
+# with Adam on the rest, R/natgrad.R, with `natgrad_step` and
+# `natgrad_warmup`); `snapshots`, iterations of Adam or natural-gradient
+# runs at which the parameters are kept.
 .svgp_control <- function(control, batch_size) {
-  ctrl <- .check_control(control, defaults = list(maxit = 1000L, lr = 0.01), own = "lr")
+  opt <- if (is.list(control)) control$optimizer
+  if (is.null(opt)) opt <- if (is.null(batch_size)) "lbfgsb" else "adam"
+  if (!is.character(opt) || length(opt) != 1L || !(opt %in% c("lbfgsb", "adam", "natgrad"))) {
+    stop("'control$optimizer' must be \"lbfgsb\", \"adam\" or \"natgrad\"", call. = FALSE)
+  }
+  ctrl <- .check_control(control, defaults = list(maxit = 1000L, lr = 0.01, optimizer = opt,
+                                                  natgrad_step = 0.005),
+                         own = c("lr", "optimizer", "natgrad_step", "natgrad_warmup",
+                                 "snapshots", "kl_columns"))
   lr <- ctrl$lr
   if (!is.numeric(lr) || length(lr) != 1L || !is.finite(lr) || lr <= 0) {
     stop("'control$lr' must be one positive number", call. = FALSE)
   }
-  if (is.null(batch_size) && !is.null(control$lr)) {
+  ns <- ctrl$natgrad_step
+  if (!is.numeric(ns) || length(ns) != 1L || !is.finite(ns) || ns <= 0 || ns > 1) {
+    stop("'control$natgrad_step' must be one number in (0, 1]", call. = FALSE)
+  }
+  nw <- ctrl$natgrad_warmup
+  if (!is.null(nw) && (!is.numeric(nw) || length(nw) != 1L || !is.finite(nw) || nw < 0 ||
+                       nw != round(nw))) {
+    stop("'control$natgrad_warmup' must be NULL or a whole number >= 0", call. = FALSE)
+  }
+  sn <- ctrl$snapshots
+  if (!is.null(sn) && (!is.numeric(sn) || any(!is.finite(sn)) || any(sn < 1) ||
+                       any(sn != round(sn)))) {
+    stop("'control$snapshots' must be whole numbers >= 1", call. = FALSE)
+  }
+  kc <- ctrl$kl_columns
+  if (!is.null(kc) && (!is.numeric(kc) || length(kc) != 1L || !is.finite(kc) || kc < 1 ||
+                       kc != round(kc))) {
+    stop("'control$kl_columns' must be NULL or a whole number >= 1", call. = FALSE)
+  }
+  if (opt == "lbfgsb" && !is.null(batch_size)) {
+    stop("L-BFGS-B needs the full batch: use control$optimizer = \"adam\" or \"natgrad\" with 'batch_size'",
+         call. = FALSE)
+  }
+  if (opt == "lbfgsb" && !is.null(control$lr)) {
     warning("'control$lr' is Adam's step size and is ignored without 'batch_size'",
             call. = FALSE)
   }
   ctrl
+}
+
+# The optimiser of control$optimizer; L-BFGS-B runs in two stages when the
+# inducing inputs (`hold`) are free (see below).
+.svgp_train <- function(fit, hold) {
+  opt <- fit$control$optimizer
+  if (is.null(opt)) opt <- if (is.null(fit$batch_size)) "lbfgsb" else "adam"
+  switch(opt,
+         lbfgsb = .fit_staged(fit, hold),
+         adam = .fit_adam(fit),
+         natgrad = .fit_natgrad(fit))
 }
 
 # Full-batch fits run L-BFGS-B in two stages when the inducing inputs are
@@ -289,9 +352,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # at -399 and -375 in two of six starts against -355.45 for the others);
 # minibatch fits run Adam.
 #' @export
-.train.svgp <- function(fit) {
-  if (is.null(fit$batch_size)) .fit_staged(fit, "Z") else .fit_adam(fit)
-}
+.train.svgp <- function(fit) .svgp_train(fit, "Z")
 
 # The Gauss-Hermite order: a whole number from 1 to 500 (used only by the
 # Bernoulli likelihood; the Gaussian expectations are exact).

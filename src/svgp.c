@@ -172,6 +172,22 @@ static double svgp_binary_gh(int lik, double y, double mu, double s2, int ngh,
     return e;
 }
 
+/* E_N(f; mu, s2)[log p(y_n | f)] of point n, with its derivatives g in mu
+ * and h in s2; the Gaussian likelihood adds its derivative in the noise
+ * variance to *gnoise. Shared by the SVGP ELBO and ffi_svgp_ell(). */
+static double svgp_ell_point(const svgp_lik *lik, int n, double mu, double s2,
+                             double *g, double *h, double *gnoise)
+{
+    if (lik->code != LIK_GAUSSIAN)
+        return svgp_binary_gh(lik->code, lik->y[n], mu, s2, lik->ngh,
+                              lik->ght, lik->ghw, g, h);
+    const double s2y = lik->noise, r = lik->y[n] - mu;
+    *g = r / s2y;
+    *h = -0.5 / s2y;
+    *gnoise += -0.5 / s2y + 0.5 * (r * r + s2) / (s2y * s2y);
+    return -0.5 * (LOG_2PI + log(s2y)) - 0.5 * (r * r + s2) / s2y;
+}
+
 /* Forward pass: L = chol(Kuu + jitter I), the whitened factors b', W',
  * A = L^-1 Kuf and V = W'^T A. */
 static int svgp_forward(svgp_factors *f, const double *Kuu, const svgp_q *q,
@@ -225,7 +241,6 @@ static void svgp_ell(svgp_factors *f, const svgp_lik *lik, double mean,
     f->h = la_alloc((size_t) N);
     la_gemv('T', f->A, M, N, f->b, out->mu);
     double ell = 0.0, gnoise = 0.0;
-    const double s2y = lik->noise;
     for (int n = 0; n < N; n++) {
         if ((n & 1023) == 1023) R_CheckUserInterrupt();
         const double *an = f->A + (size_t) M * n, *vn = f->V + (size_t) M * n;
@@ -238,17 +253,8 @@ static void svgp_ell(svgp_factors *f, const svgp_lik *lik, double mean,
         double s2 = f->kdiag[n] - aa + vv;
         if (s2 < 0.0) s2 = 0.0;        /* rounding when Z contains x_n */
         out->var[n] = s2;
-        if (lik->code != LIK_GAUSSIAN) {
-            ell += svgp_binary_gh(lik->code, lik->y[n], out->mu[n], s2,
-                                  lik->ngh, lik->ght, lik->ghw, f->g + n,
-                                  f->h + n);
-        } else {
-            const double r = lik->y[n] - out->mu[n];
-            ell += -0.5 * (LOG_2PI + log(s2y)) - 0.5 * (r * r + s2) / s2y;
-            f->g[n] = r / s2y;
-            f->h[n] = -0.5 / s2y;
-            gnoise += -0.5 / s2y + 0.5 * (r * r + s2) / (s2y * s2y);
-        }
+        ell += svgp_ell_point(lik, n, out->mu[n], s2, f->g + n, f->h + n,
+                              &gnoise);
     }
     /* minibatch scaling N / |B| of the data term (1 for the full batch) */
     out->ell = ell * lik->scale;
@@ -552,6 +558,53 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q, SEXP lik,
     SET_VECTOR_ELT(out, 12, gr ? ScalarReal(o.gmean) : R_NilValue);
     SET_VECTOR_ELT(out, 13, gr ? ScalarReal(o.gnoise) : R_NilValue);
     SET_VECTOR_ELT(out, 14, sgf);
+    UNPROTECT(nprot);
+    return out;
+}
+
+/* The expected log-likelihood of given marginals q(f_n) = N(mu_n, var_n):
+ * list(ell = scale sum_n E[log p(y_n | f_n)], g = scale dE/dmu_n,
+ * h = scale dE/dvar_n, gnoise = scale dE/d noise), with lik as for
+ * ffi_svgp_elbo(). Models whose marginals are not those of one q(u) (the
+ * orthogonally decoupled basis, R/odvgp.R) compute mu and var themselves
+ * and use the same likelihoods and quadrature through this entry point.
+ * Cost O(N n_gh). */
+SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik)
+{
+    chk_real_vector(mu, "mu", -1);
+    const int N = (int) XLENGTH(mu);
+    chk_real_vector(var, "var", N);
+    chk_finite(mu, "mu");
+    chk_finite(var, "var");
+    svgp_lik sl;
+    svgp_read_lik(lik, N, &sl);
+    int nprot = 0;
+    SEXP sg = PROTECT(allocVector(REALSXP, N)); nprot++;
+    SEXP sh = PROTECT(allocVector(REALSXP, N)); nprot++;
+    double *g = REAL(sg), *h = REAL(sh);
+    const double *m = REAL(mu), *v = REAL(var);
+    double ell = 0.0, gnoise = 0.0;
+    for (int n = 0; n < N; n++) {
+        if ((n & 1023) == 1023) R_CheckUserInterrupt();
+        if (v[n] < 0.0) error("'var' must be non-negative");
+        ell += svgp_ell_point(&sl, n, m[n], v[n], g + n, h + n, &gnoise);
+    }
+    for (int n = 0; n < N; n++) {
+        g[n] *= sl.scale;
+        h[n] *= sl.scale;
+    }
+    ell *= sl.scale;
+    gnoise *= sl.scale;
+    if (!R_FINITE(ell)) error("the expected log-likelihood is not finite");
+    chk_result(g, (size_t) N, "derivative in mu");
+    chk_result(h, (size_t) N, "derivative in var");
+    chk_result(&gnoise, 1, "derivative in the noise");
+    const char *names[] = {"ell", "g", "h", "gnoise", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, ScalarReal(ell));
+    SET_VECTOR_ELT(out, 1, sg);
+    SET_VECTOR_ELT(out, 2, sh);
+    SET_VECTOR_ELT(out, 3, ScalarReal(gnoise));
     UNPROTECT(nprot);
     return out;
 }

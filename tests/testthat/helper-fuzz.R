@@ -48,6 +48,11 @@ fuzz_templates <- function() {
            list(type = 1L, y = rep(c(1, -1), 4), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),
                 gh_w = c(0.2954, 1.1816, 0.2954), scale = 1),
            list(mean = 0, jitter = 1e-8, jitter_cap = 1e-2), TRUE)
+    },
+    ffi_svgp_ell = function() {
+      list(c(0.1, -0.4, 1.2, 0), c(0.5, 1, 0.2, 2),
+           list(type = 2L, y = c(1, -1, 0.5, 2), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),
+                gh_w = c(0.2954, 1.1816, 0.2954), scale = 2))
     })
 }
 
