@@ -149,8 +149,8 @@ odvgp <- function(x, ...) UseMethod("odvgp")
 
 #' @rdname odvgp
 #' @export
-odvgp.formula <- function(x, data = NULL, ...) {
-  .fit_formula("odvgp", match.call(), x, data, ...)
+odvgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...) {
+  .fit_formula("odvgp", match.call(), parent.frame(), x, data, ...)
 }
 
 #' @rdname odvgp
@@ -738,7 +738,12 @@ logLik.odvgp <- function(object, ...) {
 #' @param method binary classifiers only: as for \code{\link{predict.pgpr}}.
 #' @param full_cov not for multiclass fits: as for
 #'   \code{\link{predict.sparsevgp}}.
-#' @param ... unused.
+#' @param na.action what to do with rows of \code{newdata} with missing
+#'   inputs: \code{na.pass} (the default) gives them \code{NA},
+#'   \code{na.omit} drops them, \code{na.exclude} pads them with \code{NA}.
+#' @param ... further arguments of \code{\link{predict.svgp}} for binary and
+#'   Gaussian fits (\code{interval}, \code{level}, \code{se.fit}); an error
+#'   for multiclass fits.
 #' @return See \code{type}; rows are named by the row names of
 #'   \code{newdata}, columns of multiclass results by the classes.
 #' @examples
@@ -752,11 +757,12 @@ logLik.odvgp <- function(object, ...) {
 #' predict(fit, x[1:3, ], type = "class")
 #' @export
 predict.odvgp <- function(object, newdata = NULL, type = NULL, method = NULL, full_cov = FALSE,
-                          ...) {
+                          na.action = stats::na.pass, ...) {
   if (!identical(object$likelihood, "robustmax")) {
     return(predict.svgp(object, newdata, type = type, method = method, full_cov = full_cov,
-                        ...))
+                        na.action = na.action, ...))
   }
+  .check_dots("predict", ...)
   type <- if (is.null(type)) "link" else match.arg(type, c("link", "latent", "prob", "class"))
   if (!is.null(method)) {
     stop("'method' applies to binary classifiers only", call. = FALSE)
@@ -764,17 +770,25 @@ predict.odvgp <- function(object, newdata = NULL, type = NULL, method = NULL, fu
   if (.check_flag(full_cov, "full_cov")) {
     stop("'full_cov = TRUE' is not available for multiclass fits", call. = FALSE)
   }
-  xnew <- .newdata_matrix(object, newdata)
+  pin <- .prediction_inputs(object, newdata, na.action)
+  xnew <- pin$x
   lev <- object$labels$levels
-  lat <- .predict_latent(object, xnew, FALSE)
+  # rows with missing inputs give NA (na.pass) and are padded back for
+  # na.exclude, as in predict.lm()
+  fill <- function(v) {
+    out <- matrix(NA_real_, nrow(xnew), ncol(v))
+    out[pin$ok, ] <- v
+    dimnames(out) <- list(rownames(xnew), lev)
+    stats::napredict(pin$na, out)
+  }
+  lat <- .predict_latent(object, xnew[pin$ok, , drop = FALSE], FALSE)
   lat$var <- pmax(lat$var, 0)
-  dimnames(lat$mean) <- dimnames(lat$var) <- list(rownames(xnew), lev)
-  if (type %in% c("link", "latent")) return(lat)
-  p <- .robustmax_prob(lat$mean, lat$var, .gauss_hermite(object$quadrature))
-  dimnames(p) <- list(rownames(xnew), lev)
+  if (type %in% c("link", "latent")) return(list(mean = fill(lat$mean), var = fill(lat$var)))
+  p <- fill(.robustmax_prob(lat$mean, lat$var, .gauss_hermite(object$quadrature)))
   if (type == "prob") return(p)
-  cls <- factor(lev[max.col(p, ties.method = "first")], levels = lev)
-  names(cls) <- rownames(xnew)
+  cls <- factor(lev[max.col(replace(p, is.na(p), 0), ties.method = "first")], levels = lev)
+  cls[!stats::complete.cases(p)] <- NA
+  names(cls) <- rownames(p)
   cls
 }
 
