@@ -36,7 +36,7 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
     nv <- .noise_at(object, xnew, if (missing(newdata)) NULL else newdata)
     if (full_cov) diag(p$cov) <- diag(p$cov) + nv else p$var <- p$var + nv
   }
-  scale <- object$params$variance
+  scale <- .signal_variance(object)
   if (full_cov) {
     d <- diag(p$cov)
     if (any(d < -1e-10 * scale)) {
@@ -70,10 +70,7 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   M <- .n_inducing(x)
   cat(sprintf("  N = %d, D = %d%s\n", nrow(x$x), ncol(x$x),
               if (is.na(M)) "" else sprintf(", M = %d inducing points", M)))
-  k <- .kernel_at(x$kernel, x$params)
-  cat(sprintf("  kernel: %s, variance %s, lengthscale %s\n",
-              .kernel_labels[[k$family]], format(k$variance, digits = digits),
-              paste(format(k$lengthscale, digits = digits), collapse = " ")))
+  cat(paste0("  ", .kernel_lines(.kernel_at(x$kernel, x$params), digits), "\n"), sep = "")
   nz <- .noise_label(x, digits)
   if (!is.null(nz)) cat("  noise: ", nz, "\n", sep = "")
   cat(sprintf("  %s: %s\n", .bound_label(x), format(x$bound, digits = digits + 3L)))
@@ -142,7 +139,7 @@ summary.sparsevgp <- function(object, ...) {
   structure(list(
     call = object$call, model = object$model, N = length(object$y),
     D = ncol(object$x), M = .n_inducing(object),
-    kernel = .kernel_labels[[object$kernel$family]],
+    kernel = .kern_expr(object$kernel, labels = TRUE),
     parameters = .param_table(object),
     inducing_fixed = if (is.null(object$params$Z)) NA else
       all(object$fixed[grepl("^[ZO]\\[", names(object$fixed))]),
