@@ -39,6 +39,15 @@
 #' on a flat fit. The classifiers start at variance 1 and the median distance
 #' between inputs. Models optimise kernel parameters on the log scale.
 #'
+#' @section Sums and products:
+#' Kernels combine with \code{+} and \code{*}, nested as in
+#' \code{(k1 + k2) * k3}; every model accepts such a combination. Its parts
+#' are named \code{k1}, \code{k2}, ... from left to right, and so are the
+#' fitted parameters (\code{variance[k2]}, \code{lengthscale[k1,3]}). In a
+#' product the variance of every later single factor is held fixed, at 1
+#' unless given, because only the product of the variances is identified.
+#' See \code{\link{kernel-combinations}} for the rules and starting values.
+#'
 #' @param lengthscale positive lengthscale: one number, one per input column
 #'   (ARD), or \code{NULL} to choose it from the data.
 #' @param variance positive signal variance \eqn{\sigma_f^2}, or \code{NULL}.
@@ -53,6 +62,10 @@
 #' k
 #' kernel_matrix(k, matrix(c(0, 0.5, 1), ncol = 1))
 #' kernel_matern32(lengthscale = c(1, 10))
+#' # a sum: a short- and a long-range part (Salimbeni et al. 2018's default)
+#' k2 <- kernel_matern52(lengthscale = 0.1, variance = 1) + kernel_rbf(lengthscale = 1, variance = 1)
+#' k2
+#' kernel_matrix(k2, matrix(c(0, 0.5, 1), ncol = 1))
 #' @name kernels
 NULL
 

@@ -146,8 +146,11 @@ void kc_K(spv_kfun *k, const double *As, size_t nA, const double *Bs,
     const size_t need = (size_t) k->D * (nA + nB) +
         (size_t) k->height * nA * nB;
     if (need > k->cap) {
-        k->work = (double *) R_alloc(need, sizeof(double));
-        k->cap = need;
+        /* grown geometrically: callers such as the selection ask for
+         * slowly growing sizes, and R_alloc memory lives until .Call ends */
+        const size_t cap = need > 2 * k->cap ? need : 2 * k->cap;
+        k->work = (double *) R_alloc(cap, sizeof(double));
+        k->cap = cap;
     }
     kc_eval(k, &k->root, As, nA, Bs, nB, K, 0);
 }

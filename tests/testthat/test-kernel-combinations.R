@@ -134,6 +134,26 @@ test_that("every model's gradient matches finite differences with nested combina
   }
 })
 
+test_that("with a jitter large enough to matter, its dependence on each part's variance is in the gradient", {
+  # the jitter is relative to k(x, x): for a sum d k(x, x) / d log v_i = v_i,
+  # for a product k(x, x) itself
+  d <- toy_data(20, 2)
+  Z <- d$x[c(1, 5, 9, 14, 18), ] + 0.03
+  O <- d$x[c(3, 11), ] - 0.03
+  y01 <- as.integer(d$y > 0)
+  for (k in combo_kernels()) {
+    expect_grad(sgpr_at(d, k, Z, mean = "constant", control = list(jitter = 1e-2)))
+    expect_grad(osgpr_at(d, k, Z, O, mean = "constant", control = list(jitter = 1e-3)))
+    expect_grad(svgp(d$x, y01, kernel = k, inducing = Z, optimize = FALSE,
+                     control = list(jitter = 1e-2)))
+    # the jitter's term is not negligible here: without it the gradient differs
+    f <- sgpr_at(d, k, Z, mean = "constant", control = list(jitter = 1e-2))
+    b <- sparsevgp:::.collapsed_bound(f, f$params, f$params$Z, rep(0.05, 20),
+                                      d$y - f$params$mean, TRUE)
+    expect_gt(abs(sum(diag(b$Guu)) * b$jitter), 1e-4)
+  }
+})
+
 test_that("a product holds the variances of its later single factors, named and reported as fixed", {
   k <- (kernel_rbf(0.5) + kernel_matern52(2, 0.3)) * kernel_rbf(3) * kernel_matern12(1, 2)
   expect_identical(sparsevgp:::.kern_held(k), c("variance[k3]", "variance[k4]"))
