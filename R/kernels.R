@@ -313,8 +313,9 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     if (any(n == 0L | (n > 1L & n != D))) return(kernel)
     return(.kernel_at(kernel, params))
   }
-  if (length(params$lengthscale) > 1L && length(params$lengthscale) != D) {
-    return(kernel)
+  if ((length(params$lengthscale) > 1L && length(params$lengthscale) != D) ||
+      length(params$variance) != 1L) {
+    return(kernel)                      # also: the previous fit had a combination
   }
   .kernel_at(kernel, params)
 }

@@ -279,6 +279,12 @@ test_that("every model fits and predicts with a combination; print, summary, coe
     expect_true(any(grepl("^lengthscale\\[k1(,1)?\\]$", names(coef(f)))), label = m)
     expect_match(summary(f)$kernel, "\\[k2\\]")
   }
+  # a warm start from a fit with another kernel keeps the new kernel's own values
+  u1 <- update(fits$sgpr, kernel = kernel_rbf(0.3, 1), optimize = FALSE)
+  expect_equal(u1$params$lengthscale, 0.3)
+  u2 <- update(sgpr(d$x, d$y, kernel = kernel_rbf(0.3, 1), inducing = 8, optimize = FALSE),
+               kernel = k, optimize = FALSE)
+  expect_equal(unname(u2$params$lengthscale), c(0.1, 1))
   u <- update(fits$sgpr)
   expect_equal(names(coef(u)), names(coef(fits$sgpr)))
   expect_gte(as.numeric(logLik(u)), as.numeric(logLik(fits$sgpr)) - 1e-6)
