@@ -256,8 +256,8 @@ static int sel_plan(spv_kfun *k, const double *xs, int N,
  * The pivots are those of the one-column-at-a-time algorithm; a wrong
  * prediction only ends the block early. With B = 1 this is that algorithm.
  * In: k, xs (D x N points from kc_points), w (N, > 0), rank (N, a
- * permutation of 0..N-1: the tie-break order), Mmax (1..N), thr (>= 0; 0 = no threshold),
- * tol (in [0, 1)).
+ * permutation of 0..N-1: the tie-break order), Mmax (1..N), thr (>= 0;
+ * 0 = no threshold), tol (in [0, 1)).
  * Work/out: C (N x Mmax), d (N), excl (N), ws; index (Mmax, 0-based), trace
  * (Mmax). Returns the number of points selected and sets *stop. */
 static int sel_greedy(spv_kfun *k, const double *xs, int N,
@@ -267,7 +267,7 @@ static int sel_greedy(spv_kfun *k, const double *xs, int N,
                       int *stop)
 {
     const int D = k->D;
-    const double kpp = k->kdiag;     /* stationary: k(p, p) */
+    const double kpp = k->kdiag;        /* stationary: k(p, p) */
     kc_diag(k, (size_t) N, d);
     memset(excl, 0, (size_t) N);
     /* first pivot: argmax w_n k_nn, ties to the lowest rank */
