@@ -85,14 +85,16 @@
 
 # A fit object: plain data with class c(<model>, "sparsevgp"). `always`
 # names blocks the model holds fixed (a fixed mean, inducing inputs that are
-# not optimised) on top of the user's `fixed`; `extra` holds the model's own
+# not optimised) on top of the user's `fixed` and the kernel's own (the
+# variances of the later factors of a product); `extra` holds the model's own
 # fields (a list, so that their names never match an argument partially).
 .new_fit <- function(model, call, x, y, kernel, params, transforms, fixed, always,
                      control, label, extra = list()) {
   structure(c(list(call = call, x = x, y = y, kernel = kernel, params = params,
                    transforms = transforms,
-                   fixed = .fixed_mask(fixed, params, transforms, always),
-                   fixed_spec = list(user = fixed, always = always),
+                   fixed = .fixed_mask(fixed, params, transforms,
+                                       c(always, .kern_held(kernel))),
+                   fixed_spec = list(user = fixed, always = c(always, .kern_held(kernel))),
                    control = control, model = label),
               extra),
             class = c(model, "sparsevgp"))

@@ -7,8 +7,15 @@
 
 .kernel_codes <- c(rbf = 1L, matern12 = 2L, matern32 = 3L, matern52 = 4L)
 
-# The list the C code reads: list(family code, variance, lengthscale).
+.combo_codes <- c(sum = 1L, product = 2L)
+
+# The list the C code reads: list(family code, variance, lengthscale), or
+# for a sum or product of kernels list(operator code, list(parts)) (read
+# by src/kernel_combo.c).
 .ffi_kernel <- function(kernel) {
+  if (.is_combo(kernel)) {
+    return(list(.combo_codes[[kernel$op]], lapply(kernel$parts, .ffi_kernel)))
+  }
   if (is.null(kernel$variance) || is.null(kernel$lengthscale)) {
     stop("the kernel's 'variance' and 'lengthscale' must be set ",
          "(or fit a model to choose them)", call. = FALSE)
@@ -19,14 +26,19 @@
 
 # K(x, y), or K(x, x) when y is NULL: nrow(x) x nrow(y).
 .ffi_kern_matrix <- function(kernel, x, y = NULL) {
+  if (.is_combo(kernel)) return(.Call(ffi_kc_matrix, .ffi_kernel(kernel), x, y))
   .Call(ffi_kern_matrix, .ffi_kernel(kernel), x, y)
 }
 
 # diag K(x, x).
-.ffi_kern_diag <- function(kernel, x) .Call(ffi_kern_diag, .ffi_kernel(kernel), x)
+.ffi_kern_diag <- function(kernel, x) {
+  if (.is_combo(kernel)) return(.Call(ffi_kc_diag, .ffi_kernel(kernel), x))
+  .Call(ffi_kern_diag, .ffi_kernel(kernel), x)
+}
 
 # Contraction of an adjoint G = dF/dK(x, y) (dF/dK(x, x) when y is NULL):
-# list(theta = dF/d(log variance, log lengthscales), x = dF/dx or NULL).
+# list(theta = dF/d(log variance, log lengthscales), x = dF/dx or NULL),
+# for a single kernel (R/kernels.R combines the parts of a combination).
 # With K = K(x, y) already at hand, its exponentials are not recomputed.
 .ffi_kern_grad <- function(kernel, x, y, G, want_x, K = NULL) {
   kc <- .ffi_kernel(kernel)

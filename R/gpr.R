@@ -129,8 +129,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   mn <- .mean_start(mean, mean(y))
   if (is.null(noise)) noise <- .noise_start(y)
   noise <- .check_positive(noise, "noise", 1L)
-  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale,
-                 noise = noise, mean = mn$value)
+  params <- c(.kern_params(kernel), list(noise = noise, mean = mn$value))
   if (!is.null(start) && !mn$fixed) params$mean <- start$params$mean
   transforms <- c(variance = "log", lengthscale = "log", noise = "log",
                   mean = "identity")
@@ -170,8 +169,8 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   if (grad) {
     Kinv <- chol2inv(t(L))
     G <- 0.5 * (tcrossprod(alpha) - Kinv)
-    gk <- .ffi_kern_grad(kern, x, NULL, G, FALSE)$theta
-    out$grad <- list(variance = gk[1L], lengthscale = gk[-1L],
+    gk <- .kern_split_theta(kern, .kern_grad(kern, x, NULL, G, FALSE)$theta)
+    out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
                      noise = .noise_grad(fit, params, diag(G), lambda)$noise,
                      mean = sum(alpha))
   }

@@ -154,7 +154,8 @@
   } else {
     span <- max(apply(x, 2L, function(v) diff(range(v))))
     sprintf("the kernel matrix is numerically low-rank at these inputs (%d distinct): with lengthscale %s against inputs spanning %s, every other input is to double precision a combination of the selected ones, and more inducing points would only make K_uu singular",
-            nd, paste(format(kernel$lengthscale, digits = 3L), collapse = ", "),
+            nd, paste(format(unlist(lapply(.kern_leaves(kernel), `[[`, "lengthscale")),
+                             digits = 3L), collapse = ", "),
             format(span, digits = 3L))
   }
   warning(sprintf("'%s' asked for M = %d inducing points, but greedy selection stopped at %d: %s",
@@ -534,10 +535,7 @@ print.sparsevgp_inducing <- function(x, digits = max(3L, getOption("digits") - 3
   lab <- .select_labels[[x$method]]
   if (x$method == "greedy" && x$weighted) lab <- "weighted greedy conditional variance"
   cat(sprintf("Inducing inputs: %s, M = %d of N = %d inputs\n", lab, x$M, x$N))
-  k <- x$kernel
-  cat(sprintf("  kernel: %s, variance %s, lengthscale %s\n", .kernel_labels[[k$family]],
-              format(k$variance, digits = digits),
-              paste(format(k$lengthscale, digits = digits), collapse = " ")))
+  cat(paste0("  ", .kernel_lines(x$kernel, digits), "\n"), sep = "")
   if (length(x$trace)) {
     cat(sprintf("  %s: %s with no inducing points, %s with all M\n",
                 if (x$weighted) "weighted trace sum w_n [Kff - Qff]_nn" else

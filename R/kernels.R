@@ -39,6 +39,15 @@
 #' on a flat fit. The classifiers start at variance 1 and the median distance
 #' between inputs. Models optimise kernel parameters on the log scale.
 #'
+#' @section Sums and products:
+#' Kernels combine with \code{+} and \code{*}, nested as in
+#' \code{(k1 + k2) * k3}; every model accepts such a combination. Its parts
+#' are named \code{k1}, \code{k2}, ... from left to right, and so are the
+#' fitted parameters (\code{variance[k2]}, \code{lengthscale[k1,3]}). In a
+#' product the variance of every later single factor is held fixed, at 1
+#' unless given, because only the product of the variances is identified.
+#' See \code{\link{kernel-combinations}} for the rules and starting values.
+#'
 #' @param lengthscale positive lengthscale: one number, one per input column
 #'   (ARD), or \code{NULL} to choose it from the data.
 #' @param variance positive signal variance \eqn{\sigma_f^2}{sigma_f^2}, or \code{NULL}.
@@ -53,6 +62,10 @@
 #' k
 #' kernel_matrix(k, matrix(c(0, 0.5, 1), ncol = 1))
 #' kernel_matern32(lengthscale = c(1, 10))
+#' # a sum: a short- and a long-range part (Salimbeni et al. 2018's default)
+#' k2 <- kernel_matern52(lengthscale = 0.1, variance = 1) + kernel_rbf(lengthscale = 1, variance = 1)
+#' k2
+#' kernel_matrix(k2, matrix(c(0, 0.5, 1), ncol = 1))
 #' @name kernels
 NULL
 
@@ -124,9 +137,11 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
   .check_kernel(kernel)
   x <- .as_input_matrix(x, "x")
   .ffi_kernel(kernel)
-  if (length(kernel$lengthscale) > 1L && length(kernel$lengthscale) != ncol(x)) {
-    stop(sprintf("the kernel has %d lengthscales but 'x' has %d columns",
-                 length(kernel$lengthscale), ncol(x)), call. = FALSE)
+  for (k in .kern_leaves(kernel)) {
+    if (length(k$lengthscale) > 1L && length(k$lengthscale) != ncol(x)) {
+      stop(sprintf("the kernel has %d lengthscales but 'x' has %d columns",
+                   length(k$lengthscale), ncol(x)), call. = FALSE)
+    }
   }
   if (.check_flag(diag, "diag")) return(.ffi_kern_diag(kernel, x))
   if (missing(y)) return(.ffi_kern_matrix(kernel, x))
@@ -149,11 +164,18 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 # sum_i Gww_ii jitter_i to dF/d log variance. Returns list(variance,
 # lengthscale, W) with W = dF/dW (zeros unless want_W).
 .contract <- function(kernel, x, W, Gww, Gwf, gdiag, Kwf = NULL, jitter = 0, want_W = TRUE) {
-  g_ww <- .ffi_kern_grad(kernel, W, NULL, Gww, want_W)
-  g_wf <- .ffi_kern_grad(kernel, W, x, Gwf, want_W, K = Kwf)
-  theta <- g_ww$theta + g_wf$theta + .ffi_kern_grad_diag(kernel, x, gdiag)
-  theta[1L] <- theta[1L] + sum(diag(Gww) * jitter)
-  list(variance = theta[1L], lengthscale = theta[-1L],
+  g_ww <- .kern_grad(kernel, W, NULL, Gww, want_W)
+  g_wf <- .kern_grad(kernel, W, x, Gwf, want_W, K = Kwf)
+  theta <- .kern_split_theta(kernel, g_ww$theta + g_wf$theta +
+                                       .kern_grad_diag(kernel, x, gdiag))
+  # the jitter is proportional to k(x, x); for a combination d k(x, x) /
+  # d log(variance of part i) is not k(x, x) itself
+  dj <- if (.is_combo(kernel)) {
+    sc <- .kern_scale_grad(kernel)
+    sc$ds / sc$s
+  } else 1
+  theta$variance <- theta$variance + sum(diag(Gww) * jitter) * dj
+  list(variance = theta$variance, lengthscale = theta$lengthscale,
        W = if (want_W) g_ww$x + g_wf$x else matrix(0, nrow(W), ncol(W)))
 }
 
@@ -177,12 +199,14 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 .kern_init <- function(kernel, x, y = NULL, check_variance = TRUE) {
   D <- ncol(x)
   kernel <- .kern_ard(kernel, D)
-  if (!is.null(kernel$lengthscale) && length(kernel$lengthscale) > 1L &&
-      length(kernel$lengthscale) != D) {
-    stop(sprintf("the kernel has %d lengthscales but the inputs have %d columns",
-                 length(kernel$lengthscale), D), call. = FALSE)
+  for (k in .kern_leaves(kernel)) {
+    if (!is.null(k$lengthscale) && length(k$lengthscale) > 1L &&
+        length(k$lengthscale) != D) {
+      stop(sprintf("the kernel has %d lengthscales but the inputs have %d columns",
+                   length(k$lengthscale), D), call. = FALSE)
+    }
   }
-  if (is.null(kernel$lengthscale)) {
+  if (any(vapply(.kern_leaves(kernel), function(k) is.null(k$lengthscale), TRUE))) {
     # a deterministic subsample keeps this O(N) and free of RNG side effects
     idx <- unique(round(seq(1, nrow(x), length.out = min(nrow(x), 400L))))
     xs <- x[idx, , drop = FALSE]
@@ -191,16 +215,16 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
       d <- d[d > 0]
       if (length(d) == 0L) 1 else stats::median(d)
     }
-    kernel$lengthscale <- if (isTRUE(kernel$ard)) {
-      vapply(seq_len(D), function(d) med(xs[, d, drop = FALSE]), 1) * sqrt(D)
-    } else {
-      med(xs)
-    }
+    kernel <- .kern_fill_lengthscale(kernel, function(k) {
+      if (isTRUE(k$ard)) {
+        vapply(seq_len(D), function(d) med(xs[, d, drop = FALSE]), 1) * sqrt(D)
+      } else {
+        med(xs)
+      }
+    })
   }
-  if (is.null(kernel$variance)) {
-    v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
-    kernel$variance <- if (is.finite(v) && v > 0) v else 1
-  }
+  v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
+  kernel <- .kern_fill_variance(kernel, if (is.finite(v) && v > 0) v else 1)
   .check_kernel_scale(kernel, x, y, check_variance)
 }
 
@@ -219,6 +243,11 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 .var_ratio <- 1e100
 
 .check_kernel_scale <- function(kernel, x, y = NULL, check_variance = TRUE) {
+  if (.is_combo(kernel)) {
+    for (k in .kern_leaves(kernel)) .check_kernel_scale(k, x, NULL, FALSE)
+    if (check_variance) .check_variance_scale(.kern_scale(kernel), y, "k(x, x) of the kernel")
+    return(kernel)
+  }
   span <- apply(x, 2L, function(v) max(v) - min(v))
   bad <- which(!(span <= .scale_limit) | (span > 0 & span < 1 / .scale_limit))
   if (length(bad)) {
@@ -236,34 +265,359 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
                  if (length(kernel$lengthscale) == 1L) "the inputs" else sprintf("input column %d", d),
                  format(lspan[d], digits = 3L)), call. = FALSE)
   }
-  if (!check_variance) return(kernel)
+  if (check_variance) .check_variance_scale(kernel$variance, y, "kernel variance")
+  kernel
+}
+
+.check_variance_scale <- function(variance, y, what) {
   vy <- if (length(y) < 2L) 1 else stats::var(y)
   if (!(is.finite(vy) && vy > 0)) vy <- 1
-  ratio <- kernel$variance / vy
+  ratio <- variance / vy
   if (!(ratio <= .var_ratio && ratio >= 1 / .var_ratio)) {
-    stop(sprintf("the kernel variance %s is %s times %s: outside a factor 1e100 either way, the bound %s double precision. Give a variance on the scale of %s, or leave it NULL to choose it from the data",
-                 format(kernel$variance, digits = 3L), format(ratio, digits = 3L),
+    stop(sprintf("the %s %s is %s times %s: outside a factor 1e100 either way, the bound %s double precision. Give a variance on the scale of %s, or leave it NULL to choose it from the data",
+                 what, format(variance, digits = 3L), format(ratio, digits = 3L),
                  if (is.null(y)) "the latent scale of a classifier (1)" else
                    sprintf("the variance of y (%s)", format(vy, digits = 3L)),
                  if (ratio > 1) "overflows" else "underflows, and the optimiser cannot move it, in",
                  if (is.null(y)) "1" else "var(y)"),
          call. = FALSE)
   }
-  kernel
+  invisible()
 }
 
-# The kernel at the parameters `params`.
+# The kernel at the parameters `params` (blocks variance and lengthscale as
+# built by .kern_params()).
 .kernel_at <- function(kernel, params) {
+  if (.is_combo(kernel)) {
+    part <- sub(",.*$", "", names(params$lengthscale))
+    return(.kern_map(kernel, function(k, i) {
+      k$variance <- unname(params$variance[[i]])
+      k$lengthscale <- unname(params$lengthscale[part == paste0("k", i)])
+      k
+    }))
+  }
   kernel$variance <- params$variance
   kernel$lengthscale <- params$lengthscale
   kernel
 }
 
 # The kernel of a previous fit, for a warm start, when its lengthscales still
-# fit D input columns (an update() may change the inputs).
+# fit D input columns (an update() may change the inputs) and, for a
+# combination, it has the same parts.
 .warm_kernel <- function(kernel, params, D) {
-  if (length(params$lengthscale) > 1L && length(params$lengthscale) != D) {
-    return(kernel)
+  if (.is_combo(kernel)) {
+    P <- length(.kern_leaves(kernel))
+    nm <- names(params$lengthscale)
+    if (length(params$variance) != P || is.null(nm)) return(kernel)
+    n <- table(factor(sub(",.*$", "", nm), levels = paste0("k", seq_len(P))))
+    if (any(n == 0L | (n > 1L & n != D))) return(kernel)
+    return(.kernel_at(kernel, params))
+  }
+  if ((length(params$lengthscale) > 1L && length(params$lengthscale) != D) ||
+      length(params$variance) != 1L) {
+    return(kernel)                      # also: the previous fit had a combination
   }
   .kernel_at(kernel, params)
+}
+
+# ---- sums and products of kernels ------------------------------------------
+
+#' Sums and products of kernels
+#'
+#' Kernels combine with \code{+} and \code{*}: \code{k1 + k2} is the kernel
+#' \eqn{k_1(x, x') + k_2(x, x')} and \code{k1 * k2} is
+#' \eqn{k_1(x, x') k_2(x, x')}; both are positive definite when the parts
+#' are (Rasmussen and Williams 2006, sec. 4.2.4), and they nest, as in
+#' \code{(k1 + k2) * k3}. A sum models a function as the sum of independent
+#' functions (a short- and a long-range part, say); a product makes the
+#' parts' correlations multiply. Every model, \code{\link{select_inducing}()}
+#' and \code{\link{kernel_matrix}()} accept combinations.
+#'
+#' \strong{Parts and names.} The single kernels in a combination are its
+#' parts, numbered \code{k1}, \code{k2}, ... from left to right (for
+#' \code{(k1 + k2) * k3} in that order). Fits name their parameters by part:
+#' \code{variance[k2]} is the variance of part 2, \code{lengthscale[k1]} the
+#' lengthscale of part 1 and \code{lengthscale[k1,3]} its lengthscale of
+#' input column 3 when part 1 has one lengthscale per column (ARD). These
+#' names work in \code{coef()}, \code{summary()} and the \code{fixed}
+#' argument of the models.
+#'
+#' \strong{The scale of a product.} In a product only the overall scale
+#' \eqn{\prod_i \sigma_i^2} is identified, so the variance of every factor
+#' after the first that is a single kernel is held fixed: at 1 when it is
+#' not given, else at the value given. It is reported as fixed and not
+#' optimised; the first factor carries the scale. (A later factor that is
+#' itself a sum keeps its parts' variances free, since their ratio matters;
+#' the product's overall scale is then redundant, which the optimiser
+#' tolerates.)
+#'
+#' \strong{Starting values.} A part's variance left \code{NULL} starts at an
+#' equal share of the signal variance among the parts of a sum (the first
+#' factor of a product takes the product's share). Parts whose lengthscales
+#' are \code{NULL} start at a common scale times \eqn{10^{-(n-j)}} for the
+#' \eqn{j}-th of \eqn{n} such parts, so that a sum's parts start apart (each
+#' ten times shorter than the next, as in the Matern 5/2 + RBF kernel of
+#' Salimbeni et al. 2018) rather than equal, which would keep them equal
+#' under any optimiser. The regression models' grid search scans that
+#' common scale, all parts jointly; lengthscales and variances you give are
+#' kept.
+#'
+#' @param e1,e2 kernels, such as \code{\link{kernel_rbf}()} or combinations.
+#' @return A kernel of class \code{"sparsevgp_kernel"}.
+#' @references Rasmussen, C. E. and Williams, C. K. I. (2006). \emph{Gaussian
+#'   Processes for Machine Learning}. MIT Press.
+#'
+#'   Salimbeni, H., Cheng, C.-A., Boots, B. and Deisenroth, M. (2018).
+#'   Orthogonally decoupled variational Gaussian processes. \emph{Advances in
+#'   Neural Information Processing Systems 31}.
+#' @seealso \code{\link{kernels}}, \code{\link{kernel_matrix}}
+#' @examples
+#' # the default kernel of Salimbeni et al. (2018) for D input columns
+#' D <- 1
+#' k <- kernel_matern52(lengthscale = 0.1 * sqrt(D), variance = 0.5) +
+#'   kernel_rbf(lengthscale = sqrt(D), variance = 0.5)
+#' k
+#' x <- matrix(seq(0, 1, length.out = 4))
+#' all.equal(kernel_matrix(k, x),
+#'           kernel_matrix(k$parts[[1]], x) + kernel_matrix(k$parts[[2]], x))
+#' # a product: the second factor's variance is held at 1
+#' (kernel_rbf(0.5) + kernel_matern12(2)) * kernel_rbf(3)
+#' fit <- sgpr(y ~ x, data = snelson, inducing = 15,
+#'             kernel = kernel_rbf(lengthscale = 0.5) + kernel_rbf(lengthscale = 3))
+#' coef(fit)
+#' @name kernel-combinations
+#' @aliases Ops.sparsevgp_kernel
+NULL
+
+#' @rdname kernel-combinations
+#' @export
+Ops.sparsevgp_kernel <- function(e1, e2) {
+  if (!(.Generic %in% c("+", "*"))) {
+    stop(sprintf("kernels combine only by '+' and '*', not by '%s'", .Generic), call. = FALSE)
+  }
+  if (missing(e2) || !inherits(e1, "sparsevgp_kernel") || !inherits(e2, "sparsevgp_kernel")) {
+    stop(sprintf("both sides of '%s' must be kernels such as kernel_rbf()", .Generic),
+         call. = FALSE)
+  }
+  op <- if (.Generic == "+") "sum" else "product"
+  flat <- function(k) if (.is_combo(k) && k$op == op) k$parts else list(k)
+  parts <- c(flat(e1), flat(e2))
+  if (op == "product") {
+    parts[-1L] <- lapply(parts[-1L], function(k) {
+      if (.is_combo(k)) return(k)
+      if (is.null(k$variance)) k$variance <- 1
+      k$fixed_variance <- TRUE
+      k
+    })
+  }
+  structure(list(op = op, parts = parts),
+            class = c("sparsevgp_kernel_combo", "sparsevgp_kernel"))
+}
+
+.is_combo <- function(kernel) inherits(kernel, "sparsevgp_kernel_combo")
+
+# The single kernels of a kernel, left to right (depth first).
+.kern_leaves <- function(kernel) {
+  if (!.is_combo(kernel)) return(list(kernel))
+  unlist(lapply(kernel$parts, .kern_leaves), recursive = FALSE)
+}
+
+# The kernel with each single kernel k (the i-th, left to right) replaced by
+# f(k, i).
+.kern_map <- function(kernel, f) {
+  i <- 0L
+  rec <- function(k) {
+    if (!.is_combo(k)) {
+      i <<- i + 1L
+      return(f(k, i))
+    }
+    k$parts <- lapply(k$parts, rec)
+    k
+  }
+  rec(kernel)
+}
+
+.kern_ard <- function(kernel, D) {
+  # a kernel whose `ard` is NULL (the default) gets one lengthscale per
+  # input column when there is more than one
+  .kern_map(kernel, function(k, i) {
+    if (is.null(k$ard)) k$ard <- D > 1L && is.null(k$lengthscale)
+    k
+  })
+}
+
+# The lengthscales left NULL: f(k) times the spread 10^-(n - j) of the j-th
+# of the n parts that need one (1 for a single kernel).
+.kern_fill_lengthscale <- function(kernel, f) {
+  need <- vapply(.kern_leaves(kernel), function(k) is.null(k$lengthscale), TRUE)
+  spread <- 10^-(sum(need) - cumsum(need))
+  .kern_map(kernel, function(k, i) {
+    if (is.null(k$lengthscale)) {
+      k$lengthscale <- if (spread[i] == 1) f(k) else spread[i] * f(k)
+    }
+    k
+  })
+}
+
+# The variances left NULL, so that k(x, x) is about v: equal shares among
+# the parts of a sum, the first factor of a product takes the product's
+# share (the later ones are held, at 1 unless given).
+.kern_fill_variance <- function(kernel, v) {
+  if (!.is_combo(kernel)) {
+    if (is.null(kernel$variance)) kernel$variance <- v
+    return(kernel)
+  }
+  n <- length(kernel$parts)
+  kernel$parts <- lapply(seq_len(n), function(i) {
+    .kern_fill_variance(kernel$parts[[i]], if (kernel$op == "sum") v / n else if (i == 1L) v else 1)
+  })
+  kernel
+}
+
+# k(x, x) of a kernel with its variances set (s), and its derivatives with
+# respect to the log variances of the parts (ds).
+.kern_scale_grad <- function(kernel) {
+  if (!.is_combo(kernel)) return(list(s = kernel$variance, ds = kernel$variance))
+  g <- lapply(kernel$parts, .kern_scale_grad)
+  s <- vapply(g, `[[`, 1, "s")
+  if (kernel$op == "sum") {
+    return(list(s = sum(s), ds = unlist(lapply(g, `[[`, "ds"))))
+  }
+  list(s = prod(s), ds = unlist(lapply(seq_along(g), function(i) g[[i]]$ds * prod(s[-i]))))
+}
+
+.kern_scale <- function(kernel) .kern_scale_grad(kernel)$s
+
+# The signal variance k(x, x) of a fit at its parameters.
+.signal_variance <- function(fit) {
+  if (is.null(fit$params$variance)) return(NULL)
+  .kern_scale(.kernel_at(fit$kernel, fit$params))
+}
+
+# The parameter blocks of a kernel: list(variance, lengthscale), named by
+# part for a combination (variance[k2], lengthscale[k1] or, with ARD,
+# lengthscale[k1,3]).
+.kern_params <- function(kernel) {
+  if (!.is_combo(kernel)) {
+    return(list(variance = kernel$variance, lengthscale = kernel$lengthscale))
+  }
+  lv <- .kern_leaves(kernel)
+  v <- vapply(lv, function(k) as.double(k$variance), 1)
+  names(v) <- paste0("k", seq_along(lv))
+  ls <- unlist(lapply(seq_along(lv), function(i) {
+    l <- lv[[i]]$lengthscale
+    stats::setNames(l, if (length(l) == 1L) paste0("k", i) else sprintf("k%d,%d", i, seq_along(l)))
+  }))
+  list(variance = v, lengthscale = ls)
+}
+
+# The parameters a combination holds fixed (the variances of later factors
+# of a product), as names for .fixed_mask().
+.kern_held <- function(kernel) {
+  if (!.is_combo(kernel)) return(character())
+  held <- vapply(.kern_leaves(kernel), function(k) isTRUE(k$fixed_variance), TRUE)
+  sprintf("variance[k%d]", which(held))
+}
+
+# A gradient in the log parameters of the parts, in the order of the parts
+# (log variance, then log lengthscales, per part), as the blocks of
+# .kern_params().
+.kern_split_theta <- function(kernel, theta) {
+  if (!.is_combo(kernel)) return(list(variance = theta[1L], lengthscale = theta[-1L]))
+  p <- .kern_params(kernel)
+  nls <- vapply(.kern_leaves(kernel), function(k) length(k$lengthscale), 1L)
+  first <- cumsum(c(1L, 1L + nls[-length(nls)]))
+  iv <- first
+  il <- unlist(lapply(seq_along(nls), function(i) first[i] + seq_len(nls[i])))
+  list(variance = stats::setNames(theta[iv], names(p$variance)),
+       lengthscale = stats::setNames(theta[il], names(p$lengthscale)))
+}
+
+# Contraction of an adjoint G = dF/dK(x, y) (dF/dK(x, x) when y is NULL):
+# list(theta = dF/d log parameters of the parts, x = dF/dx or NULL). A sum
+# passes G to each part; a product passes to each factor G times the other
+# factors' kernel matrices (elementwise), which is the product rule for
+# sum(G o K_1 o ... o K_n). Memory: one kernel matrix per factor.
+.kern_grad <- function(kernel, x, y, G, want_x, K = NULL) {
+  if (!.is_combo(kernel)) return(.ffi_kern_grad(kernel, x, y, G, want_x, K = K))
+  parts <- kernel$parts
+  if (kernel$op == "sum") {
+    g <- lapply(parts, function(k) .kern_grad(k, x, y, G, want_x))
+  } else {
+    Ks <- lapply(parts, function(k) .ffi_kern_matrix(k, x, y))
+    g <- lapply(seq_along(parts), function(i) {
+      Gi <- G
+      for (j in seq_along(parts)[-i]) Gi <- Gi * Ks[[j]]
+      .kern_grad(parts[[i]], x, y, Gi, want_x,
+                 K = if (!is.null(y) && !.is_combo(parts[[i]])) Ks[[i]])
+    })
+  }
+  list(theta = unlist(lapply(g, `[[`, "theta")),
+       x = if (want_x) Reduce(`+`, lapply(g, `[[`, "x")))
+}
+
+# Contraction of an adjoint g of diag K(x, x), as .kern_grad().
+.kern_grad_diag <- function(kernel, x, g) {
+  if (!.is_combo(kernel)) return(.ffi_kern_grad_diag(kernel, x, g))
+  parts <- kernel$parts
+  if (kernel$op == "sum") {
+    return(unlist(lapply(parts, function(k) .kern_grad_diag(k, x, g))))
+  }
+  ds <- lapply(parts, function(k) .ffi_kern_diag(k, x))
+  unlist(lapply(seq_along(parts), function(i) {
+    gi <- g
+    for (j in seq_along(parts)[-i]) gi <- gi * ds[[j]]
+    .kern_grad_diag(parts[[i]], x, gi)
+  }))
+}
+
+.kernel_short <- c(rbf = "RBF", matern12 = "Matern 1/2", matern32 = "Matern 3/2",
+                   matern52 = "Matern 5/2")
+
+# The formula of a combination: "(k1 + k2) * k3", or with labels
+# "(Matern 5/2 [k1] + RBF [k2]) * RBF [k3]"; for a single kernel its label.
+.kern_expr <- function(kernel, labels = FALSE) {
+  if (!.is_combo(kernel)) return(.kernel_labels[[kernel$family]])
+  i <- 0L
+  rec <- function(k, parent) {
+    if (!.is_combo(k)) {
+      i <<- i + 1L
+      return(if (labels) sprintf("%s [k%d]", .kernel_short[[k$family]], i) else paste0("k", i))
+    }
+    e <- paste(vapply(k$parts, rec, "", parent = k$op),
+               collapse = if (k$op == "sum") " + " else " * ")
+    if (identical(parent, "product") && k$op == "sum") paste0("(", e, ")") else e
+  }
+  rec(kernel, NULL)
+}
+
+# One line per part: "k2: RBF, variance 1 (fixed), lengthscale 0.5".
+.kern_part_lines <- function(kernel, digits) {
+  lv <- .kern_leaves(kernel)
+  vapply(seq_along(lv), function(i) {
+    k <- lv[[i]]
+    v <- if (is.null(k$variance)) "(from data)" else format(k$variance, digits = digits)
+    if (isTRUE(k$fixed_variance)) v <- paste(v, "(fixed)")
+    ls <- if (is.null(k$lengthscale)) "(from data)" else
+      paste0(if (length(k$lengthscale) > 1L) "(ARD) ",
+             paste(format(k$lengthscale, digits = digits), collapse = " "))
+    sprintf("k%d: %s, variance %s, lengthscale %s", i, .kernel_short[[k$family]], v, ls)
+  }, "")
+}
+
+# The kernel lines of the print methods of fits and selections.
+.kernel_lines <- function(k, digits) {
+  if (!.is_combo(k)) {
+    return(sprintf("kernel: %s, variance %s, lengthscale %s", .kernel_labels[[k$family]],
+                   format(k$variance, digits = digits),
+                   paste(format(k$lengthscale, digits = digits), collapse = " ")))
+  }
+  c(sprintf("kernel: %s", .kern_expr(k)), paste0("  ", .kern_part_lines(k, digits)))
+}
+
+#' @export
+print.sparsevgp_kernel_combo <- function(x, digits = max(3L, getOption("digits") - 3L), ...) {
+  cat(if (x$op == "sum") "Sum" else "Product", " of kernels: ", .kern_expr(x), "\n", sep = "")
+  cat(paste0("  ", .kern_part_lines(x, digits), "\n"), sep = "")
+  invisible(x)
 }

@@ -130,7 +130,7 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
     xo <- inp$x[ok, , drop = FALSE]
     p <- .predict_latent(object, xo, full_cov)
     mean[ok] <- p$mean + if (is.null(inp$offset)) 0 else inp$offset[ok]
-    scale <- object$params$variance
+    scale <- .signal_variance(object)
     v <- if (full_cov) diag(p$cov) else p$var
     if (any(v < -1e-10 * scale)) {
       warning("some predictive variances are negative and were set to 0: the model is poorly conditioned",
@@ -243,10 +243,7 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   cat(sprintf("  N = %d, D = %d%s\n", nrow(x$x), ncol(x$x),
               if (is.na(M)) "" else sprintf(", M = %d inducing points", M)))
   if (length(x$na.action)) cat("  (", stats::naprint(x$na.action), ")\n", sep = "")
-  k <- .kernel_at(x$kernel, x$params)
-  cat(sprintf("  kernel: %s, variance %s, lengthscale %s\n",
-              .kernel_labels[[k$family]], format(k$variance, digits = digits),
-              paste(format(k$lengthscale, digits = digits), collapse = " ")))
+  cat(paste0("  ", .kernel_lines(.kernel_at(x$kernel, x$params), digits), "\n"), sep = "")
   nz <- .noise_label(x, digits)
   if (!is.null(nz)) cat("  noise: ", nz, "\n", sep = "")
   cat(sprintf("  %s: %s\n", .bound_label(x), format(x$bound, digits = digits + 3L)))
@@ -480,7 +477,7 @@ summary.sparsevgp <- function(object, ...) {
   structure(list(
     call = object$call, model = object$model, N = length(object$y),
     D = ncol(object$x), M = .n_inducing(object),
-    kernel = .kernel_labels[[object$kernel$family]],
+    kernel = .kern_expr(object$kernel, labels = TRUE),
     parameters = .param_table(object),
     inducing_fixed = if (is.null(object$params$Z)) NA else
       all(object$fixed[grepl("^[ZO]\\[", names(object$fixed))]),

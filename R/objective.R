@@ -154,7 +154,8 @@ objective.sparsevgp <- function(fit, ...) {
   if (regression) {
     scale[nm == "mean"] <- sqrt(vy)
     shift[nm == "mean"] <- my
-    shift[nm %in% c("log_variance", "log_noise", "noise_coef[(Intercept)]")] <- log(vy)
+    shift[nm %in% c("log_variance", "log_noise", "noise_coef[(Intercept)]") |
+            grepl("^log_variance\\[k[0-9]+\\]$", nm)] <- log(vy)
   }
   if (!is.null(fit$x)) {
     sx <- apply(fit$x, 2L, stats::sd)
@@ -165,7 +166,13 @@ objective.sparsevgp <- function(fit, ...) {
     scale[io] <- sx[col]
     shift[io] <- mx[col]
     ls <- grepl("^log_lengthscale", nm)
-    if (any(ls)) {
+    part <- grepl("^log_lengthscale\\[k", nm)
+    if (any(part)) {
+      # a combination's lengthscales: [k2] shared, [k2,3] of input column 3
+      d <- suppressWarnings(as.integer(sub("^log_lengthscale\\[k[0-9]+,?([0-9]*)\\]$", "\\1",
+                                           nm[part])))
+      shift[part] <- ifelse(is.na(d), log(sqrt(mean(sx^2))), log(sx[pmax(d, 1L)]))
+    } else if (any(ls)) {
       shift[ls] <- if (sum(ls) == ncol(fit$x)) log(sx) else log(sqrt(mean(sx^2)))
     }
   }
@@ -524,10 +531,10 @@ objective.sparsevgp <- function(fit, ...) {
   if (identical(o$method, "Adam") || !isTRUE(o$convergence %in% c(51L, 52L))) return(invisible())
   noise <- if (!is.null(fit$noise_model)) min(.noise_lambda(fit, fit$params)) else
     fit$params$noise
-  why <- if (!is.null(noise) && !is.null(fit$params$variance) &&
-             min(noise) < 1e-8 * fit$params$variance) {
+  sv <- .signal_variance(fit)
+  why <- if (!is.null(noise) && !is.null(sv) && min(noise) < 1e-8 * sv) {
     sprintf("the noise variance (down to %s) is below 1e-8 times the kernel variance %s, which leaves the bound too ill-conditioned for double precision there; larger noise variances (a noise floor) avoid this",
-            format(min(noise), digits = 3L), format(fit$params$variance, digits = 3L))
+            format(min(noise), digits = 3L), format(sv, digits = 3L))
   } else {
     "the bound or its gradient is not smooth at double precision near these parameters (for example inducing inputs that nearly coincide)"
   }
@@ -545,17 +552,20 @@ objective.sparsevgp <- function(fit, ...) {
     fit$params$noise
   if (is.null(noise)) return(FALSE)
   ranges <- apply(fit$x, 2L, function(v) diff(range(v)))
-  ls <- rep_len(fit$params$lengthscale, ncol(fit$x))
-  fit$params$variance < 1e-2 * noise || all(ls > 1e3 * pmax(ranges, .Machine$double.eps))
+  long <- vapply(.kern_leaves(.kernel_at(fit$kernel, fit$params)), function(k) {
+    all(rep_len(k$lengthscale, ncol(fit$x)) > 1e3 * pmax(ranges, .Machine$double.eps))
+  }, TRUE)
+  .signal_variance(fit) < 1e-2 * noise || all(long)
 }
 
 .flat_fit_warning <- function(fit) {
   if (!.is_flat(fit)) return(invisible())
   noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
     fit$params$noise
-  why <- if (fit$params$variance < 1e-2 * noise) {
+  sv <- .signal_variance(fit)
+  why <- if (sv < 1e-2 * noise) {
     sprintf("the signal variance %s is below 1%% of the noise variance %s",
-            format(fit$params$variance, digits = 3L), format(noise, digits = 3L))
+            format(sv, digits = 3L), format(noise, digits = 3L))
   } else {
     "every lengthscale is far longer than the range of its input"
   }

@@ -172,7 +172,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   mn <- .mean_start(mean, mean(y))
-  params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
+  params <- c(.kern_params(kernel),
               nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
                   mean = "identity", Z = "identity", O = "identity")

@@ -103,8 +103,10 @@
 # Copy the parameters of a previous fit whose shapes match.
 .warm_params <- function(params, old, skip = character()) {
   for (b in setdiff(names(params), skip)) {
+    # names too: the parts of a kernel combination (k1, k2,1, ...)
     if (!is.null(old[[b]]) && identical(dim(old[[b]]), dim(params[[b]])) &&
-        length(old[[b]]) == length(params[[b]])) {
+        length(old[[b]]) == length(params[[b]]) &&
+        identical(names(old[[b]]), names(params[[b]]))) {
       params[[b]] <- old[[b]]
     }
   }

@@ -174,8 +174,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     identical(start$selection[keep], spec[keep])
   if (warm_Z && !is.null(start$selection$perm)) spec$perm <- start$selection$perm
   Z <- if (warm_Z) start$params$Z else .pgpr_select(spec, x, kernel, pg_theta(c0))
-  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale,
-                 mean = mn$value, Z = Z)
+  params <- c(.kern_params(kernel), list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", mean = "identity", Z = "identity")
   fit <- .new_fit("pgpr", call, x, lab$y01, kernel, params, transforms, fixed,
                   always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),

@@ -178,7 +178,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   Z <- .select_by_spec(spec, x, kernel, sel_weights,
                        warn_short = !is.null(M) || is.numeric(inducing))
   mn <- .mean_start(mean, mean(y))
-  params <- c(list(variance = kernel$variance, lengthscale = kernel$lengthscale),
+  params <- c(.kern_params(kernel),
               nz$params, list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
                   mean = "identity", Z = "identity")

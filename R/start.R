@@ -10,6 +10,10 @@
 #   variance      (1 - r) var(y),
 # on at most 1000 rows (evenly spaced in the data's order, so that no random
 # numbers are used) with min(M, 200, n/2) inducing inputs chosen greedily.
+# For a sum or product of kernels the grid is the same: c scales the unset
+# lengthscales of all parts jointly (each spread apart as R/kernels.R
+# describes), the variances share (1 - r) var(y), and whatever the user
+# gave is kept.
 # The grid costs about 40 bound evaluations on that subsample, well under a
 # second: far less than the evaluations it saves on the full data.
 
@@ -24,14 +28,15 @@
 .start_regression <- function(kernel, x, y, M = Inf, noise_free = TRUE, lambda = NULL) {
   D <- ncol(x)
   kernel <- .kern_ard(kernel, D)
-  need_ls <- is.null(kernel$lengthscale)
-  need_var <- is.null(kernel$variance)
+  leaves <- .kern_leaves(kernel)
+  need_ls <- any(vapply(leaves, function(k) is.null(k$lengthscale), TRUE))
+  need_var <- any(vapply(leaves, function(k) is.null(k$variance), TRUE))
   vy <- stats::var(y)
   if (!is.finite(vy) || vy <= 0) vy <- 1
   if (!need_ls && !need_var && !noise_free) return(list(kernel = kernel, noise = NULL))
   sx <- apply(x, 2L, stats::sd)
   sx[!is.finite(sx) | sx <= 0] <- 1
-  if (!isTRUE(kernel$ard)) sx <- sqrt(mean(sx^2))
+  sx_iso <- sqrt(mean(sx^2))
   mult <- if (need_ls) .start_multipliers else NA_real_
   ratios <- if (noise_free) .start_noise_ratios else
     if (is.null(lambda)) 0.1 else min(0.99, mean(lambda) / vy)
@@ -43,14 +48,17 @@
   m0 <- min(M, 200L, max(1L, length(idx) %/% 2L))
   best <- list(value = -Inf)
   for (c in mult) {
-    k <- kernel
-    if (need_ls) k$lengthscale <- c * sx
-    if (need_var) k$variance <- vy
+    # the parts of a combination move jointly: c scales every unset
+    # lengthscale (R/kernels.R spreads the parts of a sum apart)
+    kls <- if (need_ls) {
+      .kern_fill_lengthscale(kernel, function(k) c * if (isTRUE(k$ard)) sx else sx_iso)
+    } else kernel
+    k <- .kern_fill_variance(kls, vy)
     Z <- tryCatch(select_inducing(xs, k, M = m0, perm = seq_along(idx))$Z,
                   error = function(e) NULL)
     if (is.null(Z)) next
     for (r in ratios) {
-      if (need_var) k$variance <- (1 - r) * vy
+      if (need_var) k <- .kern_fill_variance(kls, (1 - r) * vy)
       noise <- if (is.null(lam_s)) rep(r * vy, length(ys)) else lam_s
       value <- tryCatch(.start_score(k, xs, ys, Z, noise), error = function(e) -Inf)
       if (is.finite(value) && value > best$value) {
@@ -69,11 +77,4 @@
 .start_score <- function(kernel, x, y, Z, lambda) {
   km <- .collapsed_matrices(kernel, Z, x)
   .ffi_gaussian_bound(km$Kww, km$Kwf, km$kdiag, lambda, y - mean(y), 1e-8, 1e-2, FALSE)$bound
-}
-
-# A kernel whose `ard` is NULL (the default) gets one lengthscale per input
-# column when there is more than one.
-.kern_ard <- function(kernel, D) {
-  if (is.null(kernel$ard)) kernel$ard <- D > 1L && is.null(kernel$lengthscale)
-  kernel
 }

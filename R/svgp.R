@@ -234,7 +234,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   M <- nrow(Z)
   if (is.null(mean)) mean <- if (bern) 0 else "constant"
   mn <- .mean_start(mean, if (bern) .class_mean_start(lab$y01) else mean(target))
-  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
+  params <- .kern_params(kernel)
   transforms <- c(variance = "log", lengthscale = "log")
   if (!bern) {
     if (is.null(noise)) noise <- .noise_start(target)

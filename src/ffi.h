@@ -12,6 +12,8 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
 SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
                   SEXP ytil, SEXP variant, SEXP jitter, SEXP jitter_cap,
                   SEXP grad);
+SEXP ffi_kc_diag(SEXP kern, SEXP x);
+SEXP ffi_kc_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_kern_diag(SEXP kern, SEXP x);
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
 SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);

@@ -10,6 +10,8 @@
 static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_bg_bound, 8),
     CALLDEF(ffi_bo_bound, 10),
+    CALLDEF(ffi_kc_diag, 2),
+    CALLDEF(ffi_kc_matrix, 3),
     CALLDEF(ffi_kern_diag, 2),
     CALLDEF(ffi_kern_grad, 5),
     CALLDEF(ffi_kern_grad_diag, 3),

@@ -46,6 +46,7 @@
 #include <Rinternals.h>
 #include "lapack.h"
 #include "spv.h"
+#include "kernel_combo.h"
 
 enum { SEL_STOP_M = 1, SEL_STOP_THRESHOLD = 2, SEL_STOP_EXHAUSTED = 3 };
 
@@ -119,13 +120,13 @@ typedef struct {
  * flops). Its picks are the true next pivots as long as each true argmax
  * over all N inputs lies in the pool; the caller checks every step.
  * Returns b (1..B) with the pivots in w->q. */
-static int sel_plan(const spv_kernel *k, const double *xs, int N,
+static int sel_plan(spv_kfun *k, const double *xs, int N,
                     const double *w, const int *rank, const double *C, int m,
                     const double *d, const char *excl, double tol, int j,
                     sel_work *ws)
 {
     const int D = k->D, B = ws->B;
-    const double kpp = k->variance;
+    const double kpp = k->kdiag;
     if (B == 1) {
         ws->q[0] = j;
         return 1;
@@ -184,7 +185,7 @@ static int sel_plan(const spv_kernel *k, const double *xs, int N,
         for (int i = 0; i < m; i++)
             ws->Cp[a + (size_t) np * i] = C[pool[a] + (size_t) N * i];
     }
-    kern_K(k, ws->Xp, (size_t) np, ws->Xp, (size_t) np, ws->Kp);
+    kc_K(k, ws->Xp, (size_t) np, ws->Xp, (size_t) np, ws->Kp);
     memcpy(ws->Sp, ws->Kp, (size_t) np * np * sizeof(double));
     if (m > 0) {
         const double mone = -1.0, one = 1.0;
@@ -254,20 +255,20 @@ static int sel_plan(const spv_kernel *k, const double *xs, int N,
  *   e = (G[, i] - C[, m0:m] C[j, m0:m]') / sqrt(d_j)   (dgemv, N x (m - m0)).
  * The pivots are those of the one-column-at-a-time algorithm; a wrong
  * prediction only ends the block early. With B = 1 this is that algorithm.
- * In: k, xs (D x N scaled points), w (N, > 0), rank (N, a permutation of
- * 0..N-1: the tie-break order), Mmax (1..N), thr (>= 0; 0 = no threshold),
- * tol (in [0, 1)).
+ * In: k, xs (D x N points from kc_points), w (N, > 0), rank (N, a
+ * permutation of 0..N-1: the tie-break order), Mmax (1..N), thr (>= 0;
+ * 0 = no threshold), tol (in [0, 1)).
  * Work/out: C (N x Mmax), d (N), excl (N), ws; index (Mmax, 0-based), trace
  * (Mmax). Returns the number of points selected and sets *stop. */
-static int sel_greedy(const spv_kernel *k, const double *xs, int N,
+static int sel_greedy(spv_kfun *k, const double *xs, int N,
                       const double *w, const int *rank, int Mmax, double thr,
                       double tol, double *C, double *d, char *excl,
                       sel_work *ws, int *index, double *trace, double *trace0,
                       int *stop)
 {
     const int D = k->D;
-    const double kpp = k->variance;     /* stationary: k(p, p) */
-    kern_diag(k, (size_t) N, d);
+    const double kpp = k->kdiag;        /* stationary: k(p, p) */
+    kc_diag(k, (size_t) N, d);
     memset(excl, 0, (size_t) N);
     /* first pivot: argmax w_n k_nn, ties to the lowest rank */
     int j = -1;
@@ -291,7 +292,7 @@ static int sel_greedy(const spv_kernel *k, const double *xs, int N,
                 ws->Cq[i + (size_t) b * c] = C[ws->q[i] + (size_t) N * c];
         }
         /* KQ = K(X, q): N x b */
-        kern_K(k, xs, (size_t) N, ws->Xq, (size_t) b, ws->KQ);
+        kc_K(k, xs, (size_t) N, ws->Xq, (size_t) b, ws->KQ);
         memcpy(ws->G, ws->KQ, (size_t) N * b * sizeof(double));
         if (m > 0) {
             const double mone = -1.0, one = 1.0;
@@ -342,26 +343,26 @@ static int sel_greedy(const spv_kernel *k, const double *xs, int N,
  * point whose residual given the earlier ones is <= tol * k(z, z) (a copy
  * or a numerical combination of them) adds no column: the trace repeats.
  * Returns the number of columns added. */
-static int sel_sequence(const spv_kernel *k, const double *xs, int N,
+static int sel_sequence(spv_kfun *k, const double *xs, int N,
                         const double *w, const double *zs, int M, double tol,
                         double *C, double *d, double *col, char *excl,
                         double *Lz, int *acc, double *kz, double *trace,
                         double *trace0)
 {
     const int D = k->D;
-    kern_diag(k, (size_t) N, d);
+    kc_diag(k, (size_t) N, d);
     memset(excl, 0, (size_t) N);
     double t = 0.0;
     for (int n = 0; n < N; n++) t += w[n] * d[n];
     *trace0 = t;
     int a = 0;                  /* columns added = accepted points */
-    const double kzz = k->variance;
+    const double kzz = k->kdiag;
     for (int m = 0; m < M; m++) {
         R_CheckUserInterrupt();
         const double *z = zs + (size_t) D * m;
         /* kz = K(accepted, z); r = Lz^-1 kz; dz = k(z, z) - |r|^2 */
         for (int i = 0; i < a; i++)
-            kern_K(k, zs + (size_t) D * acc[i], 1, z, 1, kz + i);
+            kc_K(k, zs + (size_t) D * acc[i], 1, z, 1, kz + i);
         if (a > 0) {
             const int ione = 1;
             F77_CALL(dtrsv)("L", "N", "N", &a, Lz, &M, kz, &ione
@@ -372,7 +373,7 @@ static int sel_sequence(const spv_kernel *k, const double *xs, int N,
         if (dz > tol * kzz && dz > 0.0) {
             for (int i = 0; i < a; i++) Lz[a + (size_t) M * i] = kz[i];
             Lz[a + (size_t) M * a] = sqrt(dz);
-            kern_K(k, xs, (size_t) N, z, 1, col);
+            kc_K(k, xs, (size_t) N, z, 1, col);
             sel_mark_copies(N, col, kzz, excl, d);
             /* the row of z in the factor is row a of Lz: stride M */
             sel_add_column(N, a, C, Lz + a, M, dz, col, d);
@@ -388,7 +389,7 @@ static int sel_sequence(const spv_kernel *k, const double *xs, int N,
 
 /* ---- .Call entry points ----------------------------------------------- */
 
-static void sel_check_inputs(SEXP kern, SEXP x, SEXP weights, spv_kernel *k,
+static void sel_check_inputs(SEXP kern, SEXP x, SEXP weights, spv_kfun *k,
                              int *N, int *D)
 {
     chk_real_matrix(x, "x", -1);
@@ -396,14 +397,14 @@ static void sel_check_inputs(SEXP kern, SEXP x, SEXP weights, spv_kernel *k,
     *N = nrows(x);
     *D = ncols(x);
     if (*N < 1 || *D < 1) error("'x' must have at least one row and column");
-    chk_kernel(kern, *D, k);
+    kc_parse(kern, *D, k);
     chk_real_vector(weights, "weights", *N);
     const double *w = REAL(weights);
     double t0 = 0.0;
     for (int n = 0; n < *N; n++) {
         if (!R_FINITE(w[n]) || !(w[n] > 0.0))
             error("'weights' must be positive and finite");
-        t0 += w[n] * k->variance;
+        t0 += w[n] * k->kdiag;
     }
     /* every weighted trace of the selection is at most this one */
     if (!R_FINITE(t0))
@@ -429,7 +430,7 @@ static double sel_check_tol(SEXP tol)
 SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
                     SEXP perm, SEXP tol, SEXP block, SEXP factor)
 {
-    spv_kernel k;
+    spv_kfun k;
     int N, D;
     sel_check_inputs(kern, x, weights, &k, &N, &D);
     const double Md = chk_scalar(M, "M");
@@ -455,7 +456,7 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
     }
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
-    if (kern_scale_points(&k, REAL(x), (size_t) N, xs)) kern_overflow_error(&k);
+    if (kc_points(&k, REAL(x), (size_t) N, xs)) kc_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * Mmax, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));
     int *index = (int *) R_alloc((size_t) Mmax, sizeof(int));
@@ -524,7 +525,7 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
 SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor)
 {
-    spv_kernel k;
+    spv_kfun k;
     int N, D;
     sel_check_inputs(kern, x, weights, &k, &N, &D);
     chk_real_matrix(Z, "Z", D);
@@ -536,9 +537,9 @@ SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
     double *zs = (double *) R_alloc((size_t) D * M, sizeof(double));
-    if (kern_scale_points(&k, REAL(x), (size_t) N, xs) ||
-        kern_scale_points(&k, REAL(Z), (size_t) M, zs))
-        kern_overflow_error(&k);
+    if (kc_points(&k, REAL(x), (size_t) N, xs) ||
+        kc_points(&k, REAL(Z), (size_t) M, zs))
+        kc_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * M, sizeof(double));
     double *col = (double *) R_alloc((size_t) N, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));

@@ -20,6 +20,8 @@ fuzz_templates <- function() {
   Z <- x[c(2, 5, 7), , drop = FALSE]
   kc <- list(1L, 1.3, c(0.7, 1.1))
   K <- function(a, b = NULL) .Call(ns$ffi_kern_matrix, kc, a, b)
+  # (k1 + k2) * k3: a sum inside a product
+  kx <- list(2L, list(list(1L, list(kc, list(4L, 0.5, 0.3))), list(3L, 1, 2)))
   Kuu <- K(Z)
   Kuf <- K(Z, x)
   kd <- rep(1.3, 8)
@@ -31,6 +33,8 @@ fuzz_templates <- function() {
   list(
     ffi_bg_bound = function() list(Kuu, Kuf, kd, lam, yt, 1e-8, 1e-2, TRUE),
     ffi_bo_bound = function() list(Kuu, Kuf, 1L, kd, lam, yt, 1L, 1e-8, 1e-2, TRUE),
+    ffi_kc_diag = function() list(kx, x),
+    ffi_kc_matrix = function() list(kx, Z, x),
     ffi_kern_diag = function() list(kc, x),
     ffi_kern_grad = function() list(kc, Z, x, G, TRUE),
     ffi_kern_grad_diag = function() list(kc, x, yt),
