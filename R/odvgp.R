@@ -219,7 +219,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   }
   mn <- .mean_start(mean, if (multi) 0 else if (bern) .class_mean_start(lab$y01) else
     mean(target))
-  params <- list(variance = kernel$variance, lengthscale = kernel$lengthscale)
+  params <- .kern_params(kernel)
   transforms <- c(variance = "log", lengthscale = "log")
   if (!bern) {
     params$noise <- noise
@@ -527,21 +527,27 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   ig <- M + seq_len(nrow(O))
   Gbb <- Gww[ib, ib, drop = FALSE]
   Gbg <- Gww[ib, ig, drop = FALSE]
-  bb <- .ffi_kern_grad(k, Z, NULL, Gbb, want_W)
-  bg <- .ffi_kern_grad(k, Z, O, Gbg, want_W)
-  cg <- .ffi_kern_grad(k, OC, O, GCg, want_W)
-  wx <- .ffi_kern_grad(k, rbind(Z, O), x, Gwx, want_W, K = Kwx)
-  theta <- bb$theta + bg$theta + cg$theta + wx$theta + .ffi_kern_grad_diag(k, x, gdiag)
-  theta[1L] <- theta[1L] + sum(diag(Gbb)) * jitter
+  bb <- .kern_grad(k, Z, NULL, Gbb, want_W)
+  bg <- .kern_grad(k, Z, O, Gbg, want_W)
+  cg <- .kern_grad(k, OC, O, GCg, want_W)
+  wx <- .kern_grad(k, rbind(Z, O), x, Gwx, want_W, K = if (!.is_combo(k)) Kwx)
+  theta <- .kern_split_theta(k, bb$theta + bg$theta + cg$theta + wx$theta +
+                                  .kern_grad_diag(k, x, gdiag))
+  # the jitter on K_beta is proportional to k(x, x) (see .contract())
+  dj <- if (.is_combo(k)) {
+    sc <- .kern_scale_grad(k)
+    sc$ds / sc$s
+  } else 1
+  theta$variance <- theta$variance + sum(diag(Gbb)) * jitter * dj
   gW <- matrix(0, M + nrow(O), ncol(Z))
   if (want_W) {
     gW <- wx$x
     gW[ib, ] <- gW[ib, ] + bb$x + bg$x
-    gW[ig, ] <- gW[ig, ] + .ffi_kern_grad(k, O, Z, t(Gbg), TRUE)$x +
-      .ffi_kern_grad(k, O, OC, t(GCg), TRUE)$x
+    gW[ig, ] <- gW[ig, ] + .kern_grad(k, O, Z, t(Gbg), TRUE)$x +
+      .kern_grad(k, O, OC, t(GCg), TRUE)$x
     gW[M + idx, ] <- gW[M + idx, ] + cg$x
   }
-  list(variance = theta[1L], lengthscale = theta[-1L], W = gW)
+  list(variance = theta$variance, lengthscale = theta$lengthscale, W = gW)
 }
 
 # The variational parameters of each latent function: list over the columns
