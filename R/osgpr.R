@@ -167,7 +167,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
     orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
   }
   st <- .start_collapsed(kernel, x, y, noise, list(M = 100L),
-                         optimize && is.null(start) && control$schedule == "staged")
+                         optimize && is.null(start) && control$schedule != "joint")
   kernel <- st$kernel
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)

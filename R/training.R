@@ -1,7 +1,12 @@
 # The default training schedule of the collapsed regression models (sgpr,
 # osgpr). Optimising the kernel, the noise and all M x D inducing
 # coordinates at once from a poor start takes L-BFGS-B hundreds to
-# thousands of evaluations and often ends in a flat fit. Instead:
+# thousands of evaluations and often ends in a flat fit. From the grid start
+# of R/start.R, one run over all parameters usually converges in a few
+# hundred evaluations to the optimum the stages below reach, at about half
+# their cost (kin8nm and power, M = 120 and 200: the same test NLPD within
+# 0.006, 55-65% of the CPU time; inst/bench/bench_peers.R). The stages
+# remain for what that run cannot do:
 #
 #   1. the kernel, noise and mean with the inducing inputs held where greedy
 #      selection put them (few parameters: tens of evaluations);
@@ -12,14 +17,20 @@
 #   3. when the inducing inputs are optimised (optimize_inducing = TRUE),
 #      all parameters together, from there.
 #
-# With more than 20 000 observations, stages 1-3 run on a random subsample
-# of 20 000, and then the kernel, noise and mean on all the data with the
-# inducing inputs held (.train_large()).
+# control$schedule:
+#   "auto" (the default): for sgpr with free inducing inputs, one run over
+#          all parameters from the grid start, and the stages from the
+#          start when that run ends flat (signal below 1% of the noise);
+#          the stages when the inducing inputs are held (re-selection is
+#          what places them) and for osgpr (two sets to place);
+#   "staged": always the stages;
+#   "joint": the former path, one run from the plain defaults (no grid).
 #
-# control$schedule = "joint" gives the former path: one L-BFGS-B run over
-# all free parameters from the start.
+# With more than 20 000 observations, the schedule runs on a random
+# subsample of 20 000, and then the kernel, noise and mean on all the data
+# with the inducing inputs held (.train_large()).
 
-.schedules <- c("staged", "joint")
+.schedules <- c("auto", "staged", "joint")
 
 # Largest number of observations fitted in stage 1 before the full data.
 .train_subsample <- 20000L
@@ -32,7 +43,8 @@
 
 .train.sgpr <- function(fit) {
   if (identical(fit$control$schedule, "joint")) return(.fit_lbfgsb(fit))
-  .train_staged(fit, sets = "Z", reselect = fit$selection$method %in% .greedy_methods)
+  .train_staged(fit, sets = "Z", reselect = fit$selection$method %in% .greedy_methods,
+                joint_first = identical(fit$control$schedule, "auto"))
 }
 
 .train.osgpr <- function(fit) {
@@ -44,7 +56,7 @@
 # (fit$optim) is that of the last stage with the counts of all of them, the
 # bound after each stage in `stages` and `capped` if any stage stopped at
 # control$maxit.
-.train_staged <- function(fit, sets, reselect) {
+.train_staged <- function(fit, sets, reselect, joint_first = FALSE) {
   start <- proc.time()[["elapsed"]]
   pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
   z_free <- any(grepl(pat, names(fit$fixed)) & !fit$fixed)
@@ -58,7 +70,17 @@
     f
   }
   N <- nrow(fit$x)
-  if (N > .train_subsample) return(.train_large(fit, sets, reselect))
+  if (N > .train_subsample) return(.train_large(fit, sets, reselect, joint_first))
+  if (joint_first && z_free) {
+    # one run over all parameters; the stages only when it ends flat
+    joint <- .fit_lbfgsb(fit, "all parameters")
+    if (isTRUE(joint$optim$interrupted) || !.is_flat(joint)) {
+      joint$optim <- .stage_report(joint$optim, list(all = joint$optim), "auto")
+      joint$time <- proc.time()[["elapsed"]] - start
+      return(joint)
+    }
+    reports$all_flat <- joint$optim
+  }
   initial <- fit
   fit <- held(fit)
   # 1. hyperparameters with the inducing inputs held
@@ -92,7 +114,10 @@
     }
     fit <- record(.fit_lbfgsb(from, "all parameters"), "all")
   }
-  fit$optim <- .stage_report(fit$optim, reports)
+  if (!is.null(reports$all_flat) && reports$all_flat$value > fit$optim$value) {
+    fit <- joint
+  }
+  fit$optim <- .stage_report(fit$optim, reports, if (joint_first) "auto" else "staged")
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }
@@ -101,11 +126,11 @@
 # rows (re-selecting and optimising the inducing inputs there), then the
 # kernel, noise and mean on all the data with those inducing inputs held, so
 # that the full data see only the evaluations of one short run.
-.train_large <- function(fit, sets, reselect) {
+.train_large <- function(fit, sets, reselect, joint_first = FALSE) {
   start <- proc.time()[["elapsed"]]
   N <- nrow(fit$x)
   sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
-  sub <- .train_staged(sub, sets, reselect)
+  sub <- .train_staged(sub, sets, reselect, joint_first)
   fit$params <- sub$params
   reports <- lapply(names(sub$optim$stages), function(s) {
     list(value = sub$optim$stages[[s]], counts = c("function" = 0L, gradient = 0L),
@@ -126,7 +151,7 @@
     reports[[1L]]$interrupted <- TRUE
   }
   fit$fixed <- .fixed_from_spec(fit)
-  fit$optim <- .stage_report(fit$optim, reports)
+  fit$optim <- .stage_report(fit$optim, reports, if (joint_first) "auto" else "staged")
   fit$optim$subsample <- .train_subsample
   fit$time <- proc.time()[["elapsed"]] - start
   fit
@@ -134,7 +159,7 @@
 
 # The report of a staged fit: the last run's, with every run's evaluations
 # counted, the bound after each run and whether any stopped at its cap.
-.stage_report <- function(last, reports) {
+.stage_report <- function(last, reports, schedule = "staged") {
   out <- last
   out$counts <- Reduce(`+`, lapply(reports, function(r) r$counts))
   out$failed_evaluations <- sum(vapply(reports, function(r) as.integer(r$failed_evaluations), 0L))
@@ -143,7 +168,7 @@
   out$trail <- unlist(lapply(reports, function(r) r$trail), use.names = FALSE)
   out$capped <- any(vapply(reports, function(r) isTRUE(r$convergence == 1L), TRUE))
   if (any(vapply(reports, function(r) isTRUE(r$interrupted), TRUE))) out$interrupted <- TRUE
-  out$schedule <- "staged"
+  out$schedule <- schedule
   out
 }
 
@@ -167,7 +192,7 @@
 # The control of the collapsed regression models: the shared settings and
 # `schedule` ("staged", the default, or "joint").
 .collapsed_control <- function(control) {
-  ctrl <- .check_control(control, defaults = list(schedule = "staged"), own = "schedule")
+  ctrl <- .check_control(control, defaults = list(schedule = "auto"), own = "schedule")
   if (!is.character(ctrl$schedule) || length(ctrl$schedule) != 1L ||
       !(ctrl$schedule %in% .schedules)) {
     stop(sprintf("'control$schedule' must be one of %s",

@@ -100,9 +100,9 @@ run_lagp <- function(s) {
 
 # sparsevgp settings besides the default (name = list of sgpr() arguments)
 variants <- list(default = list(),
+                 staged = list(control = list(schedule = "staged")),
                  former = list(control = list(schedule = "joint")),
-                 M200 = list(inducing = 200),
-                 M200_matern52 = list(inducing = 200, kernel = kernel_matern52()))
+                 M300 = list(inducing = 300))
 
 methods <- c(lapply(variants, function(a) function(s) do.call(run_sgpr, c(list(s), a))),
              if (have("GpGp")) list(GpGp = run_gpgp),

@@ -71,15 +71,35 @@ test_that("the staged schedule ends at least as high as the former joint path", 
   for (case in cases) {
     for (k in list(kernel_rbf(0.5), kernel_matern32(1))) {
       set.seed(1)
-      st <- sgpr(y ~ x, data = case$data, inducing = case$M, kernel = k)
+      st <- sgpr(y ~ x, data = case$data, inducing = case$M, kernel = k,
+                 control = list(schedule = "staged"))
       set.seed(1)
       jo <- sgpr(y ~ x, data = case$data, inducing = case$M, kernel = k,
                  control = list(schedule = "joint"))
+      set.seed(1)
+      au <- sgpr(y ~ x, data = case$data, inducing = case$M, kernel = k)
       expect_gte(as.numeric(logLik(st)), as.numeric(logLik(jo)) - 0.5)
+      expect_gte(as.numeric(logLik(au)), as.numeric(logLik(jo)) - 0.5)
+      expect_gte(as.numeric(logLik(au)), as.numeric(logLik(st)) - 1)
       expect_true(all(c("inducing_held", "all") %in% names(st$optim$stages)))
       expect_equal(st$optim$schedule, "staged")
+      expect_equal(au$optim$schedule, "auto")
     }
   }
+  # the default with free inducing inputs: one run over everything when it
+  # finds the signal; the stages from the start when it ends flat (here:
+  # four inducing points cannot carry a signal that varies on a tenth of
+  # the range, and every path ends flat), keeping the better of the two
+  set.seed(1)
+  au <- sgpr(y ~ x, data = d, inducing = 30)
+  expect_named(au$optim$stages, "all")
+  expect_equal(au$optim$counts[[1L]], length(au$optim$trail))
+  set.seed(1)
+  w <- collect_warnings(few <- sgpr(y ~ x, data = d, inducing = 4))
+  expect_true(any(grepl("no signal", w)))
+  expect_identical(names(few$optim$stages)[1:2], c("all_flat", "inducing_held"))
+  expect_equal(as.numeric(logLik(few)), max(few$optim$stages), tolerance = 1e-10)
+  expect_equal(few$optim$counts[[1L]], length(few$optim$trail))
   # with the inducing inputs held, greedy re-selection runs and M stays
   f <- sgpr(y ~ x, data = d, inducing = 20, optimize_inducing = FALSE)
   expect_equal(nrow(f$params$Z), 20L)
