@@ -25,11 +25,11 @@
 #' smaller steps (0.1 to 0.5, say) increase the ELBO from a poor
 #' \eqn{q(u)}; a step of 1 can overshoot.
 #'
-#' For an \code{odvgp()} fit, \eqn{\Psi \bar g} is \eqn{K_\beta^{-1}K_{\beta f}\bar g}
-#' with \eqn{\bar g} at the full mean (with its \eqn{\gamma}-part), which
+#' For an \code{odvgp()} fit, \eqn{\Psi \bar g}{Psi g_bar} is \eqn{K_\beta^{-1}K_{\beta f}\bar g}{Kbeta^-1 Kbeta,f g_bar}
+#' with \eqn{\bar g}{g_bar} at the full mean (with its \eqn{\gamma}-part), which
 #' stays fixed: a step of size 1 with the Gaussian likelihood gives the
 #' optimal \eqn{q(f_\beta)} given \eqn{a_\gamma}, the SGPR solution for the
-#' residuals \eqn{y - \Phi_\perp a_\gamma} (Salimbeni et al. 2018, section
+#' residuals \eqn{y - \Phi_\perp a_\gamma}{y - Phi_perp a_gamma} (Salimbeni et al. 2018, section
 #' 3.4).
 #'
 #' Fits use these steps with \code{control = list(optimizer = "natgrad")}:

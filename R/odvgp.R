@@ -18,7 +18,8 @@
 #' Orthogonally decoupled variational Gaussian process (ODVGP)
 #'
 #' Fits the orthogonally decoupled sparse variational Gaussian process of
-#' Salimbeni, Cheng, Boots and Deisenroth (2018): a variational posterior
+#' Salimbeni, Cheng, Boots and Deisenroth (2018), an object of class
+#' \code{c("odvgp", "svgp", "sparsevgp")}: a variational posterior
 #' whose mean uses two sets of inducing inputs, \eqn{\beta} (\code{Z}, shared
 #' with the covariance as in \code{\link{svgp}()}) and \eqn{\gamma}
 #' (\code{O}, for the mean only), so that many cheap mean-only inducing
@@ -37,7 +38,8 @@
 #' (Salimbeni et al. 2018, Prop. A.1):
 #' \deqn{KL = \frac12\big(a_\gamma^\top(K_\gamma - K_{\gamma\beta}K_\beta^{-1}
 #'   K_{\beta\gamma})a_\gamma + m_\beta^\top K_\beta^{-1}m_\beta +
-#'   \mathrm{tr}(K_\beta^{-1}S) - \log|S| + \log|K_\beta| - |\beta|\big).}
+#'   \mathrm{tr}(K_\beta^{-1}S) - \log|S| + \log|K_\beta| - |\beta|\big).}{KL = 1/2 (a_gamma' (K_gamma - K_gamma,beta K_beta^-1 K_beta,gamma) a_gamma
+#'   + m_beta' K_beta^-1 m_beta + tr(K_beta^-1 S) - log|S| + log|K_beta| - |beta|).}
 #' With no \eqn{\gamma} (\code{orthogonal = 0}) the model is the
 #' non-whitened \code{svgp()} with \eqn{q(u) = N(m_\beta, S)}.
 #'
@@ -59,9 +61,9 @@
 #' \eqn{L_S} (matrices with one column per class), and the robust-max
 #' likelihood of Hernandez-Lobato, Hernandez-Lobato and Dupont (2011), as in
 #' the experiments of Salimbeni et al. (2018): \eqn{p(y | f) = 1 - \epsilon}
-#' when \eqn{y = \arg\max_k f_k} and \eqn{\epsilon/(K - 1)} otherwise, with
-#' \eqn{\epsilon = 10^{-3}}. Its expectation \eqn{E[\log p(y | f)]} needs
-#' \eqn{P(\arg\max_k f_k = y)}, a one-dimensional integral computed by
+#' when \eqn{y = \arg\max_k f_k}{y = argmax_k f_k} and \eqn{\epsilon/(K - 1)} otherwise, with
+#' \eqn{\epsilon = 10^{-3}}. Its expectation \eqn{E[\log p(y | f)]}{E[log p(y | f)]} needs
+#' \eqn{P(\arg\max_k f_k = y)}{P(argmax_k f_k = y)}, a one-dimensional integral computed by
 #' Gauss-Hermite quadrature with \code{quadrature} points. The prior mean is
 #' 0. With \code{orthogonal = 0} this is the multiclass (non-whitened)
 #' SVGP.
@@ -79,12 +81,12 @@
 #' @param inducing the inducing inputs \eqn{\beta} of the mean and the
 #'   covariance: a matrix, a number, a method name or a
 #'   \code{\link{select_inducing}()} result as in \code{\link{svgp}()}. By
-#'   default \eqn{\min(N, 100)} k-means centres (Salimbeni et al. 2018,
+#'   default \eqn{\min(N, 100)}{min(N, 100)} k-means centres (Salimbeni et al. 2018,
 #'   Appendix F).
 #' @param orthogonal the mean-only inducing inputs \eqn{\gamma}: a matrix,
 #'   a number (a uniform random subset of the distinct training inputs, as
 #'   in Salimbeni et al. 2018, Appendix F; reproducible under
-#'   \code{set.seed()}), or 0 for none. By default \eqn{\min(N, 2|\beta|)}
+#'   \code{set.seed()}), or 0 for none. By default \eqn{\min(N, 2|\beta|)}{min(N, 2|beta|)}
 #'   random training inputs.
 #' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link),
 #'   \code{"probit"} or \code{"robustmax"} (several classes). By default
@@ -107,15 +109,17 @@
 #'   natural-gradient runs at which the parameters are kept in
 #'   \code{fit$optim$snapshots}, with the CPU time, for convergence
 #'   studies), \code{kl_columns} (with \code{batch_size}: estimate the term
-#'   \eqn{a_\gamma^\top K_\gamma a_\gamma} of the KL divergence from this
+#'   \eqn{a_\gamma^\top K_\gamma a_\gamma}{a_gamma' K_gamma a_gamma} of the KL divergence from this
 #'   many random columns of \eqn{K_\gamma}, unbiasedly, at a cost
 #'   \eqn{O(c|\gamma|)} instead of \eqn{O(|\gamma|^2)}; Salimbeni et al.
 #'   2018, Appendix A.3, use 64; \code{NULL}, the default, is exact) and
 #'   the shared settings (jitter, \code{trace}).
 #' @param start a previous \code{odvgp} fit whose parameters are the starting
 #'   values (the variational ones when both inducing sets keep their sizes).
-#' @return An object of class \code{c("odvgp", "svgp", "sparsevgp")}, with
-#'   the methods of \code{\link{svgp}()} fits.
+#' @templateVar model odvgp
+#' @templateVar classifier yes
+#' @template fit-value
+#' @template practice
 #' @references Salimbeni, H., Cheng, C.-A., Boots, B. and Deisenroth, M.
 #'   (2018). Orthogonally decoupled variational Gaussian processes. NeurIPS.
 #'
@@ -731,7 +735,7 @@ logLik.odvgp <- function(object, ...) {
 #' the marginals of the \eqn{K} latent functions, \code{list(mean, var)}
 #' as \eqn{n \times K}{n x K} matrices; \code{"prob"} the matrix of class
 #' probabilities \eqn{(1 - \epsilon)P_k + \epsilon/(K - 1)(1 - P_k)} with
-#' \eqn{P_k = P(\arg\max_j f_j = k)} by Gauss-Hermite quadrature
+#' \eqn{P_k = P(\arg\max_j f_j = k)}{P_k = P(argmax_j f_j = k)} by Gauss-Hermite quadrature
 #' (normalised to sum to one over \eqn{k}) and \eqn{\epsilon = 10^{-3}};
 #' \code{"class"} the most probable class as a factor.
 #'
