@@ -112,3 +112,24 @@
   opts <- list(mean = as.double(mean), jitter = jitter, jitter_cap = jitter_cap)
   .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, q, lik, opts, grad)
 }
+
+# ---- the collapsed bound over row chunks (src/bound_stream.c) --------------
+
+# Pass 1 over one chunk: list(AA, w, yy, kl, trace, sumloglam, n).
+.ffi_stream_stats <- function(L, Kuf, kdiag, lambda, ytil, threads) {
+  .Call(ffi_bs_stats, L, Kuf, kdiag, lambda, ytil, as.integer(threads))
+}
+
+# The bound from the summed statistics `s`: list(bound, logdet, fit, trace,
+# LB, v) and, with grad, the M x M adjoint pieces Guu, E, alpha, vt.
+.ffi_stream_value <- function(L, s, N, grad) {
+  .Call(ffi_bs_value, L, s$AA, s$w, c(s$yy, s$kl, s$trace, s$sumloglam), as.double(N), grad)
+}
+
+# Pass 2 over one chunk: list(Guf, gdiag, glambda, gytil, mu).
+.ffi_stream_adjoints <- function(L, v, Kuf, kdiag, lambda, ytil, threads) {
+  .Call(ffi_bs_adjoints, L, v$E, v$alpha, v$vt, Kuf, kdiag, lambda, ytil, as.integer(threads))
+}
+
+# The most threads an OpenMP region may use (1 without OpenMP).
+.ffi_max_threads <- function() .Call(ffi_bs_max_threads)

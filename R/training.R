@@ -157,6 +157,8 @@
   }
   fit$x <- fit$x[rows, , drop = FALSE]
   fit$y <- fit$y[rows]
+  # the workers of a cluster hold all the rows: the subsample is fitted here
+  fit$cluster <- NULL
   nm <- fit$noise_model
   if (!is.null(nm$lambda)) nm$lambda <- nm$lambda[rows]
   if (!is.null(nm$Phi)) nm$Phi <- nm$Phi[rows, , drop = FALSE]
@@ -167,7 +169,9 @@
 # The control of the collapsed regression models: the shared settings and
 # `schedule` ("staged", the default, or "joint").
 .collapsed_control <- function(control) {
-  ctrl <- .check_control(control, defaults = list(schedule = "staged"), own = "schedule")
+  ctrl <- .check_control(control, defaults = list(schedule = "staged"),
+                         own = c("schedule", "memory"))
+  ctrl$memory <- .check_memory(ctrl$memory)
   if (!is.character(ctrl$schedule) || length(ctrl$schedule) != 1L ||
       !(ctrl$schedule %in% .schedules)) {
     stop(sprintf("'control$schedule' must be one of %s",

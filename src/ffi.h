@@ -12,6 +12,12 @@ SEXP ffi_bg_bound(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
 SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
                   SEXP ytil, SEXP variant, SEXP jitter, SEXP jitter_cap,
                   SEXP grad);
+SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
+                     SEXP kdiag, SEXP lambda, SEXP ytil, SEXP threads);
+SEXP ffi_bs_max_threads(void);
+SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
+                  SEXP threads);
+SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
 SEXP ffi_kern_diag(SEXP kern, SEXP x);
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
 SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);

@@ -10,6 +10,10 @@
 static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_bg_bound, 8),
     CALLDEF(ffi_bo_bound, 10),
+    CALLDEF(ffi_bs_adjoints, 9),
+    CALLDEF(ffi_bs_max_threads, 0),
+    CALLDEF(ffi_bs_stats, 6),
+    CALLDEF(ffi_bs_value, 6),
     CALLDEF(ffi_kern_diag, 2),
     CALLDEF(ffi_kern_grad, 5),
     CALLDEF(ffi_kern_grad_diag, 3),
