@@ -115,6 +115,11 @@
 
 # ---- the collapsed bound over row chunks (src/bound_stream.c) --------------
 
+# K(W, x) for a chunk x in `threads` OpenMP threads.
+.ffi_stream_kern <- function(kernel, W, x, threads) {
+  .Call(ffi_bs_kern_cross, .ffi_kernel(kernel), W, x, as.integer(threads))
+}
+
 # Pass 1 over one chunk: list(AA, w, yy, kl, trace, sumloglam, n).
 .ffi_stream_stats <- function(L, Kuf, kdiag, lambda, ytil, threads) {
   .Call(ffi_bs_stats, L, Kuf, kdiag, lambda, ytil, as.integer(threads))
@@ -131,5 +136,6 @@
   .Call(ffi_bs_adjoints, L, v$E, v$alpha, v$vt, Kuf, kdiag, lambda, ytil, as.integer(threads))
 }
 
-# The most threads an OpenMP region may use (1 without OpenMP).
-.ffi_max_threads <- function() .Call(ffi_bs_max_threads)
+# The threads a chunk may use for `want` within OpenMP's limit; want = 0:
+# the most an OpenMP region may use (1 without OpenMP).
+.ffi_threads <- function(want = 0L) .Call(ffi_bs_threads, as.integer(want))

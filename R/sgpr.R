@@ -215,7 +215,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   }
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet, trace = -0.5 * b$trace,
-                        constant = -0.5 * length(ytil) * log(2 * pi)),
+                        constant = -0.5 * length(fit$y) * log(2 * pi)),
               jitter = b$jitter, jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v))
   if (grad) {

@@ -30,8 +30,8 @@
   if (is.numeric(memory) && length(memory) == 1L) {
     bytes <- memory
   } else if (is.character(memory) && length(memory) == 1L) {
-    m <- regmatches(memory, regexec("^\\s*([0-9.eE+]+)\\s*([KMGT]?B)?\\s*$",
-                                    toupper(memory)))[[1L]]
+    up <- toupper(memory)
+    m <- regmatches(up, regexec("^\\s*([0-9.E+]+)\\s*([KMGT]?B)?\\s*$", up))[[1L]]
     if (length(m)) {
       bytes <- suppressWarnings(as.numeric(m[2L])) * units[[if (nzchar(m[3L])) m[3L] else "B"]]
     }
@@ -120,7 +120,7 @@ NULL
 # of what OpenMP reports (at least 1).
 .stream_threads <- function() {
   n <- getOption("sparsevgp.threads")
-  if (is.null(n)) return(max(1L, .ffi_max_threads() %/% 2L))
+  if (is.null(n)) return(max(1L, .ffi_threads(0L) %/% 2L))
   if (!is.numeric(n) || length(n) != 1L || !is.finite(n) || n < 1 || n != round(n)) {
     stop("the option 'sparsevgp.threads' must be one whole number >= 1", call. = FALSE)
   }
@@ -152,11 +152,16 @@ NULL
   s <- NULL
   for (b in .row_blocks(nrow(x), rows)) {
     xb <- x[b, , drop = FALSE]
-    sb <- .ffi_stream_stats(L, .ffi_kern_matrix(k, W, xb), .ffi_kern_diag(k, xb), lambda[b],
+    sb <- .ffi_stream_stats(L, .stream_kern(k, W, xb, threads), .ffi_kern_diag(k, xb), lambda[b],
                             ytil[b], threads)
     s <- if (is.null(s)) sb else .stream_add(s, sb)
   }
   s
+}
+
+# K(W, x) of a chunk: in threads when there are several.
+.stream_kern <- function(k, W, x, threads) {
+  if (threads > 1L) .ffi_stream_kern(k, W, x, threads) else .ffi_kern_matrix(k, W, x)
 }
 
 # The sum of two lists of statistics or gradient pieces (same structure).
@@ -176,7 +181,7 @@ NULL
   zero <- matrix(0, M, M)
   for (b in .row_blocks(N, rows)) {
     xb <- x[b, , drop = FALSE]
-    Kb <- .ffi_kern_matrix(k, W, xb)
+    Kb <- .stream_kern(k, W, xb, threads)
     a <- .ffi_stream_adjoints(L, v, Kb, .ffi_kern_diag(k, xb), lambda[b], ytil[b], threads)
     g <- .contract(k, xb, W, Gww = zero, Gwf = a$Guf, gdiag = a$gdiag, Kwf = Kb,
                    want_W = want_W)

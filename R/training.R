@@ -166,12 +166,13 @@
   fit
 }
 
-# The control of the collapsed regression models: the shared settings and
-# `schedule` ("staged", the default, or "joint").
-.collapsed_control <- function(control) {
+# The control of the collapsed regression models: the shared settings,
+# `schedule` ("staged", the default, or "joint") and, for the models whose
+# bound goes over row chunks (sgpr), `memory` (R/stream.R).
+.collapsed_control <- function(control, memory = TRUE) {
   ctrl <- .check_control(control, defaults = list(schedule = "staged"),
-                         own = c("schedule", "memory"))
-  ctrl$memory <- .check_memory(ctrl$memory)
+                         own = c("schedule", if (memory) "memory"))
+  if (memory) ctrl$memory <- .check_memory(ctrl$memory)
   if (!is.character(ctrl$schedule) || length(ctrl$schedule) != 1L ||
       !(ctrl$schedule %in% .schedules)) {
     stop(sprintf("'control$schedule' must be one of %s",

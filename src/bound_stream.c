@@ -165,6 +165,12 @@ SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
         for (int k = 0; k < 4; k++) s[k] += st[5 * t + k];
     }
     la_symmetrize_lower(AA, M);
+    for (int k = 0; k < 4; k++)
+        if (!R_FINITE(s[k]))
+            error("the sums of the bound overflow: noise variances too small "
+                  "for the kernel variance or the targets");
+    chk_result(AA, MM, "statistic A A'");
+    chk_result(w, (size_t) M, "statistic A Lambda^-1/2 ytil");
     for (int k = 0; k < 4; k++) SET_VECTOR_ELT(out, 2 + k, ScalarReal(s[k]));
     SET_VECTOR_ELT(out, 6, ScalarReal((double) n));
     UNPROTECT(1);
@@ -231,6 +237,8 @@ SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad)
                        REAL(sGuu), REAL(sE));
         chk_result(REAL(sGuu), MM, "adjoint of Kuu");
         chk_result(REAL(sE), MM, "adjoint of Kuf");
+        chk_result(REAL(sa), (size_t) M, "adjoint of Kuf");
+        chk_result(REAL(svt), (size_t) M, "adjoint of Kuf");
         SET_VECTOR_ELT(out, 6, sGuu);
         SET_VECTOR_ELT(out, 7, sE);
         SET_VECTOR_ELT(out, 8, sa);
@@ -307,7 +315,9 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
     for (int t = 0; t < nt; t++)
         if (flag[t] != 0.0) bs_a_error();
     chk_result(G, (size_t) M * n, "adjoint of Kuf");
+    chk_result(gd, (size_t) n, "adjoint of diag Kff");
     chk_result(gl, (size_t) n, "adjoint of lambda");
+    chk_result(mu, (size_t) n, "posterior mean");
     chk_result(gy, (size_t) n, "adjoint of ytil");
     SET_VECTOR_ELT(out, 0, sG);
     SET_VECTOR_ELT(out, 1, sgd);
@@ -318,16 +328,57 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
     return out;
 }
 
-/* The number of threads an OpenMP region may use here (1 without OpenMP):
- * for the package's option and its documentation. */
-SEXP ffi_bs_max_threads(void)
+/* K(W, x) (M x n) for a chunk x (n x D) in threads: kern_K of kernels.c on
+ * one block of columns per thread, cut into pieces of fewer than 1024
+ * columns (kern_K checks for interrupts every 1024 columns, and R's API
+ * must stay out of the threads). The same values as ffi_kern_matrix. */
+#define BS_KERN_PIECE 1000
+SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads)
 {
+    chk_real_matrix(W, "W", -1);
+    chk_finite(W, "W");
+    const int D = ncols(W), M = nrows(W);
+    chk_real_matrix(x, "x", D);
+    chk_finite(x, "x");
+    const int n = nrows(x), nt = bs_threads(threads, n);
+    spv_kernel k;
+    chk_kernel(kern, D, &k);
+    double *Ws = la_alloc((size_t) D * M), *xs = la_alloc((size_t) D * n);
+    if (kern_scale_points(&k, REAL(W), (size_t) M, Ws) |
+        kern_scale_points(&k, REAL(x), (size_t) n, xs))
+        kern_overflow_error(&k);
+    SEXP K = PROTECT(allocMatrix(REALSXP, M, n));
+    double *Kp = REAL(K);
 #ifdef _OPENMP
-    int nt = omp_get_max_threads();
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int j1 = bs_first(n, t + 1, nt);
+        for (int j = bs_first(n, t, nt); j < j1; j += BS_KERN_PIECE) {
+            const int nb = j1 - j < BS_KERN_PIECE ? j1 - j : BS_KERN_PIECE;
+            kern_K(&k, Ws, (size_t) M, xs + (size_t) D * j, (size_t) nb,
+                   Kp + (size_t) M * j);
+        }
+    }
+    UNPROTECT(1);
+    return K;
+}
+
+/* The threads a chunk would use for `want` (a whole number >= 1) within
+ * OpenMP's thread limit, or for want = 0 the most an OpenMP region may use
+ * (OMP_NUM_THREADS or the processors); 1 without OpenMP. */
+SEXP ffi_bs_threads(SEXP want)
+{
+    if (!isInteger(want) || XLENGTH(want) != 1 ||
+        INTEGER(want)[0] == NA_INTEGER || INTEGER(want)[0] < 0)
+        error("'threads' must be one whole number >= 0");
+    int nt = INTEGER(want)[0];
+#ifdef _OPENMP
+    if (nt == 0) nt = omp_get_max_threads();
     const int lim = omp_get_thread_limit();
     if (lim > 0 && nt > lim) nt = lim;
-    return ScalarInteger(nt);
 #else
-    return ScalarInteger(1);
+    nt = 1;
 #endif
+    return ScalarInteger(nt < 1 ? 1 : nt);
 }

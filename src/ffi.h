@@ -14,7 +14,8 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
                   SEXP grad);
 SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
                      SEXP kdiag, SEXP lambda, SEXP ytil, SEXP threads);
-SEXP ffi_bs_max_threads(void);
+SEXP ffi_bs_threads(SEXP want);
+SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads);
 SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
                   SEXP threads);
 SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
