@@ -91,7 +91,11 @@
 #'     shares are removed from the workers when the fit ends.
 #' }
 #' The prediction methods and \code{fitted()} work in blocks of rows in any
-#' case.
+#' case. Not yet in chunks: greedy selection of inducing inputs
+#' (\code{\link{select_inducing}()}, the default of \code{sgpr()}) holds an
+#' \eqn{N \times M}{N x M} factor, so for very large data give the inducing
+#' inputs (or choose them on a subsample); \code{\link{osgpr}()} computes
+#' its bound in one piece; the cluster serves \code{sgpr()} only.
 #'
 #' @name scaling
 #' @aliases sparsevgp.threads
