@@ -33,6 +33,22 @@
 #   R_LD_LIBRARY_PATH=... OPENBLAS_NUM_THREADS=1 \
 #     Rscript inst/bench/bench_scale.R timing --N=1e5
 # Not run by R CMD check.
+#
+# Measured 2026-11-23 on a 2-core machine shared with other jobs (so CPU
+# time, not elapsed time), M = 500, D = 8, one evaluation:
+#   BLAS              N     configuration         peak MB   CPU s
+#   OpenBLAS (1 thr)  1e5   one piece              1384       7.0
+#   OpenBLAS (1 thr)  1e5   chunks                  423       6.6
+#   OpenBLAS (1 thr)  1e5   chunks, 2 threads       429       6.7
+#   OpenBLAS (1 thr)  1e5   2-worker cluster        136 (+393 per worker)  6.9
+#   OpenBLAS (1 thr)  1e6   chunks                  715      63.7
+#   OpenBLAS (1 thr)  1e6   chunks, 2 threads       708      74.2
+#   OpenBLAS (1 thr)  1e6   2-worker cluster        237 (+577 per worker) 70.3
+#   OpenBLAS (1 thr)  1e7   chunks                 2312     661
+#   reference BLAS    1e5   one piece              1254      45.1
+#   reference BLAS    1e5   chunks                  372      54.0
+# (one piece at 1e6 would need about 15 GB and was not run). Elapsed-time
+# speedups of threads and workers need an idle machine: run `timing`.
 
 args <- commandArgs(trailingOnly = TRUE)
 opt <- function(name, default) {
