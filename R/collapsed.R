@@ -8,11 +8,16 @@
 # with `variant` ("union", "solve", "odvgp") the orthogonal bound whose
 # first M1 rows of W are the regular inducing inputs (Fernlund 2022,
 # Algorithm 3; src/bound_orthogonal.c). Returns the C result with the kernel
-# matrices Kww, Kwf, kdiag and, with grad = TRUE, `gk`: the contraction of
+# matrices Kww, Kwf, kdiag (Kwf and kdiag NULL when the SGPR bound was
+# computed over row chunks, R/stream.R) and, with grad = TRUE, `gk`: the contraction of
 # the adjoints (list(variance, lengthscale, W), R/kernels.R). The remaining
 # adjoints glambda and gytil are left to the model's chain rule.
 .collapsed_bound <- function(fit, params, W, lambda, ytil, grad, variant = NULL,
                              M1 = nrow(W)) {
+  # beyond the memory budget, or with threads: over row chunks (R/stream.R)
+  if (is.null(variant) && .stream_wanted(fit$control, nrow(W), nrow(fit$x))) {
+    return(.stream_bound(fit, params, W, lambda, ytil, grad))
+  }
   k <- .kernel_at(fit$kernel, params)
   x <- fit$x
   ctl <- fit$control

@@ -133,3 +133,32 @@
               gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))
   .Call(ffi_svgp_ell, as.double(mu), as.double(var), lik)
 }
+
+# ---- the collapsed bound over row chunks (src/bound_stream.c) --------------
+
+# K(W, x) for a chunk x in `threads` OpenMP threads.
+.ffi_stream_kern <- function(kernel, W, x, threads) {
+  # sums and products are combined by src/kernel_combo.c, in one thread
+  if (.is_combo(kernel)) return(.ffi_kern_matrix(kernel, W, x))
+  .Call(ffi_bs_kern_cross, .ffi_kernel(kernel), W, x, as.integer(threads))
+}
+
+# Pass 1 over one chunk: list(AA, w, yy, kl, trace, sumloglam, n).
+.ffi_stream_stats <- function(L, Kuf, kdiag, lambda, ytil, threads) {
+  .Call(ffi_bs_stats, L, Kuf, kdiag, lambda, ytil, as.integer(threads))
+}
+
+# The bound from the summed statistics `s`: list(bound, logdet, fit, trace,
+# LB, v) and, with grad, the M x M adjoint pieces Guu, E, alpha, vt.
+.ffi_stream_value <- function(L, s, N, grad) {
+  .Call(ffi_bs_value, L, s$AA, s$w, c(s$yy, s$kl, s$trace, s$sumloglam), as.double(N), grad)
+}
+
+# Pass 2 over one chunk: list(Guf, gdiag, glambda, gytil, mu).
+.ffi_stream_adjoints <- function(L, v, Kuf, kdiag, lambda, ytil, threads) {
+  .Call(ffi_bs_adjoints, L, v$E, v$alpha, v$vt, Kuf, kdiag, lambda, ytil, as.integer(threads))
+}
+
+# The threads a chunk may use for `want` within OpenMP's limit; want = 0:
+# the most an OpenMP region may use (1 without OpenMP).
+.ffi_threads <- function(want = 0L) .Call(ffi_bs_threads, as.integer(want))

@@ -75,6 +75,8 @@ objective.sparsevgp <- function(fit, ...) {
                                 list(message = "interrupt (test hook)", call = NULL)))
     }
     r <- tryCatch(.evaluate(fit, unpack(par), grad = TRUE, ...), error = function(e) {
+      # a failed cluster is never a bad trial point to step back from
+      if (inherits(e, "sparsevgp_cluster_error")) stop(e)
       if (!safe) stop(conditionMessage(e), call. = FALSE)
       NULL
     })

@@ -80,6 +80,8 @@
 #' classification use \code{\link{pgpr}()} or \code{\link{svgp}()}.
 #'
 #' @inheritParams sgpr
+#' @param control as for \code{\link{gpr}()}, and \code{schedule}:
+#'   \code{"staged"} (the default, see Details) or \code{"joint"}.
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
 #'   \eqn{M_1}{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
 #'   (\code{"greedy"}, \code{"kmeans"}, \code{"random"}, ...; for
@@ -160,7 +162,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
-  control <- .collapsed_control(control)
+  control <- .collapsed_control(control, memory = FALSE)
   if (!is.null(.check_start(start, "osgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     inducing <- .osgpr_warm_set(inducing, start$params$Z)

@@ -93,7 +93,9 @@
 #'   \code{outer_max} (selection passes for \code{"hgv"}/\code{"gv"}, 10),
 #'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
 #'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
-#'   experiments), and
+#'   experiments), \code{memory} (the working memory of one evaluation
+#'   beyond which the bound is computed over chunks of rows, 256 MB; see
+#'   \code{\link{scaling}}), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
 #' @param start a previous \code{pgpr} fit whose kernel parameters, mean and
@@ -194,7 +196,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # The PGPR loop settings, then the shared optimiser and jitter settings.
 .pgpr_control <- function(control) {
   if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
-  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init")
+  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "memory")
   ctrl <- utils::modifyList(.pgpr_default_control, control)
   for (nm in c("inner_max", "ci_iters", "outer_max", "maxit")) {
     v <- ctrl[[nm]]
@@ -209,6 +211,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
       ctrl$c_init < 0) {
     stop("'control$c_init' must be one number >= 0", call. = FALSE)
   }
+  ctrl$memory <- .check_memory(ctrl$memory)
   shared <- .check_control(ctrl[setdiff(names(ctrl), own)])
   c(shared, ctrl[own])
 }
@@ -296,6 +299,12 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # q*(f) at the training inputs (Passerello 2022, eq. C.2 with X* = X) from
 # an evaluation of the bound: list(mean, var).
 .pgpr_qf_train <- function(fit, r) {
+  if (is.null(r$Kuf)) {
+    # the bound went over row chunks (R/stream.R): predict in blocks
+    fit$posterior <- r$posterior
+    p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
+    return(list(mean = p$mean, var = pmax(p$var, 0)))
+  }
   p <- .ffi_predict_gaussian(r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
                              r$kdiag, FALSE)
   list(mean = p$mean + fit$params$mean, var = pmax(p$var, 0))

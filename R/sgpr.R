@@ -113,7 +113,13 @@
 #'   training; \code{FALSE} holds them where (re-)selection put them.
 #' @param control as for \code{\link{gpr}()}, and \code{schedule}:
 #'   \code{"auto"} (the default, see Details), \code{"staged"} or
-#'   \code{"joint"}.
+#'   \code{"joint"}, and \code{memory}: the working memory of one evaluation
+#'   beyond which the bound is computed over chunks of rows (bytes, or a
+#'   string such as \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
+#' @param cluster a cluster from \code{parallel::makeCluster()}: the data
+#'   are split over its workers, which compute their shares of every
+#'   evaluation of the bound (see \code{\link{scaling}}); by default
+#'   \code{NULL}, one process.
 #' @param noise a number, a vector of \eqn{N} known variances, or a
 #'   one-sided formula; see Details. By default one variance starting at a
 #'   tenth of the variance of \code{y}.
@@ -164,7 +170,7 @@ sgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, weights = NULL, offset = NULL, ...) {
+                         start = NULL, weights = NULL, offset = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "sgpr")
   data <- .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
@@ -205,7 +211,15 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                  selection = spec[intersect(names(spec),
                                                             c("method", "M", "threshold", "auto"))]),
                             wo))
-  .build_or_fit(fit, optimize)
+  if (!is.null(cluster)) {
+    # the data go to the workers once; the fit does not keep the cluster
+    h <- .cluster_setup(cluster, fit)
+    on.exit(.cluster_release(h), add = TRUE)
+    fit$cluster <- h
+  }
+  fit <- .build_or_fit(fit, optimize)
+  fit$cluster <- NULL
+  fit
 }
 
 # ---- bound, gradient, prediction ----------------------------------------
@@ -215,17 +229,23 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # parameter block on the unconstrained scale.
 #' @export
 .evaluate.sgpr <- function(fit, params, grad = TRUE, ...) {
-  lambda <- .noise_lambda(fit, params)
-  ytil <- fit$y - params$mean
-  b <- .collapsed_bound(fit, params, params$Z, lambda, ytil, grad)
+  if (is.null(fit$cluster)) {
+    lambda <- .noise_lambda(fit, params)
+    ytil <- fit$y - params$mean
+    b <- .collapsed_bound(fit, params, params$Z, lambda, ytil, grad)
+    if (grad) b$noise_grad <- .noise_grad(fit, params, b$glambda, lambda)
+  } else {
+    # on the workers of a cluster, which reduce the per-point adjoints
+    b <- .cluster_bound(fit, params, grad)
+  }
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet, trace = -0.5 * b$trace,
-                        constant = -0.5 * length(ytil) * log(2 * pi)),
+                        constant = -0.5 * length(fit$y) * log(2 * pi)),
               jitter = b$jitter, jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v))
   if (grad) {
     out$grad <- do.call(.collapsed_grad, c(list(params, b$gk, b$gytil, Z = b$gk$W),
-                                           .noise_grad(fit, params, b$glambda, lambda)))
+                                           b$noise_grad))
   }
   out
 }
@@ -243,18 +263,14 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # bound with noise Lambda + t I, so the same C routine computes it.
 .sgpr_upper_bound <- function(fit) {
   params <- fit$params
-  km <- .collapsed_matrices(.kernel_at(fit$kernel, params), params$Z, fit$x)
-  Kuu <- km$Kww
-  Kuf <- km$Kwf
-  kdiag <- km$kdiag
   ytil <- fit$y - params$mean
   lambda <- .noise_lambda(fit, params)
-  ctl <- fit$control
-  # unweighted trace: the Gaussian bound with unit noise reports it
-  t <- .ffi_gaussian_bound(Kuu, Kuf, kdiag, rep(1, length(ytil)), ytil,
-                           ctl$jitter, ctl$jitter_cap, FALSE)$trace
+  fit$cluster <- NULL
+  # unweighted trace: the Gaussian bound with unit noise reports it (in row
+  # chunks for large data, R/stream.R)
+  t <- .collapsed_bound(fit, params, params$Z, rep(1, length(ytil)), ytil, FALSE)$trace
   t <- max(t, 0)
-  up <- .ffi_gaussian_bound(Kuu, Kuf, kdiag, lambda + t, ytil, ctl$jitter, ctl$jitter_cap, FALSE)
+  up <- .collapsed_bound(fit, params, params$Z, lambda + t, ytil, FALSE)
   -0.5 * length(ytil) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
 }
 

@@ -182,6 +182,8 @@
   }
   fit$x <- fit$x[rows, , drop = FALSE]
   fit$y <- fit$y[rows]
+  # the workers of a cluster hold all the rows: the subsample is fitted here
+  fit$cluster <- NULL
   nm <- fit$noise_model
   if (!is.null(nm$lambda)) nm$lambda <- nm$lambda[rows]
   if (!is.null(nm$Phi)) nm$Phi <- nm$Phi[rows, , drop = FALSE]
@@ -189,10 +191,13 @@
   fit
 }
 
-# The control of the collapsed regression models: the shared settings and
-# `schedule` ("staged", the default, or "joint").
-.collapsed_control <- function(control) {
-  ctrl <- .check_control(control, defaults = list(schedule = "auto"), own = "schedule")
+# The control of the collapsed regression models: the shared settings,
+# `schedule` ("auto", the default, "staged" or "joint") and, for the models whose
+# bound goes over row chunks (sgpr), `memory` (R/stream.R).
+.collapsed_control <- function(control, memory = TRUE) {
+  ctrl <- .check_control(control, defaults = list(schedule = "auto"),
+                         own = c("schedule", if (memory) "memory"))
+  if (memory) ctrl$memory <- .check_memory(ctrl$memory)
   if (!is.character(ctrl$schedule) || length(ctrl$schedule) != 1L ||
       !(ctrl$schedule %in% .schedules)) {
     stop(sprintf("'control$schedule' must be one of %s",

@@ -48,14 +48,6 @@
 
 #define LOG_2PI 1.8378770664093454836
 
-typedef struct {
-    /* value */
-    double bound, logdet, fit, trace, jitter;
-    double *L, *LB, *v;                  /* M x M, M x M, M */
-    /* adjoints (NULL when not wanted) */
-    double *Guu, *Guf, *gdiag, *glambda, *gytil, *mu;
-} bg_out;
-
 /* The inputs and the factors shared by the forward pass, the value and the
  * backward pass of one evaluation. */
 typedef struct {
@@ -69,9 +61,6 @@ typedef struct {
     double kl;          /* sum k_nn / lambda_n */
 } bg_factors;
 
-/* Status of bg_collapsed(). */
-enum { BG_OK = 0, BG_KUU = 1, BG_B = 2, BG_A = 3, BG_KUU_OVERFLOW = 4,
-       BG_PRECISION = 5 };
 
 /* Forward pass: L = chol(Kuu + jitter I) and A = L^-1 Kuf Lambda^-1/2, with
  * the per-point sums of the bound in the same pass over A: out->v holds
@@ -130,20 +119,27 @@ static int bg_forward(bg_factors *f, double jit_base, double jit_cap,
  * variance), and the value would be garbage: BG_PRECISION. */
 static int bg_value(bg_factors *f, bg_out *out)
 {
-    const int M = f->M, N = f->N, ione = 1;
+    const int M = f->M;
     f->B = la_alloc((size_t) M * M);
-    la_identity_plus_gram(f->A, M, N, f->B);
-    la_copy(out->LB, f->B, (size_t) M * M);
+    la_identity_plus_gram(f->A, M, f->N, f->B);
+    return bg_value_stats(M, f->N, f->B, f->yy, f->kl, f->sumloglam, out);
+}
+
+int bg_value_stats(int M, double N, const double *B, double yy, double kl,
+                   double sumloglam, bg_out *out)
+{
+    const int ione = 1;
+    la_copy(out->LB, B, (size_t) M * M);
     if (la_chol(out->LB, M) != 0) return BG_B;
     if (M > 0)
         F77_CALL(dtrsv)("L", "N", "N", &M, out->LB, &M, out->v, &ione
                         FCONE FCONE FCONE);
     double vv = 0.0;
     for (int m = 0; m < M; m++) vv += out->v[m] * out->v[m];
-    if (vv > f->yy * (1.0 + 1e-6) || out->trace < -1e-6 * f->kl)
+    if (vv > yy * (1.0 + 1e-6) || out->trace < -1e-6 * kl)
         return BG_PRECISION;
-    out->logdet = -la_half_logdet(out->LB, M) - 0.5 * f->sumloglam;
-    out->fit = -0.5 * f->yy + 0.5 * vv;
+    out->logdet = -la_half_logdet(out->LB, M) - 0.5 * sumloglam;
+    out->fit = -0.5 * yy + 0.5 * vv;
     out->bound = -0.5 * N * LOG_2PI + out->logdet + out->fit -
         0.5 * out->trace;
     return BG_OK;
@@ -152,34 +148,42 @@ static int bg_value(bg_factors *f, bg_out *out)
 /* The backward pass: the adjoints of the header from the factors. */
 static void bg_backward(const bg_factors *f, bg_out *out)
 {
-    const int M = f->M, N = f->N, ione = 1;
-    const size_t MM = (size_t) M * M;
-    const double one = 1.0, zero = 0.0;
-    const double *L = out->L, *LB = out->LB, *A = f->A, *B = f->B;
-
-    /* vt = LB^-T v; alpha = L^-T vt */
+    const int M = f->M, N = f->N;
+    const double *A = f->A;
     double *vt = la_alloc((size_t) M), *alpha = la_alloc((size_t) M);
-    la_copy(vt, out->v, (size_t) M);
-    la_copy(alpha, out->v, (size_t) M);
-    if (M > 0) {
-        F77_CALL(dtrsv)("L", "T", "N", &M, LB, &M, vt, &ione
-                        FCONE FCONE FCONE);
-        la_copy(alpha, vt, (size_t) M);
-        F77_CALL(dtrsv)("L", "T", "N", &M, L, &M, alpha, &ione
-                        FCONE FCONE FCONE);
-    }
+    double *E = la_alloc((size_t) M * M);
+    bg_backward_mm(M, out->L, out->LB, f->B, out->v, vt, alpha, out->Guu, E);
     /* mu = Lambda^1/2 A' vt: the posterior mean at the training inputs */
-    if (N > 0)
-        F77_CALL(dgemv)("T", &M, &N, &one, A, &M, vt, &ione, &zero, out->mu,
-                        &ione FCONE);
+    la_gemv('T', A, M, N, vt, out->mu);
     double *r = la_alloc((size_t) N);
     for (int n = 0; n < N; n++) {
         out->mu[n] /= f->isl[n];
         r[n] = (f->ytil[n] - out->mu[n]) / f->lambda[n];
     }
+    /* Guf <- E A: M x N */
+    la_gemm_nn(E, M, M, A, N, out->Guf);
+    bg_point_adjoints(M, N, f->Kuf, f->isl, alpha, r, f->lambda, f->kdiag,
+                      out->Guf, out->gdiag, out->glambda, out->gytil);
+}
+
+void bg_backward_mm(int M, const double *L, const double *LB,
+                    const double *B, const double *v, double *vt,
+                    double *alpha, double *Guu, double *E)
+{
+    const int ione = 1;
+    const size_t MM = (size_t) M * M;
+    /* vt = LB^-T v; alpha = L^-T vt */
+    la_copy(vt, v, (size_t) M);
+    if (M > 0)
+        F77_CALL(dtrsv)("L", "T", "N", &M, LB, &M, vt, &ione
+                        FCONE FCONE FCONE);
+    la_copy(alpha, vt, (size_t) M);
+    if (M > 0)
+        F77_CALL(dtrsv)("L", "T", "N", &M, L, &M, alpha, &ione
+                        FCONE FCONE FCONE);
 
     /* Guu = L^-T [I - B/2 - Binv/2 - vt vt'/2] L^-1 */
-    double *Binv = la_alloc(MM), *Guu = out->Guu;
+    double *Binv = E;
     la_chol_inverse(LB, M, Binv);
     for (int j = 0; j < M; j++)
         for (int i = 0; i < M; i++) {
@@ -190,14 +194,10 @@ static void bg_backward(const bg_factors *f, bg_out *out)
     la_trsm_left(L, M, Guu, M, 'T');
     la_trsm_right(L, M, Guu, M);
 
-    /* E = L^-T (I - Binv): M x M; Guf <- E A: M x N */
-    double *E = Binv;
+    /* E = L^-T (I - Binv): M x M */
     for (size_t i = 0; i < MM; i++) E[i] = -E[i];
     for (int i = 0; i < M; i++) E[i + (size_t) M * i] += 1.0;
     la_trsm_left(L, M, E, M, 'T');
-    la_gemm_nn(E, M, M, A, N, out->Guf);
-    bg_point_adjoints(M, N, f->Kuf, f->isl, alpha, r, f->lambda, f->kdiag,
-                      out->Guf, out->gdiag, out->glambda, out->gytil);
 }
 
 /* The bound and, when out->Guf is set, its adjoints. Returns a BG_ status:
@@ -216,6 +216,21 @@ static int bg_collapsed(const double *Kuu, const double *Kuf,
     return st;
 }
 
+void bg_point_adjoint(int M, const double *kn, double *g, double isl,
+                      const double *alpha, double r, double lambda,
+                      double kdiag, double *gdiag, double *glambda,
+                      double *gytil)
+{
+    double q = 0.0;                           /* a_n'(I - B^-1) a_n */
+    for (int m = 0; m < M; m++) q += kn[m] * g[m];
+    q *= isl;
+    for (int m = 0; m < M; m++) g[m] = g[m] * isl + alpha[m] * r;
+    const double il = 1.0 / lambda;
+    *gdiag = -0.5 * il;
+    *glambda = 0.5 * (r * r - il - q * il + kdiag * il * il);
+    *gytil = -r;
+}
+
 void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
                        const double *alpha, const double *r,
                        const double *lambda, const double *kdiag, double *G,
@@ -223,16 +238,9 @@ void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
 {
     for (int n = 0; n < N; n++) {
         if ((n & 1023) == 1023) R_CheckUserInterrupt();
-        double *g = G + (size_t) M * n;
-        const double *kn = Kuf + (size_t) M * n;
-        double q = 0.0;                       /* a_n'(I - B^-1) a_n */
-        for (int m = 0; m < M; m++) q += kn[m] * g[m];
-        q *= isl[n];
-        for (int m = 0; m < M; m++) g[m] = g[m] * isl[n] + alpha[m] * r[n];
-        const double il = 1.0 / lambda[n];
-        gdiag[n] = -0.5 * il;
-        glambda[n] = 0.5 * (r[n] * r[n] - il - q * il + kdiag[n] * il * il);
-        gytil[n] = -r[n];
+        bg_point_adjoint(M, Kuf + (size_t) M * n, G + (size_t) M * n, isl[n],
+                         alpha, r[n], lambda[n], kdiag[n], gdiag + n,
+                         glambda + n, gytil + n);
     }
 }
 

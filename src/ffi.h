@@ -14,6 +14,13 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
                   SEXP grad);
 SEXP ffi_kc_diag(SEXP kern, SEXP x);
 SEXP ffi_kc_matrix(SEXP kern, SEXP x, SEXP y);
+SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
+                     SEXP kdiag, SEXP lambda, SEXP ytil, SEXP threads);
+SEXP ffi_bs_threads(SEXP want);
+SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads);
+SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
+                  SEXP threads);
+SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
 SEXP ffi_kern_diag(SEXP kern, SEXP x);
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
 SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);

@@ -69,6 +69,34 @@ void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
 
 /* ---- collapsed Gaussian bound (bound_gaussian.c) ----------------------- */
 
+/* The value, the factors and the adjoints of one evaluation. */
+typedef struct {
+    /* value */
+    double bound, logdet, fit, trace, jitter;
+    double *L, *LB, *v;                  /* M x M, M x M, M */
+    /* adjoints (NULL when not wanted) */
+    double *Guu, *Guf, *gdiag, *glambda, *gytil, *mu;
+} bg_out;
+
+/* Status of the collapsed Gaussian bound. */
+enum { BG_OK = 0, BG_KUU = 1, BG_B = 2, BG_A = 3, BG_KUU_OVERFLOW = 4,
+       BG_PRECISION = 5 };
+
+/* The value from the sums over the data: B = I + A A' (M x M, full), on
+ * entry out->v = A Lambda^-1/2 ytil and out->trace the summed residual
+ * variances; yy = |Lambda^-1/2 ytil|^2, kl = sum k_nn / lambda_n,
+ * sumloglam = sum log lambda_n. Sets out->LB, v, logdet, fit, bound;
+ * returns BG_OK, BG_B or BG_PRECISION. */
+int bg_value_stats(int M, double N, const double *B, double yy, double kl,
+                   double sumloglam, bg_out *out);
+
+/* The M x M part of the adjoints: vt = LB^-T v, alpha = L^-T vt, Guu (M x
+ * M) and E = L^-T (I - B^-1) (M x M), from which each point's column of
+ * dF/dKuf follows (bg_point_adjoint). */
+void bg_backward_mm(int M, const double *L, const double *LB,
+                    const double *B, const double *v, double *vt,
+                    double *alpha, double *Guu, double *E);
+
 /* The per-point adjoints shared by the collapsed bounds (derived for this
  * package, whitened): on entry column n of G (M x N) holds (E A)_n with
  * E = L^-T R, R = I - B^-1 for SGPR (bound_orthogonal.c passes its own R);
@@ -80,6 +108,13 @@ void bg_point_adjoints(int M, int N, const double *Kuf, const double *isl,
                        const double *alpha, const double *r,
                        const double *lambda, const double *kdiag, double *G,
                        double *gdiag, double *glambda, double *gytil);
+/* The same for one point n: kn = Kuf_n, g = column n of G (updated). Uses
+ * no R API, so that threads may call it. */
+void bg_point_adjoint(int M, const double *kn, double *g, double isl,
+                      const double *alpha, double r, double lambda,
+                      double kdiag, double *gdiag, double *glambda,
+                      double *gytil);
+
 
 /* ---- linear algebra (linalg.c) ---------------------------------------- */
 

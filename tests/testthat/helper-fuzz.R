@@ -30,7 +30,15 @@ fuzz_templates <- function() {
   G <- matrix(seq(-1, 1, length.out = 24), 3, 8)
   bg <- .Call(ns$ffi_bg_bound, Kuu, Kuf, kd, lam, yt, 1e-8, 1e-2, FALSE)
   pm <- c(3L, 1L, 4L, 8L, 5L, 2L, 6L, 7L)
+  bs <- .Call(ns$ffi_bs_stats, bg$L, Kuf, kd, lam, yt, 1L)
+  bsums <- c(bs$yy, bs$kl, bs$trace, bs$sumloglam)
+  bv <- .Call(ns$ffi_bs_value, bg$L, bs$AA, bs$w, bsums, 8, TRUE)
   list(
+    ffi_bs_adjoints = function() list(bg$L, bv$E, bv$alpha, bv$vt, Kuf, kd, lam, yt, 1L),
+    ffi_bs_kern_cross = function() list(kc, Z, x, 2L),
+    ffi_bs_stats = function() list(bg$L, Kuf, kd, lam, yt, 2L),
+    ffi_bs_threads = function() list(2L),
+    ffi_bs_value = function() list(bg$L, bs$AA, bs$w, bsums, 8, TRUE),
     ffi_bg_bound = function() list(Kuu, Kuf, kd, lam, yt, 1e-8, 1e-2, TRUE),
     ffi_bo_bound = function() list(Kuu, Kuf, 1L, kd, lam, yt, 1L, 1e-8, 1e-2, TRUE),
     ffi_kc_diag = function() list(kx, x),

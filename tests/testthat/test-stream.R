@@ -1,0 +1,237 @@
+# The collapsed bounds over row chunks, in threads and on a cluster
+# (R/stream.R, src/bound_stream.c) against the bound computed in one piece
+# (src/bound_gaussian.c, itself checked against the exact GP and finite
+# differences elsewhere).
+
+# The bound and its gradient of a fit through objective(): value and every
+# free component.
+value_grad <- function(fit) {
+  o <- objective(fit)
+  c(value = -o$fn(o$par), -o$gr(o$par))
+}
+
+# The largest relative difference over the components, each relative to its
+# own size (floored at 1e-6 of the largest, for components that are 0 up to
+# rounding).
+max_rel <- function(a, b) {
+  expect_identical(names(a), names(b))
+  max(abs(a - b) / pmax(abs(a), 1e-6 * max(abs(a))))
+}
+
+# A fit with chunks of `rows` rows: control$memory is 32 M rows bytes.
+with_rows <- function(fit, rows) {
+  fit$control$memory <- 32 * nrow(fit$params$Z) * rows
+  fit
+}
+
+stream_data <- function(N = 53, D = 2, seed = 3) {
+  set.seed(seed)
+  x <- matrix(runif(N * D, -2, 2), N, D)
+  y <- sin(2 * x[, 1]) + 0.3 * x[, D]^2 + rnorm(N, sd = 0.2)
+  list(x = x, y = y)
+}
+
+test_that("sgpr in chunks equals sgpr in one piece for every kernel and noise kind", {
+  d <- stream_data()
+  N <- nrow(d$x)
+  kernels <- list(kernel_rbf(lengthscale = 0.8, variance = 1.3),
+                  kernel_rbf(lengthscale = c(0.7, 1.4), variance = 0.9),
+                  kernel_matern12(lengthscale = 1.1, variance = 1),
+                  kernel_matern32(lengthscale = c(0.9, 1.2), variance = 1.2),
+                  kernel_matern52(lengthscale = 0.6, variance = 0.8))
+  noises <- list(constant = 0.05, known = seq(0.02, 0.1, length.out = N),
+                 model = ~ x1 + I(x2^2))
+  Z <- d$x[c(3, 9, 17, 25, 31, 40, 44), ]
+  for (k in kernels) for (nz in names(noises)) {
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = noises[[nz]], optimize = FALSE)
+    ref <- value_grad(fit)
+    for (rows in c(1, 7, 10, 52)) {
+      got <- value_grad(with_rows(fit, rows))
+      expect_lt(max_rel(ref, got), 1e-10,
+                label = sprintf("%s kernel, %s noise, chunks of %d", k$family, nz, rows))
+    }
+  }
+})
+
+test_that("the chunked path holds no N x M matrix and reports the same fit", {
+  d <- stream_data(N = 40)
+  fit <- sgpr(d$x, d$y, inducing = d$x[1:6, ], kernel = kernel_rbf(0.9, 1), noise = 0.1,
+              optimize = FALSE)
+  ch <- with_rows(fit, 9)
+  b <- sparsevgp:::.collapsed_bound(ch, ch$params, ch$params$Z,
+                                    rep(0.1, 40), d$y - ch$params$mean, TRUE)
+  expect_null(b$Kwf)
+  a <- sparsevgp:::.collapsed_bound(fit, fit$params, fit$params$Z,
+                                    rep(0.1, 40), d$y - fit$params$mean, TRUE)
+  expect_equal(b$bound, a$bound, tolerance = 1e-12)
+  expect_equal(b$LB, a$LB, tolerance = 1e-12)
+  expect_equal(b$glambda, a$glambda, tolerance = 1e-10)
+  expect_equal(b$gytil, a$gytil, tolerance = 1e-10)
+  # the fit built in chunks: the same bound, posterior, upper bound and
+  # predictions
+  fc <- sgpr(d$x, d$y, inducing = d$x[1:6, ], kernel = kernel_rbf(0.9, 1), noise = 0.1,
+             optimize = FALSE, control = list(memory = 32 * 6 * 9))
+  expect_equal(fc$bound, fit$bound, tolerance = 1e-12)
+  expect_equal(fc$upper_bound, fit$upper_bound, tolerance = 1e-12)
+  expect_equal(predict(fc, d$x[1:5, ]), predict(fit, d$x[1:5, ]), tolerance = 1e-10)
+  expect_equal(fitted(fc), fitted(fit), tolerance = 1e-10)
+})
+
+test_that("a fit with a memory budget ends where the fit in one piece does", {
+  d <- stream_data(N = 60, D = 1)
+  set.seed(4)
+  a <- sgpr(d$x, d$y, inducing = 8)
+  set.seed(4)
+  b <- sgpr(d$x, d$y, inducing = 8, control = list(memory = 32 * 8 * 7))
+  expect_equal(b$control$memory, 32 * 8 * 7)
+  # the same objective up to rounding, so L-BFGS-B ends at the same optimum
+  expect_equal(b$bound, a$bound, tolerance = 1e-6)
+  expect_equal(b$params$lengthscale, a$params$lengthscale, tolerance = 1e-3)
+})
+
+test_that("pgpr in chunks equals pgpr in one piece, c updates included", {
+  d <- classification_data("banana")[1:90, ]
+  set.seed(2)
+  fit <- pgpr(y ~ x1 + x2, data = d, inducing = "kmeans", M = 8, optimize = FALSE)
+  fit$c <- runif(90, 0.1, 2)
+  ref <- value_grad(fit)
+  for (rows in c(1, 13, 89)) {
+    ch <- with_rows(fit, rows)
+    expect_lt(max_rel(ref, value_grad(ch)), 1e-10)
+    u1 <- sparsevgp:::.pgpr_update_c(fit, 3)
+    u2 <- sparsevgp:::.pgpr_update_c(ch, 3)
+    expect_equal(u2$c, u1$c, tolerance = 1e-10)
+    expect_equal(u2$bound, u1$bound, tolerance = 1e-10)
+  }
+})
+
+test_that("one and two threads give the same bound and gradient", {
+  d <- stream_data(N = 700, D = 3)
+  fit <- sgpr(d$x, d$y, inducing = 25, noise = ~ x1, optimize = FALSE)
+  old <- options(sparsevgp.threads = 1L)
+  on.exit(options(old))
+  one <- value_grad(with_rows(fit, 300))
+  options(sparsevgp.threads = 2L)
+  two <- value_grad(with_rows(fit, 300))
+  whole <- value_grad(fit)
+  # relative to the largest component (the thread blocks add the M x M
+  # sums in another order), and each component to 1e-10
+  expect_lt(max(abs(one - two)) / max(abs(one)), 1e-12)
+  expect_lt(max_rel(one, two), 1e-10)
+  expect_lt(max_rel(one, whole), 1e-10)
+  # the kernel matrix of a chunk in threads: the same numbers
+  k <- kernel_matern52(lengthscale = c(0.5, 1, 2), variance = 1.5)
+  expect_identical(sparsevgp:::.stream_kern(k, fit$params$Z, d$x, 2L),
+                   kernel_matrix(k, fit$params$Z, d$x))
+  options(sparsevgp.threads = 0)
+  expect_error(value_grad(fit), "sparsevgp.threads")
+})
+
+test_that("control$memory is checked and parsed", {
+  d <- stream_data(N = 20, D = 1)
+  expect_error(sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = "lots")),
+               "control\\$memory")
+  expect_error(sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = -1)),
+               "control\\$memory")
+  expect_equal(sparsevgp:::.check_memory("2GB"), 2 * 2^30)
+  expect_equal(sparsevgp:::.check_memory("512 mb"), 512 * 2^20)
+  expect_equal(sparsevgp:::.check_memory(1e6), 1e6)
+  expect_equal(sparsevgp:::.stream_rows("1MB", 500), floor(2^20 / (32 * 500)))
+  expect_equal(sparsevgp:::.stream_rows(1, 500), 1)
+  f <- sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = "1GB"))
+  expect_equal(f$control$memory, 2^30)
+})
+
+# ---- a cluster --------------------------------------------------------------
+
+start_cluster <- function() {
+  skip_on_cran()
+  cl <- tryCatch(parallel::makePSOCKcluster(2L), error = function(e) NULL)
+  if (is.null(cl)) skip("a PSOCK cluster cannot start here")
+  cl
+}
+
+test_that("a two-worker PSOCK cluster equals one process", {
+  cl <- start_cluster()
+  on.exit(parallel::stopCluster(cl))
+  d <- stream_data(N = 101, D = 2)
+  noises <- list(constant = 0.05, known = seq(0.02, 0.1, length.out = 101),
+                 model = ~ x1 + I(x2^2))
+  for (nz in names(noises)) {
+    fit <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.8, 1.1), 1.1), inducing = d$x[1:9, ],
+                noise = noises[[nz]], optimize = FALSE)
+    ref <- value_grad(fit)
+    h <- sparsevgp:::.cluster_setup(cl, with_rows(fit, 17))
+    on <- fit
+    on$cluster <- h
+    expect_lt(max_rel(ref, value_grad(on)), 1e-10, label = sprintf("%s noise", nz))
+    sparsevgp:::.cluster_release(h)
+  }
+  # a whole fit: the same bound at the same parameters, and no data left on
+  # the workers afterwards
+  a <- sgpr(d$x, d$y, inducing = d$x[1:9, ], optimize = FALSE)
+  b <- sgpr(d$x, d$y, inducing = d$x[1:9, ], optimize = FALSE, cluster = cl)
+  expect_equal(b$bound, a$bound, tolerance = 1e-10)
+  expect_null(b$cluster)
+  f <- sgpr(d$x, d$y, inducing = 9, cluster = cl)
+  expect_s3_class(f, "sgpr")
+  expect_null(f$cluster)
+  expect_equal(bound_at(f), f$bound, tolerance = 1e-10)
+  left <- parallel::clusterCall(cl, function() ls(asNamespace("sparsevgp")$.shards))
+  expect_identical(unlist(left), character(0))
+  expect_error(sgpr(d$x, d$y, inducing = 9, cluster = "cl"), "'cluster' must be a cluster")
+})
+
+test_that("a worker that dies gives a clear error, never a wrong bound", {
+  cl <- start_cluster()
+  on.exit(try(parallel::stopCluster(cl), silent = TRUE))
+  d <- stream_data(N = 60, D = 1)
+  fit <- sgpr(d$x, d$y, inducing = 6, optimize = FALSE)
+  h <- sparsevgp:::.cluster_setup(cl, fit)
+  fit$cluster <- h
+  expect_equal(value_grad(fit)[["value"]], fit$bound, tolerance = 1e-10)
+  # a worker that lost its share
+  parallel::clusterCall(cl[2], function(key) {
+    rm(list = key, envir = asNamespace("sparsevgp")$.shards)
+  }, h$key)
+  expect_error(value_grad(fit), "holds no share", class = "sparsevgp_cluster_error")
+  # a worker that is gone: also inside the fitting loop, which otherwise
+  # steps back from failed evaluations
+  try(parallel::clusterCall(cl[2], function() quit(save = "no", runLast = FALSE)),
+      silent = TRUE)
+  on.exit(try(close(cl[[2L]]$con), silent = TRUE), add = TRUE)
+  fit$fixed[] <- FALSE
+  expect_error(sparsevgp:::.fit_lbfgsb(fit), "the cluster failed", class = "sparsevgp_cluster_error")
+})
+
+test_that("chunks and a cluster equal one piece for kernel sums and products and with prior weights", {
+  d <- stream_data(N = 61, D = 2)
+  Z <- d$x[c(2, 8, 15, 23, 37, 44, 58), ]
+  w <- rep(c(1, 2, 3), length.out = 61)
+  kernels <- list(sum = kernel_rbf(c(0.7, 1.3), 0.8) + kernel_matern52(2, 0.3),
+                  product = kernel_rbf(0.9, 1.1) * kernel_matern32(c(1.5, 2), 1))
+  fits <- list()
+  for (kn in names(kernels)) {
+    fits[[kn]] <- sgpr(d$x, d$y, kernel = kernels[[kn]], inducing = Z, noise = 0.05,
+                       optimize = FALSE)
+  }
+  fits$weights <- sgpr(d$x, d$y, kernel = kernel_rbf(0.8, 1), inducing = Z, noise = 0.05,
+                       weights = w, optimize = FALSE)
+  for (m in names(fits)) {
+    ref <- value_grad(fits[[m]])
+    for (rows in c(1, 9, 60)) {
+      expect_lt(max_rel(ref, value_grad(with_rows(fits[[m]], rows))), 1e-10,
+                label = sprintf("%s, chunks of %d", m, rows))
+    }
+  }
+  cl <- start_cluster()
+  on.exit(parallel::stopCluster(cl))
+  for (m in names(fits)) {
+    h <- sparsevgp:::.cluster_setup(cl, with_rows(fits[[m]], 11))
+    on <- fits[[m]]
+    on$cluster <- h
+    expect_lt(max_rel(value_grad(fits[[m]]), value_grad(on)), 1e-10,
+              label = sprintf("%s on a cluster", m))
+    sparsevgp:::.cluster_release(h)
+  }
+})
