@@ -3,10 +3,12 @@
 # Gaussian noise of sd 0.3 (so the best possible test RMSE is 0.3).
 #
 # Usage (from the package root, with sparsevgp installed):
-#   Rscript inst/bench/bench_large.R [N] [long]
+#   Rscript inst/bench/bench_large.R [N] [long|short] [D] [threads]
 # N: number of training points (default 200000); long: "long" also runs a
 # longer reference fit (M = 300 inducing inputs, every run to L-BFGS-B's own
-# convergence: min_gain = 0), which takes much longer.
+# convergence: min_gain = 0), which takes much longer. D: 4 (default) or 8
+# inputs (the last two of 8 are irrelevant). threads: OpenMP threads of the
+# chunked bound (options(sparsevgp.threads)), default 1.
 # For OpenBLAS on Debian without changing the system default:
 #   R_LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/lib/R/lib \
 #     Rscript inst/bench/bench_large.R
@@ -14,12 +16,19 @@ suppressMessages(library(sparsevgp))
 args <- commandArgs(trailingOnly = TRUE)
 N <- if (length(args) >= 1L) as.integer(args[1L]) else 200000L
 long <- length(args) >= 2L && args[2L] == "long"
+D <- if (length(args) >= 3L) as.integer(args[3L]) else 4L
+if (length(args) >= 4L) options(sparsevgp.threads = as.integer(args[4L]))
+stopifnot(D %in% c(4L, 8L))
 
-truth <- function(x) sin(2 * pi * x[, 1]) + cos(4 * x[, 2]) + x[, 3]^2 + 0.3 * x[, 4]
+truth <- function(x) {
+  f <- sin(2 * pi * x[, 1]) + cos(4 * x[, 2]) + x[, 3]^2 + 0.3 * x[, 4]
+  if (ncol(x) == 8L) f <- f + 0.5 * sin(3 * x[, 5]) + 0.4 * x[, 5] * x[, 6]
+  f
+}
 set.seed(1)
-x <- matrix(stats::runif(N * 4), N, 4)
+x <- matrix(stats::runif(N * D), N, D)
 y <- truth(x) + stats::rnorm(N, sd = 0.3)
-xt <- matrix(stats::runif(20000 * 4), 20000, 4)
+xt <- matrix(stats::runif(20000 * D), 20000, D)
 ft <- truth(xt)
 yt <- ft + stats::rnorm(20000, sd = 0.3)
 
