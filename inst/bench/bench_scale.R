@@ -47,8 +47,17 @@
 #   OpenBLAS (1 thr)  1e7   chunks                 2312     661
 #   reference BLAS    1e5   one piece              1254      45.1
 #   reference BLAS    1e5   chunks                  372      54.0
-# (one piece at 1e6 would need about 15 GB and was not run). Elapsed-time
-# speedups of threads and workers need an idle machine: run `timing`.
+# (one piece at 1e6 would need about 15 GB and was not run).
+# Elapsed time on the idle machine (`timing`, OpenBLAS on one thread):
+#   N     configuration        elapsed s   speedup
+#   1e5   chunks, 1 thread        6.21       1.00
+#   1e5   chunks, 2 threads       3.76       1.65
+#   1e5   2-worker PSOCK          3.42       1.82
+#   1e6   chunks, 1 thread       58.63       1.00
+#   1e6   chunks, 2 threads      37.70       1.56
+#   1e6   2-worker PSOCK         30.82       1.90
+# (the contraction of the adjoints into the kernel gradient is still one
+# thread, which caps the threads' speedup).
 
 args <- commandArgs(trailingOnly = TRUE)
 opt <- function(name, default) {
