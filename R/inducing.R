@@ -126,15 +126,18 @@
 # parameters. `weights` are the model's greedy weights (NULL: none; "gv"
 # never uses them), `perm` the greedy tie-breaking order (NULL: a fresh
 # one). `warn_short`: warn when greedy selection returns fewer than M.
+# `memory`: the model's control$memory, beyond which greedy selection runs
+# on a subsample (NULL: the default budget).
 .select_by_spec <- function(spec, x, kernel, weights = NULL, perm = NULL, warn_short = FALSE,
-                            name = "inducing") {
+                            name = "inducing", memory = NULL) {
   if (spec$method == "given") return(spec$Z)
   M <- if (is.na(spec$M)) NULL else spec$M
   sel <- switch(spec$method,
     greedy = , hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = weights,
-                                     threshold = spec$threshold, perm = perm),
+                                     threshold = spec$threshold, memory = memory,
+                                     perm = perm),
     gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = spec$threshold,
-                         perm = perm),
+                         memory = memory, perm = perm),
     kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
     random = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
   Z <- sel$Z
@@ -200,7 +203,7 @@
 #'     least one point is always returned.
 #'   \item \eqn{M} points are chosen (\code{M = NULL} with a threshold: no
 #'     limit but \eqn{N}; the factor takes \eqn{N \times M}{N x M} doubles, so
-#'     give \code{M} as a cap when memory matters);
+#'     give \code{M} as a cap when memory matters, and see Large data);
 #'   \item every input is explained: its residual is zero (at most
 #'     \code{tol} times its prior variance), or it is an exact copy of a
 #'     chosen input. Then fewer than \eqn{M} points are returned. A point,
@@ -219,6 +222,29 @@
 #' and reuse it in every pass, so that the unweighted selection, whose first
 #' pick is a tie among all inputs of a stationary kernel, does not change
 #' from pass to pass by the tie-break alone.
+#'
+#' \strong{Large data.} The greedy factor takes \eqn{8 (M + 2 b)}{8 (M + 2 b)}
+#' bytes per input (\eqn{b} the \code{block}; \eqn{M} the cap
+#' \code{max_threshold_points} with a threshold and no \code{M}), 4 GB at
+#' \eqn{N = 10^6}{N = 1e6}, \eqn{M = 500}. When \eqn{N} times that exceeds
+#' \code{memory}, greedy selection runs on a random subsample of \eqn{n}
+#' rows, as many as fit in \code{memory} but at least \eqn{10 M}: the
+#' first \eqn{n} rows of the tie-breaking order \code{perm}, so that a given
+#' \code{perm} fixes the subsample too. This changes the selection in two
+#' ways: the inducing inputs are drawn from the subsample only (rows outside
+#' it are never candidates, and their residual variances are not looked
+#' at), and the \code{threshold}, a bound on a sum over the rows, is scaled
+#' by \eqn{n / N}{n / N} (as the training schedule does for its subsample;
+#' see \code{\link{sgpr}}). The result is the greedy selection of those
+#' \eqn{n} rows with the threshold scaled; its \code{subsample} gives the
+#' rows, its \code{trace} and \code{trace0} are the subsample's times
+#' \eqn{N / n}{N / n} (estimates of the sums over all rows) and
+#' \code{residual} and \code{factor} belong to the subsample's rows. The
+#' cost falls from \eqn{O(N M^2)}{O(N M^2)} to \eqn{O(n M^2)}{O(n M^2)}.
+#' For k-means and random subsets, which choose from all rows anyway, only
+#' their \code{trace} is computed on the subsample (its factor takes
+#' \eqn{8 M} bytes per row). The models pass their \code{control$memory}
+#' (see \code{\link{scaling}}).
 #'
 #' \strong{k-means} runs \code{\link[stats]{kmeans}} on the distinct inputs
 #' (on a random subset of \code{max_points} of them when there are more) and
@@ -251,6 +277,10 @@
 #' @param threshold greedy only: stop when the weighted trace falls below
 #'   this value (see \code{\link{kl_threshold}} to set it from a target on
 #'   the KL divergence).
+#' @param memory the most memory for the selection's factor: a number of
+#'   bytes or a string such as \code{"512MB"} or \code{"2GB"}; beyond it
+#'   the selection works on a random subsample of rows (see Large data). By
+#'   default 256 MB, the default of the models' \code{control$memory}.
 #' @param ... options of the method:
 #'   \describe{
 #'     \item{\code{tol}}{greedy: relative residual at or below which an
@@ -287,7 +317,10 @@
 #'   \item{method, M, N, weighted, threshold, stop, kernel}{the settings and
 #'     why greedy selection stopped: \code{"M"}, \code{"threshold"} or
 #'     \code{"exhausted"};}
-#'   \item{factor}{the partial Cholesky factor, when asked for.}
+#'   \item{factor}{the partial Cholesky factor, when asked for;}
+#'   \item{subsample}{the rows of \code{x} the selection (greedy) or the
+#'     trace (k-means, random) was computed on, when the memory budget
+#'     called for a subsample; otherwise \code{NULL}.}
 #'   It has \code{print} and \code{plot} methods; \code{plot} draws the
 #'   sparsity curve, the weighted trace against \eqn{M}.
 #' @references Burt, D. R., Rasmussen, C. E. and van der Wilk, M. (2020).
@@ -316,10 +349,14 @@
 #' table(hgv$Z > 3)
 #'
 #' fit <- sgpr(snelson$x, snelson$y, kernel = k, inducing = sel)
+#'
+#' # a memory budget too small for all 200 rows: greedy selection on a subsample
+#' sub <- select_inducing(snelson$x, k, M = 15, memory = "50KB")
+#' length(sub$subsample)
 #' @export
 select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
                             method = c("greedy", "kmeans", "random"),
-                            weights = NULL, threshold = NULL, ...) {
+                            weights = NULL, threshold = NULL, ..., memory = NULL) {
   x <- .as_input_matrix(x, "x")
   N <- nrow(x)
   method <- match.arg(method)
@@ -336,18 +373,68 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     threshold <- as.double(threshold)
   }
   M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
+  memory <- .check_memory(memory, "memory")
   kernel <- .kern_init(.check_kernel(kernel), x, check_variance = FALSE)
-  out <- switch(method,
-    greedy = .select_greedy(x, kernel, M, w, threshold, opts),
-    kmeans = .select_kmeans(x, kernel, M, w, opts),
-    random = .select_random(x, kernel, M, w, opts))
+  n <- .select_rows(N, M, method, opts, memory)
+  out <- if (n < N) {
+    .select_subsample(x, kernel, M, w, threshold, opts, method, n)
+  } else {
+    switch(method,
+      greedy = .select_greedy(x, kernel, M, w, threshold, opts),
+      kmeans = .select_kmeans(x, kernel, M, w, opts),
+      random = .select_random(x, kernel, M, w, opts))
+  }
   Z <- out$Z
   dimnames(Z) <- list(NULL, colnames(x))
   structure(list(Z = Z, index = out$index, trace = out$trace, trace0 = out$trace0,
                  residual = out$residual, method = method, M = nrow(Z), N = N,
                  weighted = !is.null(weights), threshold = threshold,
-                 stop = out$stop, kernel = kernel, factor = out$factor),
+                 stop = out$stop, kernel = kernel, factor = out$factor,
+                 subsample = out$subsample),
             class = "sparsevgp_inducing")
+}
+
+# How many rows of x the selection may work on within `memory` bytes: all N
+# when they fit, else as many as fit, but at least 10 M (fewer would leave
+# greedy selection too few candidates to choose from). Greedy selection
+# holds an N x M factor and an N x 2 block workspace (src/select.c); the
+# weighted trace of k-means and random subsets an N x M factor.
+.select_rows <- function(N, M, method, opts, memory) {
+  if (method != "greedy" && !isTRUE(opts$trace)) return(N)
+  m <- if (is.na(M)) min(N, opts$max_threshold_points) else M
+  per_row <- 8 * (m + if (method == "greedy") 2 * min(opts$block, 1024L, N) else 0)
+  if (N * per_row <= memory) return(N)
+  as.integer(min(N, max(floor(memory / per_row), 10 * m)))
+}
+
+# A selection on n < N random rows of x, for data whose factor would not fit
+# in memory. Greedy selection chooses among the subsample only, with the
+# threshold scaled by n / N as the trace (a sum over the rows) is, and the
+# subsample is the first n rows of the tie-breaking order, so that a given
+# `perm` fixes the subsample as well (reinit_inducing() and the double loop
+# of pgpr() re-select on the same rows in every pass). k-means and random
+# subsets choose from all rows and compute their trace on the subsample.
+# The traces are returned scaled by N / n, as estimates of the full sums.
+.select_subsample <- function(x, kernel, M, w, threshold, opts, method, n) {
+  N <- nrow(x)
+  if (method == "greedy") {
+    perm <- if (is.null(opts$perm)) sample.int(N) else .check_perm(opts$perm, N)
+    rows <- sort(perm[seq_len(n)])
+    opts$perm <- match(perm[seq_len(n)], rows)
+    thr <- if (!is.null(threshold)) threshold * n / N
+    out <- .select_greedy(x[rows, , drop = FALSE], kernel, M, w[rows], thr, opts)
+    out$index <- rows[out$index]
+    out$Z <- x[out$index, , drop = FALSE]
+  } else {
+    rows <- sort(sample.int(N, n))
+    out <- switch(method,
+      kmeans = .select_kmeans(x, kernel, M, w, opts, rows),
+      random = .select_random(x, kernel, M, w, opts, rows))
+  }
+  out$trace <- out$trace * (N / n)
+  out$trace0 <- out$trace0 * (N / n)
+  out$subsample <- rows
+  out
 }
 
 # The options a method takes in `...`, with their defaults.
@@ -451,12 +538,18 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   as.integer(perm)
 }
 
-.select_trace <- function(x, kernel, Z, w, opts) {
+# The weighted trace of the prefixes of Z, over the given rows of x (all by
+# default).
+.select_trace <- function(x, kernel, Z, w, opts, rows = NULL) {
   if (!isTRUE(opts$trace)) return(list(trace = NULL, trace0 = NULL, d = NULL))
+  if (!is.null(rows)) {
+    x <- x[rows, , drop = FALSE]
+    w <- w[rows]
+  }
   .ffi_select_trace(kernel, x, w, Z, 1e-10, FALSE)
 }
 
-.select_kmeans <- function(x, kernel, M, w, opts) {
+.select_kmeans <- function(x, kernel, M, w, opts, rows = NULL) {
   ux <- unique(x)
   stop_reason <- NULL
   if (nrow(ux) <= M) {
@@ -474,12 +567,12 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     Z <- .kmeans_centres(ux, M, opts)
   }
   Z <- unname(as.matrix(Z))
-  tr <- .select_trace(x, kernel, Z, w, opts)
+  tr <- .select_trace(x, kernel, Z, w, opts, rows)
   list(Z = Z, index = NULL, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
        stop = stop_reason, factor = NULL)
 }
 
-.select_random <- function(x, kernel, M, w, opts) {
+.select_random <- function(x, kernel, M, w, opts, rows = NULL) {
   cand <- which(!duplicated(x))
   if (length(cand) < M) {
     stop(sprintf("there are only %d distinct inputs, fewer than M = %d",
@@ -487,7 +580,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   }
   index <- cand[sample.int(length(cand), M)]
   Z <- x[index, , drop = FALSE]
-  tr <- .select_trace(x, kernel, Z, w, opts)
+  tr <- .select_trace(x, kernel, Z, w, opts, rows)
   list(Z = Z, index = index, trace = tr$trace, trace0 = tr$trace0, residual = tr$d,
        stop = NULL, factor = NULL)
 }
@@ -537,6 +630,11 @@ print.sparsevgp_inducing <- function(x, digits = max(3L, getOption("digits") - 3
   if (x$method == "greedy" && x$weighted) lab <- "weighted greedy conditional variance"
   cat(sprintf("Inducing inputs: %s, M = %d of N = %d inputs\n", lab, x$M, x$N))
   cat(paste0("  ", .kernel_lines(x$kernel, digits), "\n"), sep = "")
+  if (!is.null(x$subsample)) {
+    cat(sprintf("  %s on a random subsample of %d rows (the memory budget); traces scaled by N / %d\n",
+                if (x$method == "greedy") "chosen" else "trace", length(x$subsample),
+                length(x$subsample)))
+  }
   if (length(x$trace)) {
     cat(sprintf("  %s: %s with no inducing points, %s with all M\n",
                 if (x$weighted) "weighted trace sum w_n [Kff - Qff]_nn" else
@@ -767,6 +865,7 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   # pass, the selection changes by chance alone and the loop cannot settle
   sel_opts <- list(...)
   if (is.null(sel_opts$perm)) sel_opts$perm <- sample.int(nrow(fit$x))
+  if (is.null(sel_opts$memory)) sel_opts$memory <- fit$control$memory
 
   hist <- data.frame(pass = 0L, M = nrow(fit$params$Z), bound = fit$bound,
                      trace = NA_real_)

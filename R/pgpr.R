@@ -94,7 +94,8 @@
 #'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
 #'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
 #'   experiments), \code{memory} (the working memory of one evaluation
-#'   beyond which the bound is computed over chunks of rows, 256 MB; see
+#'   beyond which the bound is computed over chunks of rows and greedy
+#'   selection runs on a subsample of rows, 256 MB; see
 #'   \code{\link{scaling}}), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
@@ -175,7 +176,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   warm_Z <- !is.null(start) && spec$method != "given" && identical(start$x, x) &&
     identical(start$selection[keep], spec[keep])
   if (warm_Z && !is.null(start$selection$perm)) spec$perm <- start$selection$perm
-  Z <- if (warm_Z) start$params$Z else .pgpr_select(spec, x, kernel, pg_theta(c0))
+  Z <- if (warm_Z) start$params$Z else .pgpr_select(spec, x, kernel, pg_theta(c0), control$memory)
   params <- c(.kern_params(kernel), list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", mean = "identity", Z = "identity")
   fit <- .new_fit("pgpr", call, x, lab$y01, kernel, params, transforms, fixed,
@@ -237,8 +238,8 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # prior variances are equal, so GV's first pick is a tie among all inputs,
 # and a fresh order in each pass would change the selection by chance alone,
 # so that the bound kept moving and the loop seldom converged.
-.pgpr_select <- function(spec, x, kernel, theta) {
-  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm)
+.pgpr_select <- function(spec, x, kernel, theta, memory = NULL) {
+  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory)
 }
 
 # The greedy methods, which the double loop re-selects in every pass.
@@ -385,7 +386,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   for (pass in seq_len(passes)) {
     if (reselect && pass > 1L) {
       kern <- .kernel_at(fit$kernel, fit$params)
-      fit$params$Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c))
+      fit$params$Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c), fit$control$memory)
       fit$fixed <- .fixed_from_spec(fit)
     }
     fit <- .pgpr_inner(fit)

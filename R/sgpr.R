@@ -114,7 +114,8 @@
 #' @param control as for \code{\link{gpr}()}, and \code{schedule}:
 #'   \code{"auto"} (the default, see Details), \code{"staged"} or
 #'   \code{"joint"}, and \code{memory}: the working memory of one evaluation
-#'   beyond which the bound is computed over chunks of rows (bytes, or a
+#'   beyond which the bound is computed over chunks of rows and greedy
+#'   selection of the inducing inputs runs on a subsample of rows (bytes, or a
 #'   string such as \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
 #' @param cluster a cluster from \code{parallel::makeCluster()}: the data
 #'   are split over its workers, which compute their shares of every
@@ -194,7 +195,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   # threshold is on the scale of the KL divergence (kl_threshold())
   sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
   Z <- .select_by_spec(spec, x, kernel, sel_weights,
-                       warn_short = !is.null(M) || is.numeric(inducing))
+                       warn_short = !is.null(M) || is.numeric(inducing), memory = control$memory)
   mn <- .mean_start(mean, mean(y))
   params <- c(.kern_params(kernel),
               nz$params, list(mean = mn$value, Z = Z))

@@ -22,8 +22,8 @@
 .stream_default_memory <- 256 * 2^20
 
 # control$memory: a number of bytes or a string such as "512MB" or "2GB"
-# (powers of 1024). Returns bytes.
-.check_memory <- function(memory) {
+# (powers of 1024). Returns bytes. `name` is the argument in messages.
+.check_memory <- function(memory, name = "control$memory") {
   if (is.null(memory)) return(.stream_default_memory)
   units <- c(B = 1, KB = 2^10, MB = 2^20, GB = 2^30, TB = 2^40)
   bytes <- NA_real_
@@ -37,8 +37,8 @@
     }
   }
   if (!isTRUE(is.finite(bytes) && bytes > 0)) {
-    stop("'control$memory' must be a positive number of bytes or a string such as \"512MB\" or \"2GB\"",
-         call. = FALSE)
+    stop(sprintf("'%s' must be a positive number of bytes or a string such as \"512MB\" or \"2GB\"",
+                 name), call. = FALSE)
   }
   bytes
 }
@@ -91,10 +91,16 @@
 #'     shares are removed from the workers when the fit ends.
 #' }
 #' The prediction methods and \code{fitted()} work in blocks of rows in any
-#' case. Not yet in chunks: greedy selection of inducing inputs
-#' (\code{\link{select_inducing}()}, the default of \code{sgpr()}) holds an
-#' \eqn{N \times M}{N x M} factor, so for very large data give the inducing
-#' inputs (or choose them on a subsample); \code{\link{osgpr}()} computes
+#' case. Greedy selection of inducing inputs
+#' (\code{\link{select_inducing}()}, the default of \code{sgpr()} and
+#' \code{pgpr()}) holds an \eqn{N \times M}{N x M} factor; when that (with
+#' its workspace) exceeds \code{control$memory}, it runs on a random
+#' subsample of rows that fits, at least \eqn{10 M} of them: the inducing
+#' inputs are then chosen from the subsample only, and a \code{threshold}
+#' on the trace (a sum over the rows) is scaled by the subsample's share
+#' \eqn{n / N}{n / N} (the models without \code{control$memory} use the
+#' default budget). Give the inducing inputs to choose them otherwise.
+#' Not yet in chunks: \code{\link{osgpr}()} computes
 #' its bound in one piece; the cluster serves \code{sgpr()} only.
 #'
 #' @name scaling

@@ -90,7 +90,8 @@
     gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
     for (pass in seq_len(.train_reselect_passes)) {
       Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
-                           weights = .select_weights(fit), perm = fit$selection$perm)
+                           weights = .select_weights(fit), perm = fit$selection$perm,
+                           memory = fit$control$memory)
       if (identical(unname(Z), unname(fit$params$Z))) break
       cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
       reports[[sprintf("reselect_%d", pass)]] <- cand$optim

@@ -4,6 +4,10 @@
 #   Rscript inst/bench/bench_select.R            # (N, M, D) = (1e5, 500, 8)
 #   Rscript inst/bench/bench_select.R small      # (2e4, 200, 8) only
 #   Rscript inst/bench/bench_select.R all        # both
+#   Rscript inst/bench/bench_select.R large      # N = 1e6, M = 500, D = 8 with
+#                                                # the default memory budget:
+#                                                # peak memory and CPU time
+#   Rscript inst/bench/bench_select.R large full # the same on all rows (4 GB)
 # To measure with OpenBLAS on Debian without changing the system default
 # (R's startup script puts its own library path before LD_LIBRARY_PATH, so
 # set R_LD_LIBRARY_PATH instead; the script prints the BLAS actually loaded):
@@ -36,9 +40,38 @@
 #   Kuf      kernel_matrix(k, Z, x), M x N: the kernel evaluations alone.
 # Greedy selection does N M^2 flops on the factor (dgemm/dgemv) and evaluates
 # M kernel columns, N M in all, like Kuf.
+#
+# "large" runs alone (the peak memory is that of the whole process, VmHWM of
+# /proc/self/status): select_inducing() at N = 1e6, M = 500, D = 8 with the
+# default memory budget, where the full factor would take 4 GB and the
+# selection runs on a subsample of rows; it reports the subsample, the peak
+# resident memory before and after, and the CPU time (user + sys) of the call.
 suppressMessages(library(sparsevgp))
 
 args <- commandArgs(trailingOnly = TRUE)
+vmhwm_mb <- function() {
+  s <- grep("^VmHWM", readLines("/proc/self/status"), value = TRUE)
+  as.numeric(gsub("[^0-9]", "", s)) / 1024
+}
+if ("large" %in% args) {
+  cat("BLAS:  ", extSoftVersion()[["BLAS"]], "\n")
+  N <- 1e6; M <- 500L; D <- 8L
+  set.seed(1)
+  x <- matrix(runif(N * D), N, D)
+  k <- kernel_rbf(lengthscale = 0.5, variance = 1)
+  before <- vmhwm_mb()
+  memory <- if ("full" %in% args) "8GB"      # NULL: the default budget
+  t <- system.time(sel <- select_inducing(x, k, M = M, memory = memory))
+  cat(sprintf("select_inducing, N = %g, M = %d, D = %d, memory budget %s: %s, M = %d chosen\n",
+              N, M, D, if (is.null(memory)) "256MB (default)" else memory,
+              if (is.null(sel$subsample)) "all rows" else
+                sprintf("subsample of %d rows", length(sel$subsample)), sel$M))
+  cat(sprintf("  peak resident memory (VmHWM): %.0f MB with the data (x: %.0f MB), %.0f MB before the call\n",
+              vmhwm_mb(), N * D * 8 / 2^20, before))
+  cat(sprintf("  CPU time (user + sys): %.1f s, elapsed %.1f s\n",
+              t[["user.self"]] + t[["sys.self"]], t[["elapsed"]]))
+  quit(save = "no")
+}
 sizes <- list(big = c(N = 1e5, M = 500, D = 8), small = c(N = 2e4, M = 200, D = 8))
 sizes <- if ("all" %in% args) sizes else if ("small" %in% args) sizes["small"] else sizes["big"]
 reps <- 3L
@@ -81,9 +114,11 @@ for (sz in sizes) {
   stopifnot(identical(run_C(16), run_C(1)))    # blocks change the speed only
   t_C <- med_time(function(i) run_C(16), reps)
   t_C1 <- med_time(function(i) run_C(1), reps)
-  t_sel <- med_time(function(i) select_inducing(x, k, M = M), reps)
+  # all N rows (beyond the default budget of 256 MB the selection would run
+  # on a subsample, which "large" measures)
+  t_sel <- med_time(function(i) select_inducing(x, k, M = M, memory = "4GB"), reps)
 
-  Z <- select_inducing(x, k, M = M)$Z
+  Z <- select_inducing(x, k, M = M, memory = "4GB")$Z
   t_kuf <- med_time(function(i) kernel_matrix(k, Z, x), reps)
   Kuf <- kernel_matrix(k, Z, x)
   L <- t(chol(kernel_matrix(k, Z) + diag(1e-8, M)))

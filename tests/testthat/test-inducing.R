@@ -594,3 +594,130 @@ test_that("k-means pads with data points when clusters empty, as the code of Pas
                         trace = FALSE)
   expect_equal(km$M, 8L)
 })
+
+# ---- a memory budget: greedy selection on a subsample ------------------------
+
+# The bytes per row that greedy selection holds with the default block of
+# 16: the factor (M columns) and the block workspace (2 x 16 columns).
+sel_bytes <- function(M) 8 * (M + 32)
+
+test_that("within the memory budget the selection is the one without a budget", {
+  d <- toy_data(120, 2)
+  w <- seq(0.5, 2, length.out = 120)
+  k <- kernel_matern32(c(0.6, 0.9), 1.1)
+  cases <- list(list(M = 12), list(M = 12, weights = w, factor = TRUE),
+                list(M = 40, threshold = 0.5), list(M = 5, block = 1))
+  for (a in cases) {
+    block <- if (is.null(a$block)) 16 else a$block
+    exact <- 120 * 8 * (a$M + 2 * block)      # all rows just fit
+    set.seed(7)
+    ref <- do.call(select_inducing, c(list(d$x, k), a))
+    for (mem in list(exact, "1GB")) {
+      set.seed(7)
+      got <- do.call(select_inducing, c(list(d$x, k, memory = mem), a))
+      expect_identical(got, ref)
+      expect_null(got$subsample)
+    }
+  }
+  for (method in c("kmeans", "random")) {
+    set.seed(8)
+    ref <- select_inducing(d$x, k, M = 12, method = method)
+    set.seed(8)
+    expect_identical(select_inducing(d$x, k, M = 12, method = method, memory = 120 * 8 * 12),
+                     ref)
+  }
+  # a model within its budget selects as before
+  set.seed(9)
+  a <- sgpr(d$x, d$y, inducing = 12, optimize = FALSE)
+  set.seed(9)
+  b <- sgpr(d$x, d$y, inducing = 12, optimize = FALSE,
+            control = list(memory = 120 * sel_bytes(12)))
+  expect_identical(b$params$Z, a$params$Z)
+})
+
+test_that("beyond the budget greedy selection is that of a subsample with the threshold scaled", {
+  d <- toy_data(400, 2)
+  N <- 400
+  w <- seq(0.5, 3, length.out = N)
+  k <- kernel_rbf(c(0.5, 0.8), 1.2)
+  for (a in list(list(M = 10), list(M = 30, threshold = 60, weights = w))) {
+    mem <- sel_bytes(a$M) * 333 + 7                 # 333 rows fit, not 334
+    perm <- sample.int(N)
+    s <- do.call(select_inducing, c(list(d$x, k, memory = mem, perm = perm, factor = TRUE), a))
+    n <- length(s$subsample)
+    expect_equal(n, 333L)
+    expect_lte(n * sel_bytes(a$M), mem)
+    expect_gt((n + 1) * sel_bytes(a$M), mem)
+    # the subsample is the first n rows of the tie-breaking order
+    rows <- sort(perm[seq_len(n)])
+    expect_identical(s$subsample, rows)
+    # the greedy selection of those rows, with the threshold times n / N
+    b <- a
+    if (!is.null(b$weights)) b$weights <- w[rows]
+    if (!is.null(b$threshold)) b$threshold <- a$threshold * n / N
+    direct <- do.call(select_inducing, c(list(d$x[rows, ], k, perm = match(perm[seq_len(n)], rows),
+                                              factor = TRUE), b))
+    expect_identical(s$index, rows[direct$index])
+    expect_identical(s$Z, d$x[s$index, , drop = FALSE], ignore_attr = TRUE)
+    expect_identical(s$stop, direct$stop)
+    expect_identical(s$residual, direct$residual)
+    expect_identical(s$factor, direct$factor)
+    expect_equal(s$trace, direct$trace * N / n, tolerance = 1e-15)
+    expect_equal(s$threshold, a$threshold)
+    # the traces against the dense formula over the subsample's rows
+    ww <- if (is.null(a$weights)) rep(1, n) else w[rows]
+    for (m in unique(c(1L, s$M))) {
+      ref <- dense_residual(k, d$x[rows, ], s$Z[seq_len(m), , drop = FALSE], full = FALSE,
+                            kern = kernel_matrix)
+      expect_equal(s$trace[m], sum(ww * ref$d) * N / n, tolerance = 1e-10)
+    }
+    expect_equal(s$trace0, sum(ww * k$variance) * N / n, tolerance = 1e-14)
+  }
+  # the threshold case stopped on the scaled threshold
+  expect_identical(s$stop, "threshold")
+  expect_lt(s$trace[s$M], 60)
+  expect_gte(s$trace[s$M - 1L], 60)
+  # at least 10 M rows, whatever the budget
+  s <- select_inducing(d$x, k, M = 10, memory = 1)
+  expect_length(s$subsample, 100L)
+  expect_true(all(s$index %in% s$subsample))
+  expect_output(print(s), "random subsample of 100 rows")
+  # k-means and random choose from all rows, their trace comes from the subsample
+  for (method in c("kmeans", "random")) {
+    s <- select_inducing(d$x, k, M = 10, method = method, memory = 8 * 10 * 150)
+    expect_length(s$subsample, 150L)
+    ref <- dense_residual(k, d$x[s$subsample, ], s$Z, full = FALSE, kern = kernel_matrix)
+    expect_equal(s$trace[10], sum(ref$d) * N / 150, tolerance = 1e-10)
+  }
+})
+
+test_that("models with a small memory budget select on a subsample and fit", {
+  d <- toy_data(400, 2)
+  mem <- sel_bytes(10) * 200
+  set.seed(5)
+  f <- sgpr(d$x, d$y, inducing = 10, optimize = FALSE, control = list(memory = mem))
+  # the selection select_inducing() makes with the same budget and weights
+  set.seed(5)
+  s <- select_inducing(d$x, sparsevgp:::.kernel_at(f$kernel, f$params), M = 10,
+                       weights = rep(1 / f$params$noise, 400), memory = mem)
+  expect_length(s$subsample, 200L)
+  expect_identical(unname(f$params$Z), unname(s$Z))
+  fit <- sgpr(d$x, d$y, inducing = 10, control = list(memory = mem))
+  expect_true(is.finite(fit$bound))
+  expect_identical(fit$control$memory, mem)
+  # (two passes may end before the loop converges: that warning is not the point here)
+  expect_true(is.finite(logLik(suppressWarnings(reinit_inducing(fit, max_passes = 2L)))))
+  cl <- toy_class(400, 2)
+  p <- pgpr(cl$x, cl$y, inducing = 10, control = list(memory = mem, outer_max = 2))
+  expect_true(is.finite(p$bound))
+  expect_true(all(is.finite(p$params$Z)))
+})
+
+test_that("a bad memory budget is a clear error", {
+  d <- toy_data(30, 1)
+  for (bad in list(-1, 0, NA, Inf, c(1, 2), "lots", TRUE, list(1))) {
+    expect_error(select_inducing(d$x, M = 3, memory = bad), "'memory' must be a positive number")
+  }
+  expect_error(sgpr(d$x, d$y, inducing = 3, control = list(memory = "lots")), "control\\$memory")
+  expect_identical(select_inducing(d$x, kernel_rbf(0.5, 1), M = 3, memory = "2 KB")$M, 3L)
+})
