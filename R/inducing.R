@@ -422,7 +422,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     rows <- sort(perm[seq_len(n)])
     opts$perm <- match(perm[seq_len(n)], rows)
     thr <- if (!is.null(threshold)) threshold * n / N
-    out <- .select_greedy(x[rows, , drop = FALSE], kernel, M, w[rows], thr, opts)
+    out <- .select_greedy(x[rows, , drop = FALSE], kernel, M, w[rows], thr, opts, N / n)
     out$index <- rows[out$index]
     out$Z <- x[out$index, , drop = FALSE]
   } else {
@@ -506,7 +506,9 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # doubles until the threshold (or N) is reached: the selections are nested,
 # so a larger run repeats the smaller one exactly (same permutation), and
 # the repeated work is at most a third of the total.
-.select_greedy <- function(x, kernel, M, w, threshold, opts) {
+# `scale`: the subsample's N / n, to state the trace and the threshold on
+# the caller's scale in the warning.
+.select_greedy <- function(x, kernel, M, w, threshold, opts, scale = 1) {
   N <- nrow(x)
   perm <- if (is.null(opts$perm)) sample.int(N) else .check_perm(opts$perm, N)
   thr <- if (is.null(threshold)) 0 else threshold
@@ -522,7 +524,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   }
   if (is.na(M) && r$stop == "M" && cap < N) {
     warning(sprintf("the weighted trace is still %.3g after %d points, above 'threshold' = %.3g: stopped at max_threshold_points = %d (pass M to choose another cap)",
-                    r$trace[length(r$trace)], cap, thr, cap), call. = FALSE)
+                    r$trace[length(r$trace)] * scale, cap, thr * scale, cap), call. = FALSE)
   }
   list(Z = x[r$index, , drop = FALSE], index = r$index, trace = r$trace,
        trace0 = r$trace0, residual = r$d, stop = r$stop, factor = r$factor)

@@ -677,6 +677,13 @@ test_that("beyond the budget greedy selection is that of a subsample with the th
   expect_identical(s$stop, "threshold")
   expect_lt(s$trace[s$M], 60)
   expect_gte(s$trace[s$M - 1L], 60)
+  # a threshold not reached: the warning states the caller's threshold
+  # (with no M, the budget counts max_threshold_points columns)
+  d2 <- toy_data(1500, 2)
+  expect_warning(s2 <- select_inducing(d2$x, k, threshold = 1e-12, max_threshold_points = 129,
+                                       memory = 1),
+                 "above 'threshold' = 1e-12: stopped at max_threshold_points = 129")
+  expect_length(s2$subsample, 1290L)
   # at least 10 M rows, whatever the budget
   s <- select_inducing(d$x, k, M = 10, memory = 1)
   expect_length(s$subsample, 100L)
