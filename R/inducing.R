@@ -397,7 +397,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # How many rows of x the selection may work on within `memory` bytes: all N
 # when they fit, else as many as fit, but at least 10 M (fewer would leave
 # greedy selection too few candidates to choose from). Greedy selection
-# holds an N x M factor and an N x 2 block workspace (src/select.c); the
+# holds an N x M factor and two N x block workspaces (src/select.c); the
 # weighted trace of k-means and random subsets an N x M factor.
 .select_rows <- function(N, M, method, opts, memory) {
   if (method != "greedy" && !isTRUE(opts$trace)) return(N)
@@ -817,8 +817,9 @@ n_inducing <- function(selection, threshold) {
 #'   bound (\code{Inf}: never).
 #' @param verbose print the bound after each pass.
 #' @param ... options passed to \code{select_inducing()}, such as \code{tol},
-#'   or \code{perm} (the tie-breaking order; by default one drawn for this
-#'   call and used in every pass).
+#'   \code{perm} (the tie-breaking order; by default one drawn for this
+#'   call and used in every pass) or \code{memory} (by default the fit's
+#'   \code{control$memory}).
 #' @return The fit with the highest bound (normally one of the passes, with
 #'   the inducing inputs fixed; the starting fit when none beats it), with
 #'   an element \code{reinit}: a list with \code{history} (a data frame
