@@ -68,6 +68,23 @@
 #' 0. With \code{orthogonal = 0} this is the multiclass (non-whitened)
 #' SVGP.
 #'
+#' \code{likelihood = "softmax"} uses instead
+#' \eqn{p(y = k | f) = \exp(f_k) / \sum_j \exp(f_j)}{p(y = k | f) = exp(f_k) / sum_j exp(f_j)}. Its expectation
+#' \eqn{E[\log p(y | f)]}{E[log p(y | f)]} under the marginals
+#' \eqn{f_j \sim N(\mu_j, s_j)}{f_j ~ N(mu_j, s_j)} has no closed form: it is
+#' estimated by Monte Carlo with \code{control$mc_samples} (100 by default)
+#' standard-normal vectors \eqn{\epsilon}{eps} drawn once per fit (from a seed
+#' taken from the session's random stream, so reproducible under
+#' \code{set.seed()}, and kept in \code{fit$mc}) and shared by all
+#' observations, as \eqn{f = \mu + \sqrt{s}\,\epsilon}{f = mu + sqrt(s) eps}
+#' (the reparametrisation of Kingma and Welling 2014). The estimate is then a
+#' smooth deterministic function of the parameters, with exact gradients, so
+#' that L-BFGS-B, Adam and natural gradients apply unchanged. With two classes
+#' it estimates the Bernoulli-logit expectation
+#' \eqn{E[\log \sigma(f)]}{E[log sigma(f)]} with
+#' \eqn{f \sim N(\mu_y - \mu_o, s_y + s_o)}{f ~ N(mu_y - mu_o, s_y + s_o)} for an
+#' observation of class \eqn{y}, \eqn{o} being the other class.
+#'
 #' Optimisers (\code{control$optimizer}): \code{"lbfgsb"} (the default
 #' without \code{batch_size}) runs L-BFGS-B on the full batch, first with
 #' the inducing inputs held and then with everything free; \code{"adam"}
@@ -89,7 +106,8 @@
 #'   \code{set.seed()}), or 0 for none. By default \eqn{\min(N, 2|\beta|)}{min(N, 2|beta|)}
 #'   random training inputs.
 #' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link),
-#'   \code{"probit"} or \code{"robustmax"} (several classes). By default
+#'   \code{"probit"}, \code{"robustmax"} or \code{"softmax"} (several
+#'   classes). By default
 #'   \code{"robustmax"} when \code{y} is a factor with more than two
 #'   classes, \code{"bernoulli"} when it is a two-class factor or logical,
 #'   \code{"gaussian"} otherwise.
@@ -113,7 +131,8 @@
 #'   many random columns of \eqn{K_\gamma}, unbiasedly, at a cost
 #'   \eqn{O(c|\gamma|)} instead of \eqn{O(|\gamma|^2)}; Salimbeni et al.
 #'   2018, Appendix A.3, use 64; \code{NULL}, the default, is exact) and
-#'   the shared settings (jitter, \code{trace}).
+#'   the shared settings (jitter, \code{trace}); for the softmax likelihood
+#'   \code{mc_samples}, the number of Monte Carlo draws (100).
 #' @param start a previous \code{odvgp} fit whose parameters are the starting
 #'   values (the variational ones when both inducing sets keep their sizes).
 #' @templateVar model odvgp
@@ -128,6 +147,9 @@
 #'
 #'   Hernandez-Lobato, D., Hernandez-Lobato, J. M. and Dupont, P. (2011).
 #'   Robust multi-class Gaussian process classification. NeurIPS.
+#'
+#'   Kingma, D. P. and Welling, M. (2014). Auto-encoding variational Bayes.
+#'   ICLR.
 #'
 #'   See also \link{sparsevgp-references}.
 #' @seealso \code{\link{svgp}}, \code{\link{natgrad_step}},
@@ -172,13 +194,22 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     likelihood <- if (is.factor(y) && length(unique(y[!is.na(y)])) > 2L) "robustmax" else
       if (is.factor(y) || is.logical(y)) "bernoulli" else "gaussian"
   }
-  likelihood <- match.arg(likelihood, c("gaussian", "bernoulli", "probit", "robustmax"))
+  likelihood <- match.arg(likelihood, c("gaussian", "bernoulli", "probit", "robustmax",
+                                        "softmax"))
   bern <- likelihood != "gaussian"
-  multi <- likelihood == "robustmax"
+  multi <- likelihood %in% c("robustmax", "softmax")
+  # the softmax's Monte Carlo draws: a setting of this model only, taken out
+  # before svgp's control check
+  mc_samples <- if (is.list(control)) control$mc_samples
+  if (is.list(control)) control$mc_samples <- NULL
+  if (likelihood != "softmax" && !is.null(mc_samples)) {
+    stop("'control$mc_samples' applies to the softmax likelihood only", call. = FALSE)
+  }
   if (multi) {
     lab <- .odvgp_classes(y, N)
     target <- as.double(lab$index)
     nl <- length(lab$coding$levels)
+    mc <- if (likelihood == "softmax") .softmax_mc(mc_samples, nl)
   } else if (bern) {
     lab <- .as_labels(y, N)
     target <- lab$ypm
@@ -218,7 +249,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   G <- nrow(O)
   if (is.null(mean)) mean <- if (bern) 0 else "constant"
   if (multi && !identical(mean, 0) && !identical(mean, 0L)) {
-    stop("'mean' must be 0 for the robust-max likelihood (a constant shared by all classes does not change the likelihood)",
+    stop("'mean' must be 0 for multiclass likelihoods (a constant shared by all classes does not change the likelihood)",
          call. = FALSE)
   }
   mn <- .mean_start(mean, if (multi) 0 else if (bern) .class_mean_start(lab$y01) else
@@ -264,7 +295,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                   control = control,
                   label = sprintf("Orthogonally decoupled SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
                                   M, G,
-                                  if (multi) sprintf("robust-max (%d classes, %d-point Gauss-Hermite)",
+                                  if (likelihood == "softmax")
+                                    sprintf("softmax (%d classes, %d Monte Carlo draws)",
+                                            nl, nrow(mc$draws))
+                                  else if (multi) sprintf("robust-max (%d classes, %d-point Gauss-Hermite)",
                                                      nl, quadrature)
                                   else if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
                                                     if (likelihood == "probit") "probit" else "logit",
@@ -273,17 +307,18 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                                   if (optimize_inducing) "" else ", fixed inducing inputs"),
                   extra = list(target = target, labels = if (bern) lab$coding else NULL,
                                likelihood = likelihood, whiten = FALSE,
-                               quadrature = quadrature, batch_size = batch_size))
+                               quadrature = quadrature, batch_size = batch_size,
+                               mc = if (likelihood == "softmax") mc))
   class(fit) <- c("odvgp", "svgp", "sparsevgp")
   .build_or_fit(fit, optimize)
 }
 
-# Class labels for the robust-max likelihood: a factor (or character
+# Class labels for the multiclass likelihoods: a factor (or character
 # vector) with at least two classes; list(index (1..K), coding).
 .odvgp_classes <- function(y, n) {
   if (is.character(y)) y <- factor(y)
   if (!is.factor(y) || !is.null(dim(y))) {
-    stop("'y' must be a factor for the robust-max likelihood", call. = FALSE)
+    stop("'y' must be a factor for multiclass likelihoods", call. = FALSE)
   }
   if (length(y) != n) {
     stop(sprintf("'y' has length %d but the inputs have %d rows", length(y), n), call. = FALSE)
@@ -438,6 +473,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   dim(MU) <- dim(SV) <- c(ncol(Kbx), nl)
   if (fit$likelihood == "robustmax") {
     e <- .robustmax_ell(MU, SV, target, .gauss_hermite(fit$quadrature), scale)
+  } else if (fit$likelihood == "softmax") {
+    e <- .softmax_ell(MU, SV, target, fit$mc$draws, scale)
   } else {
     bern <- fit$likelihood != "gaussian"
     e <- .ffi_svgp_ell(MU[, 1L], SV[, 1L], target, fit$likelihood,
@@ -726,6 +763,78 @@ logLik.odvgp <- function(object, ...) {
   (1 - eps) * P + eps / (K - 1) * (1 - P)
 }
 
+# ---- multiclass: the softmax likelihood -----------------------------------
+
+# p(y = k | f) = exp(f_k) / sum_j exp(f_j). Its expectation under independent
+# marginals f_j ~ N(mu_j, s_j) has no closed form; it is estimated by Monte
+# Carlo with a fixed S x K matrix of standard-normal draws eps (shared by all
+# rows, drawn once per fit), reparametrised as f = mu + sqrt(s) eps (Kingma
+# and Welling 2014), so that the estimate is a deterministic smooth function
+# of (mu, s) and its gradients below are exact for the fixed draws:
+#   d/dmu_k  = mean_s (1[k = y] - p_k(f_s)),
+#   d/ds_k   = mean_s (1[k = y] - p_k(f_s)) eps_sk / (2 sqrt(s_k)).
+
+# The seed (from the session's random stream, so reproducible under
+# set.seed()) and the draws, made without moving that stream further.
+.softmax_mc <- function(samples, K) {
+  if (is.null(samples)) samples <- 100L
+  if (!is.numeric(samples) || length(samples) != 1L || !is.finite(samples) ||
+      samples < 1 || samples != round(samples)) {
+    stop("'control$mc_samples' must be a whole number >= 1", call. = FALSE)
+  }
+  seed <- sample.int(.Machine$integer.max, 1L)
+  old <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", old, envir = globalenv()))
+  set.seed(seed)
+  list(seed = seed, draws = matrix(stats::rnorm(samples * K), samples, K))
+}
+
+# The softmax of each draw, n x K, for row-wise latent values Fs (n x K).
+.softmax_rows <- function(Fs) {
+  Fs <- Fs - apply(Fs, 1L, max)
+  E <- exp(Fs)
+  E / rowSums(E)
+}
+
+# list(ell, g, h, gnoise) as from .robustmax_ell(), with g and h n x K.
+.softmax_ell <- function(MU, S, y, draws, scale) {
+  n <- nrow(MU)
+  K <- ncol(MU)
+  sd <- sqrt(pmax(S, 1e-12))
+  iy <- cbind(seq_len(n), y)
+  Y <- matrix(0, n, K)
+  Y[iy] <- 1
+  ns <- nrow(draws)
+  ell <- numeric(n)
+  g <- h <- matrix(0, n, K)
+  for (s in seq_len(ns)) {
+    Es <- matrix(draws[s, ], n, K, byrow = TRUE)
+    Fs <- MU + sd * Es
+    mx <- apply(Fs, 1L, max)
+    lse <- mx + log(rowSums(exp(Fs - mx)))
+    ell <- ell + Fs[iy] - lse
+    R <- Y - exp(Fs - lse)
+    g <- g + R
+    h <- h + R * Es
+  }
+  ell <- scale * sum(ell) / ns
+  if (!is.finite(ell)) stop("the expected log-likelihood is not finite", call. = FALSE)
+  list(ell = ell, g = scale * g / ns, h = scale * h / (2 * sd * ns), gnoise = 0)
+}
+
+# Class probabilities: the Monte Carlo average of the softmax over the
+# fit's draws (each draw's probabilities sum to one, so their average does).
+.softmax_prob <- function(MU, S, draws) {
+  n <- nrow(MU)
+  K <- ncol(MU)
+  sd <- sqrt(pmax(S, 0))
+  P <- matrix(0, n, K)
+  for (s in seq_len(nrow(draws))) {
+    P <- P + .softmax_rows(MU + sd * matrix(draws[s, ], n, K, byrow = TRUE))
+  }
+  P / nrow(draws)
+}
+
 #' Predictions from an ODVGP fit
 #'
 #' Predictions of \code{\link{odvgp}()} fits. With the Gaussian, Bernoulli
@@ -737,7 +846,11 @@ logLik.odvgp <- function(object, ...) {
 #' probabilities \eqn{(1 - \epsilon)P_k + \epsilon/(K - 1)(1 - P_k)} with
 #' \eqn{P_k = P(\arg\max_j f_j = k)}{P_k = P(argmax_j f_j = k)} by Gauss-Hermite quadrature
 #' (normalised to sum to one over \eqn{k}) and \eqn{\epsilon = 10^{-3}};
-#' \code{"class"} the most probable class as a factor.
+#' \code{"class"} the most probable class as a factor. With the softmax
+#' likelihood \code{"prob"} is the Monte Carlo average of
+#' \eqn{\exp(f_k) / \sum_j \exp(f_j)}{exp(f_k) / sum_j exp(f_j)} over the fit's draws
+#' \eqn{f = \mu + \sqrt{s}\,\epsilon}{f = mu + sqrt(s) eps} (see \code{\link{odvgp}()}),
+#' which sums to one over \eqn{k}.
 #'
 #' @param object an \code{odvgp} fit.
 #' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
@@ -768,7 +881,7 @@ logLik.odvgp <- function(object, ...) {
 #' @export
 predict.odvgp <- function(object, newdata = NULL, type = NULL, method = NULL, full_cov = FALSE,
                           na.action = stats::na.pass, ...) {
-  if (!identical(object$likelihood, "robustmax")) {
+  if (!(object$likelihood %in% c("robustmax", "softmax"))) {
     return(predict.svgp(object, newdata, type = type, method = method, full_cov = full_cov,
                         na.action = na.action, ...))
   }
@@ -794,7 +907,8 @@ predict.odvgp <- function(object, newdata = NULL, type = NULL, method = NULL, fu
   lat <- .predict_latent(object, xnew[pin$ok, , drop = FALSE], FALSE)
   lat$var <- pmax(lat$var, 0)
   if (type %in% c("link", "latent")) return(list(mean = fill(lat$mean), var = fill(lat$var)))
-  p <- fill(.robustmax_prob(lat$mean, lat$var, .gauss_hermite(object$quadrature)))
+  p <- fill(if (object$likelihood == "softmax") .softmax_prob(lat$mean, lat$var, object$mc$draws)
+            else .robustmax_prob(lat$mean, lat$var, .gauss_hermite(object$quadrature)))
   if (type == "prob") return(p)
   cls <- factor(lev[max.col(replace(p, is.na(p), 0), ties.method = "first")], levels = lev)
   cls[!stats::complete.cases(p)] <- NA
@@ -804,13 +918,13 @@ predict.odvgp <- function(object, newdata = NULL, type = NULL, method = NULL, fu
 
 #' @export
 fitted.odvgp <- function(object, ...) {
-  if (identical(object$likelihood, "robustmax")) return(predict(object, type = "prob"))
+  if (object$likelihood %in% c("robustmax", "softmax")) return(predict(object, type = "prob"))
   NextMethod()
 }
 
 #' @export
 residuals.odvgp <- function(object, ...) {
-  if (identical(object$likelihood, "robustmax")) {
+  if (object$likelihood %in% c("robustmax", "softmax")) {
     stop("residuals() is not defined for multiclass fits", call. = FALSE)
   }
   NextMethod()
@@ -818,7 +932,7 @@ residuals.odvgp <- function(object, ...) {
 
 #' @export
 plot.odvgp <- function(x, ...) {
-  if (identical(x$likelihood, "robustmax")) {
+  if (x$likelihood %in% c("robustmax", "softmax")) {
     stop("plot() is not available for multiclass fits: use predict(type = \"prob\")",
          call. = FALSE)
   }

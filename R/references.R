@@ -212,6 +212,11 @@
 #'     Gaussian process models with linear complexity. Advances in Neural
 #'     Information Processing Systems 30.}{Decoupled bases for the mean and
 #'     the covariance, which \code{odvgp()} makes orthogonal.}
+#'   \item{Kingma, D. P. and Welling, M. (2014). Auto-encoding variational
+#'     Bayes. International Conference on Learning Representations
+#'     (ICLR).}{The reparametrisation \eqn{f = \mu + \sqrt{s}\,\epsilon}{f =
+#'     mu + sqrt(s) eps} with fixed draws: the Monte Carlo softmax expectation
+#'     of \code{odvgp(likelihood = "softmax")} and its gradients.}
 #'   \item{Kingma, D. P. and Ba, J. (2015). Adam: a method for stochastic
 #'     optimization. International Conference on Learning Representations
 #'     (ICLR).}{Adam with its default \eqn{\beta_1 = 0.9}{beta1 = 0.9},

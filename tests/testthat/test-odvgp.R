@@ -520,3 +520,123 @@ test_that("the column-sampled KL is unbiased and its gradient is exact", {
   expect_error(odvgp(s$d$x, s$d$y, control = list(kl_columns = 0), optimize = FALSE),
                "kl_columns")
 })
+
+test_that("softmax: Monte Carlo gradients in mu and s match finite differences at fixed draws", {
+  set.seed(4)
+  n <- 5
+  K <- 3
+  MU <- matrix(rnorm(n * K), n, K)
+  S <- matrix(exp(rnorm(n * K, sd = 0.5)), n, K)
+  y <- c(1L, 3L, 2L, 2L, 1L)
+  draws <- matrix(rnorm(30 * K), 30, K)
+  e <- sparsevgp:::.softmax_ell(MU, S, y, draws, 2.5)
+  fn <- function(M, V) sparsevgp:::.softmax_ell(M, V, y, draws, 2.5)$ell
+  h <- 1e-6
+  gfd <- hfd <- matrix(0, n, K)
+  for (i in seq_len(n * K)) {
+    d <- replace(numeric(n * K), i, h)
+    gfd[i] <- (fn(MU + d, S) - fn(MU - d, S)) / (2 * h)
+    hfd[i] <- (fn(MU, S + d) - fn(MU, S - d)) / (2 * h)
+  }
+  expect_equal(e$g, gfd, tolerance = 1e-7)
+  expect_equal(e$h, hfd, tolerance = 1e-7)
+  # the value: the average of log p(y | mu + sqrt(s) eps) over the draws, by hand
+  lp <- vapply(seq_len(n), function(i) {
+    mean(apply(draws, 1, function(z) {
+      f <- MU[i, ] + sqrt(S[i, ]) * z
+      f[y[i]] - log(sum(exp(f)))
+    }))
+  }, 1)
+  expect_equal(e$ell, 2.5 * sum(lp), tolerance = 1e-12)
+})
+
+test_that("softmax with two classes is the Bernoulli-logit expectation", {
+  # E[log softmax_y(f)] with f1 ~ N(m1, s1), f2 ~ N(m2, s2) equals
+  # E[log sigmoid(g)] with g ~ N(m_y - m_o, s_y + s_o): against svgp's
+  # Gauss-Hermite logit expectation within Monte Carlo error
+  MU <- cbind(c(0.3, -1, 2, 0), c(-0.2, 0.5, 1.9, 1))
+  S <- cbind(c(0.5, 2, 0.1, 3), c(1.2, 0.3, 0.05, 0.4))
+  y <- c(1L, 2L, 1L, 2L)
+  gh <- sparsevgp:::.gauss_hermite(60L)
+  set.seed(7)
+  nd <- 2e4
+  draws <- matrix(rnorm(2 * nd), nd, 2)
+  o <- 3L - y
+  iy <- cbind(1:4, y)
+  io <- cbind(1:4, o)
+  for (i in 1:4) {
+    e <- sparsevgp:::.softmax_ell(MU[i, , drop = FALSE], S[i, , drop = FALSE], y[i], draws, 1)
+    ref <- sparsevgp:::.ffi_svgp_ell(MU[iy][i] - MU[io][i], S[iy][i] + S[io][i], 1,
+                                     "bernoulli", 1, gh, 1)$ell
+    vals <- -log1p(exp(-(MU[iy][i] + sqrt(S[iy][i]) * draws[, y[i]] -
+                           MU[io][i] - sqrt(S[io][i]) * draws[, o[i]])))
+    expect_equal(e$ell, mean(vals), tolerance = 1e-10)
+    expect_lt(abs(e$ell - ref), 4 * sd(vals) / sqrt(nd))
+  }
+  # the class probabilities: E[sigmoid(g)] by Gauss-Hermite, within Monte Carlo error
+  P <- sparsevgp:::.softmax_prob(MU, S, draws)
+  expect_equal(rowSums(P), rep(1, 4), tolerance = 1e-12)
+  d <- MU[, 1] - MU[, 2]
+  v <- S[, 1] + S[, 2]
+  ref <- vapply(1:4, function(i) sum(gh$w / sqrt(pi) * plogis(d[i] + sqrt(2 * v[i]) * gh$x)), 1)
+  expect_lt(max(abs(P[, 1] - ref)), 4 * 0.5 / sqrt(nd))
+})
+
+test_that("softmax fits: whole-model gradients, determinism, probabilities and classes", {
+  d <- multiclass_data()
+  for (O in list(d$x[6:9, ], 0)) {
+    set.seed(1)
+    f <- odvgp(d$x, d$y, kernel = kernel_rbf(0.9, 1.5), inducing = d$x[1:5, ], orthogonal = O,
+               likelihood = "softmax", control = list(mc_samples = 20), optimize = FALSE)
+    expect_equal(f$likelihood, "softmax")
+    expect_equal(dim(f$mc$draws), c(20L, 3L))
+    set.seed(2)
+    p <- f$params
+    p$a_gamma[] <- rnorm(length(p$a_gamma))
+    p$q_mu[] <- rnorm(length(p$q_mu))
+    p$q_sqrt_lower[] <- rnorm(length(p$q_sqrt_lower), sd = 0.3)
+    p$q_sqrt_diag[] <- exp(rnorm(length(p$q_sqrt_diag), sd = 0.3))
+    f$params <- p
+    f <- sparsevgp:::.finish(f)
+    expect_grad(f, tol = 1e-6)
+    # the objective is deterministic: the draws are fixed in the fit
+    o <- objective(f)
+    expect_identical(o$fn(o$par), o$fn(o$par))
+  }
+  # the same seed gives the same draws and does not move the random stream
+  set.seed(5)
+  a <- odvgp(d$x, d$y, inducing = 4, orthogonal = 0, likelihood = "softmax", optimize = FALSE)
+  u1 <- runif(1)
+  set.seed(5)
+  b <- odvgp(d$x, d$y, inducing = 4, orthogonal = 0, likelihood = "softmax", optimize = FALSE)
+  expect_identical(a$mc, b$mc)
+  expect_identical(runif(1), u1)
+  expect_equal(dim(a$mc$draws), c(100L, 3L))
+  set.seed(1)
+  f <- odvgp(d$x, d$y, inducing = 5, orthogonal = 8, likelihood = "softmax",
+             control = list(mc_samples = 50))
+  expect_true(any(grepl("softmax (3 classes, 50 Monte Carlo draws)", capture.output(print(f)), fixed = TRUE)))
+  pr <- predict(f, d$x[1:6, ], type = "prob")
+  expect_equal(unname(rowSums(pr)), rep(1, 6), tolerance = 1e-12)
+  expect_equal(colnames(pr), c("a", "b", "c"))
+  # against an independent Monte Carlo average of the softmax with fresh draws
+  lat <- predict(f, d$x[1:6, ])
+  set.seed(9)
+  ref <- t(vapply(1:6, function(i) {
+    z <- matrix(rnorm(3 * 4e4), ncol = 3)
+    fz <- sweep(sweep(z, 2, sqrt(lat$var[i, ]), `*`), 2, lat$mean[i, ], `+`)
+    colMeans(exp(fz) / rowSums(exp(fz)))
+  }, numeric(3)))
+  expect_lt(max(abs(unname(pr) - ref)), 0.05)
+  cls <- predict(f, d$x[1:6, ], type = "class")
+  expect_true(is.factor(cls) && identical(levels(cls), c("a", "b", "c")))
+  expect_gt(mean(predict(f, type = "class") == d$y), 0.8)
+  expect_equal(dim(fitted(f)), c(60L, 3L))
+  expect_error(residuals(f), "multiclass")
+  expect_error(plot(f), "multiclass")
+  expect_error(odvgp(d$x, d$y, likelihood = "softmax", control = list(mc_samples = 0),
+                     optimize = FALSE), "mc_samples")
+  expect_error(odvgp(d$x, d$y, likelihood = "robustmax", control = list(mc_samples = 10),
+                     optimize = FALSE), "softmax likelihood only")
+  expect_error(odvgp(d$x, d$y, likelihood = "softmax", mean = 1, optimize = FALSE), "mean")
+})
