@@ -789,10 +789,17 @@ logLik.odvgp <- function(object, ...) {
   list(seed = seed, draws = matrix(stats::rnorm(samples * K), samples, K))
 }
 
+# Row maxima of a matrix by K vectorised pmax() calls (apply() over n rows
+# would dominate the cost of the softmax expectation).
+.row_max <- function(A) {
+  m <- A[, 1L]
+  for (k in seq_len(ncol(A))[-1L]) m <- pmax(m, A[, k])
+  m
+}
+
 # The softmax of each draw, n x K, for row-wise latent values Fs (n x K).
 .softmax_rows <- function(Fs) {
-  Fs <- Fs - apply(Fs, 1L, max)
-  E <- exp(Fs)
+  E <- exp(Fs - .row_max(Fs))
   E / rowSums(E)
 }
 
@@ -810,7 +817,7 @@ logLik.odvgp <- function(object, ...) {
   for (s in seq_len(ns)) {
     Es <- matrix(draws[s, ], n, K, byrow = TRUE)
     Fs <- MU + sd * Es
-    mx <- apply(Fs, 1L, max)
+    mx <- .row_max(Fs)
     lse <- mx + log(rowSums(exp(Fs - mx)))
     ell <- ell + Fs[iy] - lse
     R <- Y - exp(Fs - lse)
