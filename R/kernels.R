@@ -161,22 +161,31 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 # exponentials are then not recomputed); `jitter` is the jitter added to the
 # diagonal of K(W, W), one number or one per row: it is relative to the mean
 # diagonal, that is proportional to the kernel variance, so it adds
-# sum_i Gww_ii jitter_i to dF/d log variance. Returns list(variance,
-# lengthscale, W) with W = dF/dW (zeros unless want_W).
+# sum_i Gww_ii jitter_i to dF/d log variance. Gww = NULL leaves out the
+# K(W, W) block and Gwf = NULL the K(W, X) block with diag K(X, X) (for
+# sums over chunks of X, which contract the W-W block once). Returns
+# list(variance, lengthscale, W) with W = dF/dW (zeros unless want_W).
 .contract <- function(kernel, x, W, Gww, Gwf, gdiag, Kwf = NULL, jitter = 0, want_W = TRUE) {
-  g_ww <- .kern_grad(kernel, W, NULL, Gww, want_W)
-  g_wf <- .kern_grad(kernel, W, x, Gwf, want_W, K = Kwf)
-  theta <- .kern_split_theta(kernel, g_ww$theta + g_wf$theta +
-                                       .kern_grad_diag(kernel, x, gdiag))
-  # the jitter is proportional to k(x, x); for a combination d k(x, x) /
-  # d log(variance of part i) is not k(x, x) itself
-  dj <- if (.is_combo(kernel)) {
-    sc <- .kern_scale_grad(kernel)
-    sc$ds / sc$s
-  } else 1
-  theta$variance <- theta$variance + sum(diag(Gww) * jitter) * dj
+  blocks <- list(
+    if (!is.null(Gww)) .kern_grad(kernel, W, NULL, Gww, want_W),
+    if (!is.null(Gwf)) .kern_grad(kernel, W, x, Gwf, want_W, K = Kwf))
+  blocks <- blocks[!vapply(blocks, is.null, TRUE)]
+  th <- Reduce(`+`, lapply(blocks, `[[`, "theta"))
+  if (!is.null(Gwf)) th <- th + .kern_grad_diag(kernel, x, gdiag)
+  theta <- .kern_split_theta(kernel, th)
+  if (!is.null(Gww)) {
+    theta$variance <- theta$variance + sum(diag(Gww) * jitter) * .jitter_variance_grad(kernel)
+  }
   list(variance = theta$variance, lengthscale = theta$lengthscale,
-       W = if (want_W) g_ww$x + g_wf$x else matrix(0, nrow(W), ncol(W)))
+       W = if (want_W) Reduce(`+`, lapply(blocks, `[[`, "x")) else matrix(0, nrow(W), ncol(W)))
+}
+
+# d log k(x, x) / d log(variance of each part): the share of each part's
+# variance in a jitter relative to k(x, x) (1 for a single kernel).
+.jitter_variance_grad <- function(kernel) {
+  if (!.is_combo(kernel)) return(1)
+  sc <- .kern_scale_grad(kernel)
+  sc$ds / sc$s
 }
 
 # Kernel parameters on the unconstrained (log) scale, and back.

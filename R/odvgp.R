@@ -575,11 +575,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   theta <- .kern_split_theta(k, bb$theta + bg$theta + cg$theta + wx$theta +
                                   .kern_grad_diag(k, x, gdiag))
   # the jitter on K_beta is proportional to k(x, x) (see .contract())
-  dj <- if (.is_combo(k)) {
-    sc <- .kern_scale_grad(k)
-    sc$ds / sc$s
-  } else 1
-  theta$variance <- theta$variance + sum(diag(Gbb)) * jitter * dj
+  theta$variance <- theta$variance + sum(diag(Gbb)) * jitter * .jitter_variance_grad(k)
   gW <- matrix(0, M + nrow(O), ncol(Z))
   if (want_W) {
     gW <- wx$x

@@ -185,15 +185,13 @@ NULL
 # glambda, gytil.
 .stream_pass2 <- function(x, k, W, L, v, lambda, ytil, rows, threads, want_W) {
   N <- nrow(x)
-  M <- nrow(W)
   glambda <- gytil <- numeric(N)
   gk <- NULL
-  zero <- matrix(0, M, M)
   for (b in .row_blocks(N, rows)) {
     xb <- x[b, , drop = FALSE]
     Kb <- .stream_kern(k, W, xb, threads)
     a <- .ffi_stream_adjoints(L, v, Kb, .ffi_kern_diag(k, xb), lambda[b], ytil[b], threads)
-    g <- .contract(k, xb, W, Gww = zero, Gwf = a$Guf, gdiag = a$gdiag, Kwf = Kb,
+    g <- .contract(k, xb, W, Gww = NULL, Gwf = a$Guf, gdiag = a$gdiag, Kwf = Kb,
                    want_W = want_W)
     gk <- if (is.null(gk)) g else .stream_add(gk, g)
     glambda[b] <- a$glambda
@@ -205,8 +203,7 @@ NULL
 # The contraction of the adjoint of K(W, W) with its jitter (once per
 # evaluation, on the master).
 .stream_contract_uu <- function(k, x, W, Guu, jitter, want_W) {
-  .contract(k, x[0L, , drop = FALSE], W, Gww = Guu, Gwf = matrix(0, nrow(W), 0L),
-            gdiag = numeric(0), jitter = jitter, want_W = want_W)
+  .contract(k, x, W, Gww = Guu, Gwf = NULL, gdiag = NULL, jitter = jitter, want_W = want_W)
 }
 
 # The collapsed Gaussian bound over row chunks: the result of
