@@ -590,7 +590,9 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   if (inherits(object, "pgpr") || any(changed %in% c("", "x", "data", "formula"))) return(run)
   sets <- c(inducing = "Z", orthogonal = "O")
   for (a in names(sets)) {
-    if (!(a %in% changed) && !is.null(object$params[[sets[[a]]]])) {
+    # no mean-only inputs: the original argument says so (svgp's multiclass
+    # fits have none and no such argument)
+    if (!(a %in% changed) && NROW(object$params[[sets[[a]]]]) > 0L) {
       run[[a]] <- object$params[[sets[[a]]]]
     }
   }

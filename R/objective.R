@@ -513,7 +513,9 @@ objective.sparsevgp <- function(fit, ...) {
                     format(fit$bound, digits = 8L), as.integer(o$counts[[1L]])), call. = FALSE)
     return(invisible())
   }
-  if (!identical(o$method, "Adam") && (isTRUE(o$convergence == 1L) || isTRUE(o$capped))) {
+  # the last run's cap only: a later stage that converged from a capped
+  # earlier one did reach an optimum (o$capped keeps the record)
+  if (!identical(o$method, "Adam") && isTRUE(o$convergence == 1L)) {
     warning(sprintf("the optimiser stopped at its limit of %d evaluations (control$maxit) before the bound converged, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
                     as.integer(fit$control$maxit)), call. = FALSE)
   }

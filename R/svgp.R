@@ -71,9 +71,10 @@
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} and \code{"probit"} labels as in
 #'   \code{\link{pgpr}()} (a two-level factor, a logical or a 0/1 vector),
-#'   for \code{"gaussian"} a numeric vector. For more than two classes use
-#'   \code{\link{odvgp}(orthogonal = 0)}, the (non-whitened) SVGP with one
-#'   latent function per class and the robust-max likelihood.
+#'   for \code{"gaussian"} a numeric vector, for \code{"robustmax"} and
+#'   \code{"softmax"} a factor (or character vector). A factor with more than
+#'   two classes selects the robust-max likelihood unless \code{likelihood}
+#'   is given.
 #' @param kernel a kernel; parameters left \code{NULL} are chosen from the
 #'   data (variance 1 for Bernoulli).
 #' @param inducing the inducing inputs: a matrix, a number \eqn{M}, a
@@ -83,8 +84,18 @@
 #'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
 #'   greedy conditional variance. More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
-#' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"} or
-#'   \code{"probit"} (Bernoulli with the probit link).
+#' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"},
+#'   \code{"probit"} (Bernoulli with the probit link), or for more than two
+#'   classes \code{"robustmax"} (Hernandez-Lobato et al. 2011, by
+#'   Gauss-Hermite quadrature) or \code{"softmax"} (by Monte Carlo with
+#'   \code{control$mc_samples} draws, 100 by default, fixed per fit). The
+#'   multiclass likelihoods fit one latent function per class sharing the
+#'   inducing inputs, with a non-whitened \eqn{q(u)} per class: this is
+#'   \code{\link{odvgp}(orthogonal = 0)}, and the fit has that class, so
+#'   \code{predict(type = "prob")} gives a matrix with a column per class and
+#'   \code{type = "class"} a factor (see \code{\link{predict.odvgp}}).
+#'   \code{whiten}, \code{threshold}, \code{q_u} and \code{offset} do not
+#'   apply to them.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}).
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
@@ -178,6 +189,12 @@
 #' a <- svgp(y ~ x, data = snelson, inducing = s$params$Z, likelihood = "gaussian",
 #'           optimize_inducing = FALSE, batch_size = 50, control = list(maxit = 300, lr = 0.05))
 #' c(adam = logLik(a), sgpr = logLik(s))
+#'
+#' # three classes: one latent function per class, robust-max likelihood
+#' set.seed(1)
+#' m <- svgp(Species ~ Petal.Length + Petal.Width, data = iris, inducing = 10,
+#'           control = list(maxit = 100))
+#' table(predict(m, type = "class"), iris$Species)
 #' @export
 svgp <- function(x, ...) UseMethod("svgp")
 
@@ -191,13 +208,38 @@ svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 #' @export
 svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL,
-                         likelihood = c("bernoulli", "gaussian", "probit"), noise = NULL, mean = NULL,
+                         likelihood = c("bernoulli", "gaussian", "probit", "robustmax", "softmax"),
+                         noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
                          quadrature = 20L, offset = NULL, ...) {
   call <- .model_call(match.call(), "svgp")
   .dots_data(...)
+  if (missing(likelihood) && .svgp_many_classes(y)) likelihood <- "robustmax"
   likelihood <- match.arg(likelihood)
+  if (likelihood %in% c("robustmax", "softmax")) {
+    # one latent function per class: the orthogonally decoupled model with
+    # no mean-only inputs is this SVGP (non-whitened), so it serves here
+    if (!missing(whiten) && isTRUE(whiten)) {
+      stop("'whiten = TRUE' is not available with more than one latent function: the multiclass SVGP is non-whitened",
+           call. = FALSE)
+    }
+    for (a in c("threshold", "q_u", "offset")) {
+      if (!is.null(get(a))) {
+        stop(sprintf("'%s' is not available with the %s likelihood", a, likelihood),
+             call. = FALSE)
+      }
+    }
+    fit <- odvgp.default(x, y, kernel = kernel, inducing = inducing, M = M, orthogonal = 0L,
+                         likelihood = likelihood, mean = mean, optimize = optimize,
+                         optimize_inducing = optimize_inducing, fixed = fixed,
+                         control = control, start = start, batch_size = batch_size,
+                         quadrature = quadrature, ...)
+    fit$call <- call
+    fit$model <- sub("^Orthogonally decoupled SVGP \\(\\|beta\\| = ([0-9]+), \\|gamma\\| = 0\\)",
+                     "Uncollapsed non-whitened SVGP (M = \\1)", fit$model)
+    return(fit)
+  }
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
   bern <- likelihood != "gaussian"
@@ -280,6 +322,12 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                quadrature = quadrature, batch_size = batch_size,
                                offset = wo$offset))
   .build_or_fit(fit, optimize)
+}
+
+# Whether y is a factor (or character vector) with more than two classes:
+# then the default likelihood is robust-max.
+.svgp_many_classes <- function(y) {
+  (is.factor(y) || is.character(y)) && length(unique(y[!is.na(y)])) > 2L
 }
 
 # svgp's control: the shared settings with maxit = 1000 (per L-BFGS-B stage,

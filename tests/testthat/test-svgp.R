@@ -400,3 +400,52 @@ test_that("the probit likelihood: expectations by integration, exact predictive 
   expect_silent(plot(fp))
   dev.off()
 })
+
+test_that("multiclass svgp is the coupled multiclass model: robust-max by default, softmax on request", {
+  set.seed(3)
+  n <- 60
+  x <- matrix(runif(2 * n, -2, 2), n, 2)
+  y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
+  df <- data.frame(x1 = x[, 1], x2 = x[, 2], y = y)
+  k <- kernel_rbf(0.9, 1.5)
+  # a factor of three classes selects robust-max; the same model as the
+  # orthogonally decoupled one without mean-only inputs, value and fit
+  set.seed(1)
+  a <- suppressWarnings(svgp(y ~ x1 + x2, data = df, kernel = k, inducing = 6,
+                             control = list(maxit = 60)))
+  set.seed(1)
+  b <- suppressWarnings(odvgp(y ~ x1 + x2, data = df, kernel = k, inducing = 6, orthogonal = 0,
+                              control = list(maxit = 60)))
+  expect_equal(a$likelihood, "robustmax")
+  expect_equal(logLik(a), logLik(b), tolerance = 1e-12, ignore_attr = TRUE)
+  expect_equal(a$params$q_mu, b$params$q_mu, tolerance = 1e-12)
+  expect_equal(dim(a$params$q_mu), c(6L, 3L))
+  expect_output(print(a), "Uncollapsed non-whitened SVGP \\(M = 6\\), robust-max \\(3 classes")
+  expect_identical(as.character(a$call[[1L]]), "svgp")
+  pr <- predict(a, df[1:5, ], type = "prob")
+  expect_equal(colnames(pr), c("a", "b", "c"))
+  expect_equal(unname(rowSums(pr)), rep(1, 5), tolerance = 1e-12)
+  expect_gt(mean(predict(a, type = "class") == y), 0.8)
+  # update() refits through svgp() and keeps the class
+  u <- suppressWarnings(update(a, control = list(maxit = 5)))
+  expect_s3_class(u, "odvgp")
+  expect_identical(as.character(u$call[[1L]]), "svgp")
+  expect_gte(u$bound, a$bound - 1e-8)
+  # softmax: the same Monte Carlo draws as odvgp under the same seed
+  set.seed(2)
+  s <- svgp(x, y, kernel = k, inducing = x[1:5, ], likelihood = "softmax",
+            control = list(mc_samples = 30), optimize = FALSE)
+  set.seed(2)
+  s2 <- odvgp(x, y, kernel = k, inducing = x[1:5, ], orthogonal = 0, likelihood = "softmax",
+              control = list(mc_samples = 30), optimize = FALSE)
+  expect_equal(s$bound, s2$bound, tolerance = 1e-12)
+  expect_identical(s$mc, s2$mc)
+  # two classes keep the binary model; arguments that do not apply are refused
+  expect_equal(svgp(x, droplevels(factor(ifelse(y == "a", "a", "b"))), inducing = 4,
+                    optimize = FALSE)$likelihood, "bernoulli")
+  expect_error(svgp(x, y, inducing = 4, whiten = TRUE, optimize = FALSE), "'whiten = TRUE'")
+  expect_error(svgp(x, y, inducing = 4, threshold = 0.1, optimize = FALSE), "'threshold'")
+  expect_error(svgp(x, y, inducing = 4, q_u = list(mean = 0, cov = diag(4)), optimize = FALSE),
+               "'q_u'")
+  expect_error(svgp(x, as.numeric(y), likelihood = "robustmax", optimize = FALSE), "'y'")
+})
