@@ -52,6 +52,10 @@
   dots <- list(...)
   data <- dots$.data
   dots$.data <- NULL
+  if ("cluster" %in% names(dots)) {
+    stop(sprintf("'cluster' is not available for %s(): sgpr(), pgpr() and svgp() fit on a cluster (see ?scaling)",
+                 sub("\\.default$", "", deparse(sys.call(-1L)[[1L]]))), call. = FALSE)
+  }
   if (length(dots)) do.call(.no_dots, dots)
   data
 }
