@@ -53,8 +53,8 @@
   data <- dots$.data
   dots$.data <- NULL
   if ("cluster" %in% names(dots)) {
-    stop(sprintf("'cluster' is not available for %s(): sgpr(), pgpr() and svgp() fit on a cluster (see ?scaling)",
-                 sub("\\.default$", "", deparse(sys.call(-1L)[[1L]]))), call. = FALSE)
+    stop("'cluster' is only for sgpr(), pgpr() and svgp() (and predict()): this model fits in one process (see ?scaling)",
+         call. = FALSE)
   }
   if (length(dots)) do.call(.no_dots, dots)
   data
