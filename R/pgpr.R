@@ -332,7 +332,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # the bound converges). Returns the
 # fit with the new c and `bound` evaluated there.
 # On a cluster the workers update their own c, and only the largest change
-# comes back; fit$c is then stale until .pgpr_gather_c().
+# comes back; fit$c is then stale until .pgpr_sync_c().
 .pgpr_update_c <- function(fit, iters) {
   r <- .evaluate(fit, fit$params, grad = FALSE)
   for (i in seq_len(iters)) {
