@@ -186,7 +186,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 # padded for the rows that na.exclude dropped.
 .predict_classifier <- function(object, newdata, type, method, interval = "none", level = 0.95,
                                 se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
-                                pad = TRUE) {
+                                pad = TRUE, cluster = NULL) {
   type <- match.arg(type, .classifier_types)
   if (type == "latent") type <- "link"
   if (type == "response") type <- "prob"
@@ -212,7 +212,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   }
   inp <- .prediction_inputs(object, newdata, na.action)
   if (!pad) inp$na <- NULL
-  lat <- .predict_moments(object, inp, full_cov)
+  lat <- .predict_moments(object, inp, full_cov, cluster = cluster)
   if (type == "link") {
     if (full_cov) return(list(mean = .pad(inp, lat$mean), cov = .pad(inp, lat$cov, cov = TRUE)))
     if (interval == "none" && !se.fit) {
@@ -273,8 +273,8 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 }
 
 # Training-set probabilities (padded for the rows that na.exclude dropped).
-.fitted_classifier <- function(object, method) {
-  .predict_classifier(object, NULL, "prob", method)
+.fitted_classifier <- function(object, method, cluster = NULL) {
+  .predict_classifier(object, NULL, "prob", method, cluster = cluster)
 }
 
 # Accuracy and mean negative log predictive probability (nats per point) of

@@ -52,6 +52,10 @@
   dots <- list(...)
   data <- dots$.data
   dots$.data <- NULL
+  if ("cluster" %in% names(dots)) {
+    stop("'cluster' is only for sgpr(), pgpr() and svgp() (and predict()): this model fits in one process (see ?scaling)",
+         call. = FALSE)
+  }
   if (length(dots)) do.call(.no_dots, dots)
   data
 }

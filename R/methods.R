@@ -55,6 +55,9 @@
 #' @param weights prior weights of the new observations (one number or one
 #'   per row of \code{newdata}); they divide the noise variance of
 #'   \code{type = "response"} and of prediction intervals.
+#' @param cluster a cluster from \code{parallel::makeCluster()}: the rows of
+#'   \code{newdata} are split over its workers (see \code{\link{scaling}});
+#'   by default \code{NULL}, one process. \code{fitted()} takes it too.
 #' @param ... not used: any argument here is an error, so that a misspelt
 #'   argument (\code{tpye = "response"}) is not silently ignored.
 #' @return With the defaults, a list with \code{mean} and \code{var} (or
@@ -83,7 +86,7 @@
 predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
                               interval = c("none", "confidence", "prediction"), level = 0.95,
                               se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
-                              weights = NULL, ...) {
+                              weights = NULL, cluster = NULL, ...) {
   .check_dots("predict", ...)
   type <- match.arg(type)
   interval <- match.arg(interval)
@@ -96,7 +99,8 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   }
   inp <- .prediction_inputs(object, if (missing(newdata)) NULL else newdata, na.action)
   noise <- type == "response" || interval == "prediction"
-  p <- .predict_moments(object, inp, full_cov, noise = noise, weights = weights)
+  p <- .predict_moments(object, inp, full_cov, noise = noise, weights = weights,
+                        cluster = cluster)
   if (full_cov) {
     if (type == "response") diag(p$cov) <- diag(p$cov) + p$noise
     return(list(mean = .pad(inp, p$mean), cov = .pad(inp, p$cov, cov = TRUE)))
@@ -119,7 +123,8 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
 # TRUE the noise variances, computed at the complete rows and NA at the
 # others; rows named. Variances within -1e-10 of the kernel variance are
 # set to zero; below that a warning says the model is poorly conditioned.
-.predict_moments <- function(object, inp, full_cov = FALSE, noise = FALSE, weights = NULL) {
+.predict_moments <- function(object, inp, full_cov = FALSE, noise = FALSE, weights = NULL,
+                             cluster = NULL) {
   n <- nrow(inp$x)
   ok <- inp$ok
   rn <- rownames(inp$x)
@@ -128,7 +133,7 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   cov <- if (full_cov) matrix(NA_real_, n, n, dimnames = list(rn, rn))
   if (any(ok)) {
     xo <- inp$x[ok, , drop = FALSE]
-    p <- .predict_latent(object, xo, full_cov)
+    p <- .predict_latent_on(object, xo, full_cov, cluster)
     mean[ok] <- p$mean + if (is.null(inp$offset)) 0 else inp$offset[ok]
     scale <- .signal_variance(object)
     v <- if (full_cov) diag(p$cov) else p$var
@@ -340,6 +345,9 @@ coef.sparsevgp <- function(object, ...) {
 #' @param type for \code{residuals()}: \code{"response"} or
 #'   \code{"pearson"}.
 #' @param parm,level arguments of \code{\link[stats]{confint}}; not used.
+#' @param cluster for \code{fitted()}: a cluster from
+#'   \code{parallel::makeCluster()} over whose workers the training inputs
+#'   are split (see \code{\link{scaling}}); by default \code{NULL}.
 #' @param ... not used.
 #' @return \code{logLik()}: an object of class \code{"logLik"} with
 #'   attributes \code{df} and \code{nobs}. \code{deviance()},
@@ -400,15 +408,15 @@ df.residual.sparsevgp <- function(object, ...) {
 
 #' @rdname sparsevgp-methods
 #' @export
-fitted.sparsevgp <- function(object, ...) {
+fitted.sparsevgp <- function(object, cluster = NULL, ...) {
   .check_dots("fitted", ...)
-  if (!is.null(object$labels)) return(.fitted_classifier(object, "quadrature"))
-  .fitted_values(object)
+  if (!is.null(object$labels)) return(.fitted_classifier(object, "quadrature", cluster))
+  .fitted_values(object, cluster)
 }
 
 # The fitted mean at the training inputs (with the offset), unpadded.
-.fitted_values <- function(object) {
-  m <- .predict_latent(object, object$x, FALSE)$mean
+.fitted_values <- function(object, cluster = NULL) {
+  m <- .predict_latent_on(object, object$x, FALSE, cluster)$mean
   if (!is.null(object$offset)) m <- m + object$offset
   names(m) <- rownames(object$x)
   stats::napredict(object$na.action, m)

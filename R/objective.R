@@ -394,6 +394,7 @@ objective.sparsevgp <- function(fit, ...) {
     interrupted <- identical(tryCatch(for (it in seq_len(iters)) {
       batch <- if (B < N) sort(sample.int(N, B)) else NULL
       r <- tryCatch(o$value_grad(s * sc + sh, batch = batch), error = function(e) {
+        if (inherits(e, "sparsevgp_cluster_error")) stop(e)
         stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)",
                      it, conditionMessage(e)), call. = FALSE)
       })

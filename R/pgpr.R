@@ -101,6 +101,11 @@
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
 #' @param start a previous \code{pgpr} fit whose kernel parameters, mean and
 #'   local parameters \eqn{c} are the starting values.
+#' @param cluster a cluster from \code{parallel::makeCluster()}: the data and
+#'   the local parameters \eqn{c} are split over its workers, which compute
+#'   their shares of every evaluation of the bound and update their own
+#'   \eqn{c} (see \code{\link{scaling}}); by default \code{NULL}, one
+#'   process.
 #' @return An object of class \code{c("pgpr", "sparsevgp")} with, besides
 #'   the usual fields, \code{c} and \code{theta} (the local PG parameters and
 #'   their means at the training inputs), \code{history} (one row per outer
@@ -147,7 +152,7 @@ pgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, mean = 0, optimize = TRUE,
                          optimize_inducing = FALSE, fixed = NULL, control = list(),
-                         start = NULL, ...) {
+                         start = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "pgpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
@@ -186,7 +191,8 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                   .pgpr_inducing_label(spec, optimize_inducing)),
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
                                converged = NA))
-  .build_or_fit(fit, optimize)
+  # with a cluster the data and c go to the workers once (R/cluster.R)
+  .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
 }
 
 # ---- set-up ---------------------------------------------------------------------
@@ -274,16 +280,23 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @export
 .evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
   N <- nrow(fit$x)
-  theta <- .ffi_pg_theta(fit$c)
-  ytil <- fit$ypm / (2 * theta) - params$mean
-  b <- .collapsed_bound(fit, params, params$Z, 1 / theta, ytil, grad)
-  kl <- sum(.ffi_pg_kl(fit$c))
+  if (is.null(fit$cluster)) {
+    theta <- .ffi_pg_theta(fit$c)
+    ytil <- fit$ypm / (2 * theta) - params$mean
+    b <- .collapsed_bound(fit, params, params$Z, 1 / theta, ytil, grad)
+    pg <- c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
+            kl = sum(.ffi_pg_kl(fit$c)))
+  } else {
+    # on the workers of a cluster, which hold c (R/cluster.R)
+    b <- .cluster_bound(fit, params, grad)
+    pg <- b$pg
+  }
   # the terms of Passerello (2022), eq. C.1 (they sum to the identity above)
-  terms <- c(fit = b$fit + sum(1 / theta) / 8,
-             logdet = b$logdet - 0.5 * sum(log(theta)),
+  terms <- c(fit = b$fit + pg[["inv_theta"]] / 8,
+             logdet = b$logdet - 0.5 * pg[["log_theta"]],
              trace = -0.5 * b$trace,
              constant = -N * log(2),
-             kl_omega = -kl)
+             kl_omega = -pg[["kl"]])
   out <- list(value = sum(terms), terms = terms, jitter = b$jitter,
               jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v),
@@ -318,17 +331,40 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # numerically; Passerello 2022, section 4.1.3, iterates the updates until
 # the bound converges). Returns the
 # fit with the new c and `bound` evaluated there.
+# On a cluster the workers update their own c, and only the largest change
+# comes back; fit$c is then stale until .pgpr_sync_c().
 .pgpr_update_c <- function(fit, iters) {
   r <- .evaluate(fit, fit$params, grad = FALSE)
   for (i in seq_len(iters)) {
-    q <- .pgpr_qf_train(fit, r)
-    cnew <- sqrt(q$mean^2 + q$var)
-    done <- max(abs(cnew - fit$c)) <= 1e-10 * max(1, max(cnew))
-    fit$c <- cnew
+    if (is.null(fit$cluster)) {
+      q <- .pgpr_qf_train(fit, r)
+      cnew <- sqrt(q$mean^2 + q$var)
+      done <- max(abs(cnew - fit$c)) <= 1e-10 * max(1, max(cnew))
+      fit$c <- cnew
+    } else {
+      u <- .cluster_call(fit$cluster, ".shard_pg_update",
+                         list(kernel = fit$kernel, params = fit$params, posterior = r$posterior))
+      u <- do.call(rbind, u)
+      done <- max(u[, "change"]) <= 1e-10 * max(1, max(u[, "largest"]))
+    }
     r <- .evaluate(fit, fit$params, grad = FALSE)
     if (done) break
   }
   fit$bound <- r$value
+  fit
+}
+
+# On a cluster: fit$c from the workers (once per pass of the outer loop), or
+# the workers' c set to fit$c (push = TRUE). Nothing without a cluster.
+.pgpr_sync_c <- function(fit, push = FALSE) {
+  h <- fit$cluster
+  if (is.null(h)) return(fit)
+  if (push) {
+    each <- lapply(split(fit$c, rep(seq_along(h$n), h$n)), unname)
+    .cluster_call(h, ".shard_pg_c", NULL, unname(each))
+  } else {
+    fit$c <- unlist(.cluster_call(h, ".shard_pg_c", NULL), use.names = FALSE)
+  }
   fit
 }
 
@@ -365,7 +401,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     prev <- fit$bound
   }
   fit$inner <- list(rounds = rounds, evaluations = evals, converged = converged)
-  fit
+  .pgpr_sync_c(fit)
 }
 
 # The double loop (Passerello 2022, sections 4.3.2 and 5.4): for the greedy methods,
@@ -407,6 +443,8 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   best$optim$counts <- c("function" = total, gradient = total)
   best$converged <- converged
   best$time <- proc.time()[["elapsed"]] - start
+  # the workers' c are the last pass's: the final evaluation reads the best
+  if (!identical(best$c, fit$c)) .pgpr_sync_c(best, push = TRUE)
   best
 }
 
@@ -484,6 +522,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #'   \eqn{g(f(x_*))}{g(f(x_*))} (\code{type = "prob"}) under the latent
 #'   predictive distribution.
 #' @param full_cov for \code{type = "link"}: return the full covariance.
+#' @param cluster a cluster from \code{parallel::makeCluster()}: the rows of
+#'   \code{newdata} are split over its workers (see \code{\link{scaling}});
+#'   by default \code{NULL}, one process.
 #' @param na.action what to do with rows of \code{newdata} that have missing
 #'   inputs: \code{na.pass} (predict \code{NA} for them), \code{na.omit} or
 #'   \code{na.exclude}.
@@ -507,16 +548,17 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class", "pg_variance"),
                          method = c("quadrature", "probit", "plugin"),
                          interval = c("none", "confidence", "prediction"), level = 0.95,
-                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass, ...) {
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
+                         cluster = NULL, ...) {
   .check_dots("predict", ...)
   .predict_classifier(object, newdata, type[1L], method[1L], interval[1L], level, se.fit,
-                      full_cov, na.action)
+                      full_cov, na.action, cluster = cluster)
 }
 
 #' @export
-fitted.pgpr <- function(object, method = "quadrature", ...) {
+fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
   .check_dots("fitted", ...)
-  .fitted_classifier(object, method)
+  .fitted_classifier(object, method, cluster)
 }
 
 #' Plot a Gaussian process classifier

@@ -212,15 +212,8 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                  selection = spec[intersect(names(spec),
                                                             c("method", "M", "threshold", "auto"))]),
                             wo))
-  if (!is.null(cluster)) {
-    # the data go to the workers once; the fit does not keep the cluster
-    h <- .cluster_setup(cluster, fit)
-    on.exit(.cluster_release(h), add = TRUE)
-    fit$cluster <- h
-  }
-  fit <- .build_or_fit(fit, optimize)
-  fit$cluster <- NULL
-  fit
+  # with a cluster the data go to the workers once (R/cluster.R)
+  .cluster_fit(fit, optimize, cluster, .shard_gaussian(fit))
 }
 
 # ---- bound, gradient, prediction ----------------------------------------

@@ -79,16 +79,37 @@
 #'     thread the bound is computed in chunks even for small data; the sums
 #'     are then added in a different order, which changes results at the
 #'     level of rounding only.
-#'   \item \strong{on a cluster}: \code{sgpr(..., cluster = cl)} with a
-#'     cluster from \code{parallel::makeCluster()} (PSOCK, which can span
-#'     machines, or FORK) splits the data once into one share per worker,
+#'   \item \strong{on a cluster}: \code{sgpr(..., cluster = cl)},
+#'     \code{pgpr(..., cluster = cl)} and \code{svgp(..., cluster = cl)} with
+#'     a cluster from \code{parallel::makeCluster()} (PSOCK, which can span
+#'     machines, or FORK) split the data once into one share per worker,
 #'     which stays there while the model is fitted; each evaluation sends the
 #'     parameters and the \eqn{M \times M}{M x M} factors to the workers and
 #'     receives their statistics and gradient pieces, and the master does the
-#'     \eqn{M \times M}{M x M} algebra. The workers load the package from the
-#'     library the master loaded it from. A worker that fails or dies stops
-#'     the fit with an error; the cluster is not stopped by the fit, and the
-#'     shares are removed from the workers when the fit ends.
+#'     \eqn{M \times M}{M x M} algebra. For \code{pgpr()} the workers also
+#'     hold the local parameters \eqn{c} of their rows and compute their
+#'     closed-form updates; the master receives the \eqn{N} values of
+#'     \eqn{c} once per selection pass of the double loop (for the
+#'     \eqn{\theta}{theta}-weighted re-selection, which runs on the master,
+#'     and for the fit). For \code{svgp()} the workers return their expected
+#'     log-likelihood with its gradient and the master adds the KL
+#'     divergence; with \code{batch_size} the master draws each minibatch as
+#'     in one process (so \code{set.seed()} reproduces the fit) and sends each
+#'     worker the rows of the minibatch in its share. Natural-gradient steps
+#'     (\code{control$optimizer = "natgrad"}) do not run on a cluster. The
+#'     workers load the package from the library the master loaded it from.
+#'     A worker that fails or dies stops the fit with an error of class
+#'     \code{sparsevgp_cluster_error}, never a wrong value; the cluster is
+#'     not stopped by the fit, and the shares are removed from the workers
+#'     when the fit ends. Results equal those of one process to rounding
+#'     (sums are added in another order), so an optimiser can end at
+#'     slightly different parameters along directions where the bound is
+#'     flat.
+#'   \item \strong{predictions on a cluster}: \code{predict(fit, newdata,
+#'     cluster = cl)} and \code{fitted(fit, cluster = cl)} split the rows
+#'     over the workers, which receive the fitted posterior (not the training
+#'     data; for \code{\link{gpr}()} the training inputs too). The full
+#'     covariance (\code{full_cov = TRUE}) is computed on the master.
 #' }
 #' The prediction methods and \code{fitted()} work in blocks of rows in any
 #' case. Greedy selection of inducing inputs
@@ -101,7 +122,9 @@
 #' \eqn{n / N}{n / N} (the models without \code{control$memory} use the
 #' default budget). Give the inducing inputs to choose them otherwise.
 #' Not yet in chunks: \code{\link{osgpr}()} computes
-#' its bound in one piece; the cluster serves \code{sgpr()} only.
+#' its bound in one piece; the cluster serves \code{sgpr()}, \code{pgpr()},
+#' \code{svgp()} and prediction, not \code{gpr()}, \code{osgpr()} or
+#' \code{\link{odvgp}()}.
 #'
 #' @name scaling
 #' @aliases sparsevgp.threads
@@ -121,6 +144,7 @@
 #' # two workers, each holding half of the data
 #' cl <- parallel::makeCluster(2)
 #' fit <- sgpr(x, y, inducing = 20, cluster = cl)
+#' p <- predict(fit, x[1:5, , drop = FALSE], cluster = cl)
 #' parallel::stopCluster(cl)
 #' fit
 #' }
@@ -231,146 +255,3 @@ NULL
   b
 }
 
-# ---- a cluster --------------------------------------------------------------
-
-# The shares of the data held by this process as a worker, by key.
-.shards <- new.env(parent = emptyenv())
-
-# A key for one fit's shares that no other fit from this or another master
-# process uses (no random numbers: the user's stream stays untouched).
-.shard_key <- function() {
-  .shards$.count <- (if (is.null(.shards$.count)) 0L else .shards$.count) + 1L
-  sprintf("%s-%d-%s-%d", Sys.info()[["nodename"]], Sys.getpid(),
-          format(as.numeric(Sys.time()), digits = 16L), .shards$.count)
-}
-
-# On a worker: keep a share; drop it.
-.shard_store <- function(share, key) {
-  assign(key, share, envir = .shards)
-  TRUE
-}
-
-.shard_drop <- function(key) {
-  if (exists(key, envir = .shards, inherits = FALSE)) rm(list = key, envir = .shards)
-  TRUE
-}
-
-# On a worker: one pass over its share at the parameters in `a`. Errors of
-# the computation come back as a value (the master restates them, so that
-# the optimiser can step back from a bad trial point as without a cluster);
-# a worker without its share says so.
-.shard_pass <- function(key, pass, a) {
-  s <- .shards[[key]]
-  if (is.null(s)) {
-    return(structure(list(message = "a worker holds no share of the data (was it restarted?)",
-                          fatal = TRUE), class = "sparsevgp_shard_error"))
-  }
-  tryCatch({
-    lambda <- .noise_lambda(s, a$params)
-    ytil <- s$y - a$params$mean
-    rows <- .stream_rows(s$memory, nrow(a$W))
-    threads <- .stream_threads()
-    if (pass == 1L) {
-      .stream_pass1(s$x, a$k, a$W, a$L, lambda, ytil, rows, threads)
-    } else {
-      p <- .stream_pass2(s$x, a$k, a$W, a$L, a$v, lambda, ytil, rows, threads, a$want_W)
-      list(gk = p$gk, noise = .noise_grad(s, a$params, p$glambda, lambda), gytil = sum(p$gytil))
-    }
-  }, error = function(e) {
-    structure(list(message = conditionMessage(e), fatal = FALSE), class = "sparsevgp_shard_error")
-  })
-}
-
-# The error of a cluster that cannot compute the bound: never caught by the
-# fitting loop (R/objective.R), since without a worker's share any value
-# would be wrong.
-.cluster_fail <- function(why) {
-  stop(structure(class = c("sparsevgp_cluster_error", "error", "condition"),
-                 list(message = sprintf("the cluster failed: %s. Each worker holds a share of the data, so the bound cannot be computed without all of them: start a new cluster (parallel::makeCluster()) and fit again",
-                                        why), call = NULL)))
-}
-
-# Send the fit's data to the workers of `cl`, one contiguous share each;
-# returns the handle the evaluations use: list(cl, key, n).
-.cluster_setup <- function(cl, fit) {
-  if (!inherits(cl, "cluster")) {
-    stop("'cluster' must be a cluster from parallel::makeCluster()", call. = FALSE)
-  }
-  N <- nrow(fit$x)
-  nw <- min(length(cl), N)
-  if (nw < 1L) stop("'cluster' has no workers", call. = FALSE)
-  cl <- cl[seq_len(nw)]
-  # the workers load the package from the library this process loaded it
-  # from (a function of the global environment, so that sending it does not
-  # require the package on the worker already)
-  lib <- dirname(getNamespaceInfo("sparsevgp", "path"))
-  load <- function(lib) {
-    .libPaths(c(lib, .libPaths()))
-    loadNamespace("sparsevgp")
-    TRUE
-  }
-  environment(load) <- globalenv()
-  tryCatch(parallel::clusterCall(cl, load, lib), error = function(e) {
-    .cluster_fail(sprintf("the workers could not load sparsevgp (%s)", conditionMessage(e)))
-  })
-  key <- .shard_key()
-  parts <- split(seq_len(N), rep(seq_len(nw), diff(c(0L, round(N * seq_len(nw) / nw)))))
-  memory <- fit$control$memory
-  shares <- lapply(parts, function(rows) {
-    s <- .subsample_fit(fit, rows)
-    list(x = s$x, y = s$y, noise_model = s$noise_model, memory = memory)
-  })
-  tryCatch(parallel::clusterApply(cl, unname(shares), .shard_store, key = key), error = function(e) {
-    .cluster_fail(sprintf("the data could not be sent to the workers (%s)", conditionMessage(e)))
-  })
-  list(cl = cl, key = key, n = lengths(parts, use.names = FALSE))
-}
-
-# Remove the shares from the workers (ignoring workers that are gone).
-.cluster_release <- function(h) {
-  try(parallel::clusterCall(h$cl, .shard_drop, h$key), silent = TRUE)
-  invisible()
-}
-
-# One pass on every worker: the list of their results.
-.cluster_pass <- function(h, pass, a) {
-  r <- tryCatch(parallel::clusterCall(h$cl, .shard_pass, h$key, pass, a),
-                error = function(e) .cluster_fail(sprintf("a worker did not answer (%s)",
-                                                          conditionMessage(e))))
-  bad <- vapply(r, inherits, TRUE, "sparsevgp_shard_error")
-  if (any(bad)) {
-    e <- r[[which(bad)[1L]]]
-    if (isTRUE(e$fatal)) .cluster_fail(e$message)
-    stop(e$message, call. = FALSE)
-  }
-  r
-}
-
-# The collapsed bound of an sgpr fit on the cluster of fit$cluster: as
-# .stream_bound(), with the per-point adjoints already reduced on the
-# workers to the noise gradient (`noise_grad`) and sum(gytil) (`gytil`).
-.cluster_bound <- function(fit, params, grad) {
-  h <- fit$cluster
-  k <- .kernel_at(fit$kernel, params)
-  W <- params$Z
-  Kww <- .ffi_kern_matrix(k, W)
-  ch <- .stream_chol(Kww, fit$control)
-  a <- list(k = k, W = W, L = ch$L, params = params)
-  s <- Reduce(.stream_add, .cluster_pass(h, 1L, a))
-  N <- sum(h$n)
-  if (!isTRUE(all.equal(s$n, N)) || N != nrow(fit$x)) {
-    .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, nrow(fit$x)))
-  }
-  v <- .ffi_stream_value(ch$L, s, N, grad)
-  b <- list(bound = v$bound, logdet = v$logdet, fit = v$fit, trace = v$trace,
-            jitter = ch$jitter, L = ch$L, LB = v$LB, v = v$v, Kww = Kww)
-  if (grad) {
-    a$v <- v[c("E", "alpha", "vt")]
-    a$want_W <- .any_free(fit, "Z")
-    r <- Reduce(.stream_add, .cluster_pass(h, 2L, a))
-    b$gk <- .stream_add(.stream_contract_uu(k, fit$x, W, v$Guu, ch$jitter, a$want_W), r$gk)
-    b$noise_grad <- r$noise
-    b$gytil <- r$gytil
-  }
-  b
-}

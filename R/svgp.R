@@ -141,6 +141,11 @@
 #'   through \eqn{u = L v}; if \code{FALSE}, directly.
 #' @param batch_size \code{NULL} for full-batch L-BFGS-B, or the number of
 #'   points in each minibatch of Adam (values above \eqn{N} mean \eqn{N}).
+#' @param cluster a cluster from \code{parallel::makeCluster()}: the data
+#'   are split over its workers, which compute their shares of the expected
+#'   log-likelihood and its gradient in every evaluation, full batch or
+#'   minibatch (see \code{\link{scaling}}); by default \code{NULL}, one
+#'   process. Not with \code{control$optimizer = "natgrad"}.
 #' @param quadrature the number of Gauss-Hermite points for the Bernoulli
 #'   expectations (1 to 500).
 #' @return An object of class \code{c("svgp", "sparsevgp")}, with
@@ -212,7 +217,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                          noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
-                         quadrature = 20L, offset = NULL, ...) {
+                         quadrature = 20L, offset = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "svgp")
   .dots_data(...)
   if (missing(likelihood) && .svgp_many_classes(y)) likelihood <- "robustmax"
@@ -321,7 +326,12 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                likelihood = likelihood, whiten = whiten,
                                quadrature = quadrature, batch_size = batch_size,
                                offset = wo$offset))
-  .build_or_fit(fit, optimize)
+  if (!is.null(cluster) && control$optimizer == "natgrad") {
+    stop("natural-gradient steps (control$optimizer = \"natgrad\") need the whole N x M cross-covariance and do not run on a 'cluster': use \"lbfgsb\" or \"adam\"",
+         call. = FALSE)
+  }
+  # with a cluster the data go to the workers once (R/cluster.R)
+  .cluster_fit(fit, optimize, cluster, .shard_svgp_data(fit))
 }
 
 # Whether y is a factor (or character vector) with more than two classes:
@@ -469,13 +479,12 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # One call of src/svgp.c at `params`, on the rows `batch` of the data
 # (NULL: all), with the data term scaled by N / |batch| (Hensman et al.
-# 2013).
-.svgp_call <- function(fit, params, grad, batch = NULL) {
+# 2013) or by `scale` (a worker's rows of a minibatch, R/cluster.R).
+.svgp_call <- function(fit, params, grad, batch = NULL, scale = NULL) {
   x <- fit$x
   target <- fit$target
-  scale <- 1
+  if (is.null(scale)) scale <- if (is.null(batch)) 1 else nrow(x) / length(batch)
   if (!is.null(batch)) {
-    scale <- nrow(x) / length(batch)
     x <- x[batch, , drop = FALSE]
     target <- target[batch]
   }
@@ -498,7 +507,10 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # of the adjoints Guu, Guf, gdiag (R/kernels.R).
 #' @export
 .evaluate.svgp <- function(fit, params, grad = TRUE, batch = NULL, ...) {
-  r <- .svgp_call(fit, params, grad, batch)
+  # on a cluster the workers hold the rows (R/cluster.R)
+  on <- !is.null(fit$cluster)
+  r <- if (on) .svgp_cluster_call(fit, params, grad, batch) else
+    .svgp_call(fit, params, grad, batch)
   W <- .svgp_qsqrt(params)
   bern <- fit$likelihood != "gaussian"
   # terms sum to the bound: the expected log-likelihood and minus the KL
@@ -507,8 +519,13 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
               posterior = list(L = r$L, q_mu = params$q_mu, q_sqrt = W,
                                whiten = !isFALSE(fit$whiten)))
   if (!grad) return(out)
-  gk <- .contract(r$kernel, r$x, params$Z, Gww = r$Guu, Gwf = r$Guf, gdiag = r$gdiag,
-                  Kwf = r$Kuf, jitter = r$jitter, want_W = .any_free(fit, "Z"))
+  gk <- if (on) {
+    .stream_add(.stream_contract_uu(r$kernel, fit$x, params$Z, r$Guu, r$jitter,
+                                    .any_free(fit, "Z")), r$gk_data)
+  } else {
+    .contract(r$kernel, r$x, params$Z, Gww = r$Guu, Gwf = r$Guf, gdiag = r$gdiag,
+              Kwf = r$Kuf, jitter = r$jitter, want_W = .any_free(fit, "Z"))
+  }
   g <- list(variance = gk$variance, lengthscale = gk$lengthscale,
             noise = if (bern) NULL else r$gnoise * params$noise,
             mean = r$gmean, Z = gk$W,
@@ -552,7 +569,8 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @export
 predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
                          interval = c("none", "confidence", "prediction"), level = 0.95,
-                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass, ...) {
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
+                         cluster = NULL, ...) {
   .check_dots("predict", ...)
   gauss <- object$likelihood == "gaussian"
   if (gauss && !is.null(method)) {
@@ -571,9 +589,11 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
   }
   if (gauss) {
     return(predict.sparsevgp(object, newdata, type = type, interval = interval, level = level,
-                             se.fit = se.fit, full_cov = full_cov, na.action = na.action))
+                             se.fit = se.fit, full_cov = full_cov, na.action = na.action,
+                             cluster = cluster))
   }
-  .predict_classifier(object, newdata, type, method, interval, level, se.fit, full_cov, na.action)
+  .predict_classifier(object, newdata, type, method, interval, level, se.fit, full_cov, na.action,
+                      cluster = cluster)
 }
 
 # predict() on zero rows of new data: empty results of the usual shapes.
@@ -592,10 +612,10 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
 }
 
 #' @export
-fitted.svgp <- function(object, method = "quadrature", ...) {
+fitted.svgp <- function(object, method = "quadrature", cluster = NULL, ...) {
   if (object$likelihood == "gaussian") return(NextMethod())
   .check_dots("fitted", ...)
-  .fitted_classifier(object, method)
+  .fitted_classifier(object, method, cluster)
 }
 
 #' @export
