@@ -94,8 +94,8 @@
 #'   \code{\link{odvgp}(orthogonal = 0)}, and the fit has that class, so
 #'   \code{predict(type = "prob")} gives a matrix with a column per class and
 #'   \code{type = "class"} a factor (see \code{\link{predict.odvgp}}).
-#'   \code{whiten}, \code{threshold}, \code{q_u} and \code{offset} do not
-#'   apply to them.
+#'   \code{whiten}, \code{threshold}, \code{q_u}, \code{offset} and
+#'   \code{cluster} do not apply to them.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}).
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
@@ -229,7 +229,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
       stop("'whiten = TRUE' is not available with more than one latent function: the multiclass SVGP is non-whitened",
            call. = FALSE)
     }
-    for (a in c("threshold", "q_u", "offset")) {
+    for (a in c("threshold", "q_u", "offset", "cluster")) {
       if (!is.null(get(a))) {
         stop(sprintf("'%s' is not available with the %s likelihood", a, likelihood),
              call. = FALSE)

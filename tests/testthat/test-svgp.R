@@ -448,4 +448,5 @@ test_that("multiclass svgp is the coupled multiclass model: robust-max by defaul
   expect_error(svgp(x, y, inducing = 4, q_u = list(mean = 0, cov = diag(4)), optimize = FALSE),
                "'q_u'")
   expect_error(svgp(x, as.numeric(y), likelihood = "robustmax", optimize = FALSE), "'y'")
+  expect_error(svgp(x, y, inducing = 4, cluster = list(), optimize = FALSE), "'cluster'")
 })
