@@ -162,7 +162,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
-  control <- .collapsed_control(control, memory = FALSE)
+  control <- .collapsed_control(control)
   if (!is.null(.check_start(start, "osgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     inducing <- .osgpr_warm_set(inducing, start$params$Z)
@@ -281,7 +281,13 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   lambda <- .noise_lambda(fit, params)
   ytil <- fit$y - params$mean
   variant <- .osgpr_variant(fit)
-  b <- .collapsed_bound(fit, params, W, lambda, ytil, grad, variant = variant, M1 = M1)
+  # beyond the memory budget, or with threads: over row chunks
+  # (R/stream_orthogonal.R)
+  b <- if (.stream_wanted(fit$control, nrow(W), nrow(fit$x))) {
+    .stream_orthogonal_bound(fit, params, W, M1, lambda, ytil, grad, variant)
+  } else {
+    .collapsed_bound(fit, params, W, lambda, ytil, grad, variant = variant, M1 = M1)
+  }
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet[[.bound_variants[[variant]] + 1L]],
                         trace = -0.5 * b$trace, constant = -0.5 * length(ytil) * log(2 * pi)),
