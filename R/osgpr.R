@@ -171,7 +171,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   st <- .start_collapsed(kernel, x, y, noise, list(M = 100L),
                          optimize && is.null(start) && control$schedule != "joint")
   kernel <- st$kernel
-  sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
+  sets <- .osgpr_sets(inducing, orthogonal, x, kernel, control$memory)
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   mn <- .mean_start(mean, mean(y))
   params <- c(.kern_params(kernel),
@@ -205,8 +205,9 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 # result, or 0 (or a matrix with no rows) for none. When both ask for a
 # selection (counts or method names), M1 + M2 points are chosen together and
 # the first M1 become Z, so that the two sets never coincide; a method name
-# without a count stands for min(50, N/2) points.
-.osgpr_sets <- function(inducing, orthogonal, x, kernel) {
+# without a count stands for min(50, N/2) points. `memory` is the budget of
+# greedy selection (control$memory, select_inducing()).
+.osgpr_sets <- function(inducing, orthogonal, x, kernel, memory = NULL) {
   N <- nrow(x)
   D <- ncol(x)
   empty <- matrix(0, 0L, D, dimnames = list(NULL, colnames(x)))
@@ -243,7 +244,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                    M1 + M2, N), call. = FALSE)
     }
     method <- if (length(methods)) methods else "greedy"
-    W <- .select_by_spec(.inducing_spec(method, M1 + M2, NULL, x), x, kernel)
+    W <- .select_by_spec(.inducing_spec(method, M1 + M2, NULL, x), x, kernel, memory = memory)
     if (nrow(W) < M1 + M2) {
       # greedy selection stops when no input has residual variance left
       # (repeated inputs, or a kernel that is numerically low-rank on them)
@@ -256,7 +257,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   }
   pick <- function(a, name) {
     spec <- .inducing_spec(a, if (is_method(a)) default_M, NULL, x, name)
-    .select_by_spec(spec, x, kernel, warn_short = is_count(a), name = name)
+    .select_by_spec(spec, x, kernel, warn_short = is_count(a), name = name, memory = memory)
   }
   Z <- if (noZ) empty else pick(inducing, "inducing")
   O <- if (noO) empty else pick(orthogonal, "orthogonal")
@@ -483,17 +484,24 @@ osgpr_components <- function(fit, newdata) {
   M <- nrow(W)
   u <- seq_len(M1)
   v <- M1 + seq_len(M - M1)
-  T1 <- forwardsolve(post$L, .ffi_kern_matrix(k, W, xnew))  # [alpha_u; alpha_v]
-  T2 <- forwardsolve(post$LB, T1)                                 # [beta_u; beta_v]
-  kss <- .ffi_kern_diag(k, xnew)
-  a_u <- T1[u, , drop = FALSE]
-  a_v <- T1[v, , drop = FALSE]
-  g <- list(mean = drop(crossprod(a_u, post$w[u])), var = colSums(T2[u, , drop = FALSE]^2))
-  h <- list(mean = drop(crossprod(a_v, post$w[v])),
-            var = if (fit$type == "solve") colSums(T2[v, , drop = FALSE]^2) else
-              numeric(ncol(T1)))
-  l <- list(mean = numeric(ncol(T1)),
-            var = kss - colSums(a_u^2) - if (fit$type == "solve") colSums(a_v^2) else 0)
+  n <- nrow(xnew)
+  g <- list(mean = numeric(n), var = numeric(n))
+  h <- list(mean = numeric(n), var = numeric(n))
+  l <- list(mean = numeric(n), var = numeric(n))
+  # in blocks of rows, so that no N x M matrix is held for many inputs
+  for (b in .row_blocks(n)) {
+    xb <- xnew[b, , drop = FALSE]
+    T1 <- forwardsolve(post$L, .ffi_kern_matrix(k, W, xb))  # [alpha_u; alpha_v]
+    T2 <- forwardsolve(post$LB, T1)                          # [beta_u; beta_v]
+    a_u <- T1[u, , drop = FALSE]
+    a_v <- T1[v, , drop = FALSE]
+    g$mean[b] <- drop(crossprod(a_u, post$w[u]))
+    g$var[b] <- colSums(T2[u, , drop = FALSE]^2)
+    h$mean[b] <- drop(crossprod(a_v, post$w[v]))
+    if (fit$type == "solve") h$var[b] <- colSums(T2[v, , drop = FALSE]^2)
+    l$var[b] <- .ffi_kern_diag(k, xb) - colSums(a_u^2) -
+      if (fit$type == "solve") colSums(a_v^2) else 0
+  }
   rn <- rownames(xnew)
   nm <- function(p) lapply(p, function(z) { names(z) <- rn; z })
   list(g = nm(g), h = nm(h), l = nm(l),
