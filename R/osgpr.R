@@ -60,6 +60,13 @@
 #' Fernlund (2022, section 6.1, Table 6.1) that it is 25--50\% cheaper comes
 #' from mixing unit costs and does not hold. \code{inst/bench/bench_osgpr.R} measures it; see
 #' \code{vignette("orthogonal", package = "sparsevgp")} for the figures.
+#' The bounds are sums over the observations of the statistics of SGPR on
+#' \code{rbind(Z, O)} (with the block factor of Algorithm 3) followed by
+#' \eqn{M \times M}{M x M} algebra, so beyond \code{control$memory} they are
+#' computed over chunks of rows, in memory
+#' \eqn{O(M^2 + \mathrm{chunk} \cdot M)}{O(M^2 + chunk M)}, and in OpenMP threads, as
+#' for \code{sgpr()} (see \code{\link{scaling}}); prediction, \code{fitted()}
+#' and \code{osgpr_components()} work in blocks of rows.
 #'
 #' \strong{Inducing inputs.} \code{inducing} and \code{orthogonal} each take
 #' a matrix, a number of points or a \code{select_inducing()} result, as in
@@ -81,7 +88,11 @@
 #'
 #' @inheritParams sgpr
 #' @param control as for \code{\link{gpr}()}, and \code{schedule}:
-#'   \code{"staged"} (the default, see Details) or \code{"joint"}.
+#'   \code{"staged"} (the default, see Details) or \code{"joint"}, and
+#'   \code{memory}: the working memory of one evaluation beyond which the
+#'   bound is computed over chunks of rows and greedy selection of the
+#'   inducing inputs runs on a subsample of rows (bytes, or a string such as
+#'   \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
 #'   \eqn{M_1}{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
 #'   (\code{"greedy"}, \code{"kmeans"}, \code{"random"}, ...; for

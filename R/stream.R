@@ -100,8 +100,9 @@
 #' on the trace (a sum over the rows) is scaled by the subsample's share
 #' \eqn{n / N}{n / N} (the models without \code{control$memory} use the
 #' default budget). Give the inducing inputs to choose them otherwise.
-#' Not yet in chunks: \code{\link{osgpr}()} computes
-#' its bound in one piece; the cluster serves \code{sgpr()} only.
+#' \code{\link{osgpr}()} computes its bounds in chunks and threads in the
+#' same way (with the block Cholesky factor of its two inducing sets the
+#' statistics are those above); the cluster serves \code{sgpr()} only.
 #'
 #' @name scaling
 #' @aliases sparsevgp.threads
