@@ -21,6 +21,25 @@
 #   R_LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/lib/R/lib \
 #     OPENBLAS_NUM_THREADS=1 Rscript inst/bench/bench_stream_orthogonal.R
 # Not run by R CMD check.
+#
+# Measured 2026-11-23 on a 2-core machine shared with other jobs (so CPU
+# time, not elapsed time), N = 1e5, M1 = M2 = 200, D = 8, one evaluation of
+# the "family" bound and its gradient (the bounds agree to all printed
+# digits: -2041037.38587 for solve, -2587679.03021 for odvgp):
+#   BLAS              type   configuration        peak MB   CPU s
+#   OpenBLAS (1 thr)  solve  one piece              1101     3.70
+#   OpenBLAS (1 thr)  solve  chunks                  431     4.98
+#   OpenBLAS (1 thr)  solve  chunks, 2 threads       433     5.10
+#   OpenBLAS (1 thr)  odvgp  one piece              1101     3.29
+#   OpenBLAS (1 thr)  odvgp  chunks                  432     4.77
+#   OpenBLAS (1 thr)  odvgp  chunks, 2 threads       434     5.01
+#   reference BLAS    solve  one piece              1029    24.9
+#   reference BLAS    solve  chunks                  367    29.3
+#   reference BLAS    odvgp  one piece              1030    26.1
+#   reference BLAS    odvgp  chunks                  367    31.5
+# Chunks cost about a third more CPU (each chunk's kernel matrix and
+# whitening are computed twice, once per pass), as for sgpr(); the peak
+# memory of the chunks is set by control$memory (256 MB here), not by N.
 
 args <- commandArgs(trailingOnly = TRUE)
 opt <- function(name, default) {
