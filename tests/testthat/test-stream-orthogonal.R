@@ -206,3 +206,19 @@ test_that("osgpr checks control$memory and selects within it", {
   sub <- select_inducing(d$x, h$kernel, M = 4, memory = 400)
   expect_equal(rbind(h$params$Z, h$params$O), sub$Z, ignore_attr = TRUE)
 })
+
+test_that("df.residual() in chunks equals df.residual() in one piece", {
+  d <- ostream_data(N = 45)
+  for (nz in list(0.05, ~ x1)) {
+    o <- osgpr(d$x, d$y, kernel = kernel_rbf(0.9, 1), inducing = d$x[1:4, ],
+               orthogonal = d$x[5:8, ], noise = nz, optimize = FALSE)
+    s <- sgpr(d$x, d$y, kernel = kernel_rbf(0.9, 1), inducing = d$x[1:8, ], noise = nz,
+              optimize = FALSE)
+    for (rows in c(1, 7, 44)) {
+      expect_equal(df.residual(owith_rows(o, rows)), df.residual(o), tolerance = 1e-10)
+      sc <- s
+      sc$control$memory <- 32 * 8 * rows
+      expect_equal(df.residual(sc), df.residual(s), tolerance = 1e-10)
+    }
+  }
+})
