@@ -101,17 +101,34 @@
 # it). With A = L^-1 Kwf Lambda^-1/2 and B = I + A A', tr(S) = M - tr(B^-1)
 # and C^-1 = Lambda^-1/2 (I - A' B^-1 A) Lambda^-1/2 (Woodbury); since
 # I - S = Lambda C^-1, tr((I - S) 1 c') = (C^-1 1)' Lambda (C^-1 1) / 1' C^-1 1.
-# O(N M^2).
+# O(N M^2), over the row chunks of control$memory (R/stream.R), so that no
+# N x M matrix is held when the bound was computed in chunks: A A' is a sum
+# over chunks, and A' B^-1 A u one pass for A u and one for A'.
 .collapsed_edf <- function(fit, W) {
   k <- .kernel_at(fit$kernel, fit$params)
-  km <- .collapsed_matrices(k, W, fit$x)
   lambda <- .noise_lambda(fit, fit$params)
   M <- nrow(W)
-  L <- .ffi_chol(km$Kww, fit$control$jitter, fit$control$jitter_cap)$L
-  A <- forwardsolve(L, km$Kwf) * rep(1 / sqrt(lambda), each = M)
-  LB <- t(chol(diag(M) + tcrossprod(A)))
+  L <- .ffi_chol(.ffi_kern_matrix(k, W), fit$control$jitter, fit$control$jitter_cap)$L
+  blocks <- .row_blocks(nrow(fit$x), .stream_rows(fit$control$memory, M))
+  chunk_A <- function(b) {
+    forwardsolve(L, .ffi_kern_matrix(k, W, fit$x[b, , drop = FALSE])) *
+      rep(1 / sqrt(lambda[b]), each = M)
+  }
+  # in one piece, A is computed once
+  held <- if (length(blocks) == 1L) chunk_A(blocks[[1L]])
+  A_of <- function(b) if (is.null(held)) chunk_A(b) else held
+  AA <- matrix(0, M, M)
+  for (b in blocks) AA <- AA + tcrossprod(A_of(b))
+  LB <- t(chol(diag(M) + AA))
   tr_s <- M - sum(forwardsolve(LB, diag(M))^2)
-  .edf_mean(fit, tr_s, lambda, function(u) u - crossprod(A, backsolve(t(LB), forwardsolve(LB, A %*% u))))
+  .edf_mean(fit, tr_s, lambda, function(u) {
+    Au <- numeric(M)
+    for (b in blocks) Au <- Au + drop(A_of(b) %*% u[b])
+    z <- backsolve(t(LB), forwardsolve(LB, Au))
+    out <- u
+    for (b in blocks) out[b] <- u[b] - drop(crossprod(A_of(b), z))
+    out
+  })
 }
 
 # The hat matrix's trace tr(S) plus the learned mean's share

@@ -159,6 +159,19 @@
   .Call(ffi_bs_adjoints, L, v$E, v$alpha, v$vt, Kuf, kdiag, lambda, ytil, as.integer(threads))
 }
 
+# The orthogonal bounds over row chunks (src/bound_stream_orthogonal.c;
+# the passes are those above): the block factor of K(W, W) with M1 regular
+# rows, list(L, jitter); and the bounds from the summed statistics `s`,
+# with, for grad, the adjoint Gww and the pieces E, alpha, vt of pass 2.
+.ffi_stream_orthogonal_chol <- function(Kww, M1, jitter, jitter_cap) {
+  .Call(ffi_bso_chol, Kww, as.integer(M1), jitter, jitter_cap)
+}
+
+.ffi_stream_orthogonal_value <- function(L, M1, s, N, variant, grad) {
+  .Call(ffi_bso_value, L, as.integer(M1), s$AA, s$w, c(s$yy, s$kl, s$trace, s$sumloglam),
+        as.double(N), .bound_variants[[variant]], grad)
+}
+
 # The threads a chunk may use for `want` within OpenMP's limit; want = 0:
 # the most an OpenMP region may use (1 without OpenMP).
 .ffi_threads <- function(want = 0L) .Call(ffi_bs_threads, as.integer(want))

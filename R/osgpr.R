@@ -60,6 +60,13 @@
 #' Fernlund (2022, section 6.1, Table 6.1) that it is 25--50\% cheaper comes
 #' from mixing unit costs and does not hold. \code{inst/bench/bench_osgpr.R} measures it; see
 #' \code{vignette("orthogonal", package = "sparsevgp")} for the figures.
+#' The bounds are sums over the observations of the statistics of SGPR on
+#' \code{rbind(Z, O)} (with the block factor of Algorithm 3) followed by
+#' \eqn{M \times M}{M x M} algebra, so beyond \code{control$memory} they are
+#' computed over chunks of rows, in memory
+#' \eqn{O(M^2 + \mathrm{chunk} \cdot M)}{O(M^2 + chunk M)}, and in OpenMP threads, as
+#' for \code{sgpr()} (see \code{\link{scaling}}); prediction, \code{fitted()}
+#' and \code{osgpr_components()} work in blocks of rows.
 #'
 #' \strong{Inducing inputs.} \code{inducing} and \code{orthogonal} each take
 #' a matrix, a number of points or a \code{select_inducing()} result, as in
@@ -81,7 +88,11 @@
 #'
 #' @inheritParams sgpr
 #' @param control as for \code{\link{gpr}()}, and \code{schedule}:
-#'   \code{"staged"} (the default, see Details) or \code{"joint"}.
+#'   \code{"staged"} (the default, see Details) or \code{"joint"}, and
+#'   \code{memory}: the working memory of one evaluation beyond which the
+#'   bound is computed over chunks of rows and greedy selection of the
+#'   inducing inputs runs on a subsample of rows (bytes, or a string such as
+#'   \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
 #'   \eqn{M_1}{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
 #'   (\code{"greedy"}, \code{"kmeans"}, \code{"random"}, ...; for
@@ -162,7 +173,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
-  control <- .collapsed_control(control, memory = FALSE)
+  control <- .collapsed_control(control)
   if (!is.null(.check_start(start, "osgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     inducing <- .osgpr_warm_set(inducing, start$params$Z)
@@ -171,7 +182,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   st <- .start_collapsed(kernel, x, y, noise, list(M = 100L),
                          optimize && is.null(start) && control$schedule != "joint")
   kernel <- st$kernel
-  sets <- .osgpr_sets(inducing, orthogonal, x, kernel)
+  sets <- .osgpr_sets(inducing, orthogonal, x, kernel, control$memory)
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   mn <- .mean_start(mean, mean(y))
   params <- c(.kern_params(kernel),
@@ -205,8 +216,9 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
 # result, or 0 (or a matrix with no rows) for none. When both ask for a
 # selection (counts or method names), M1 + M2 points are chosen together and
 # the first M1 become Z, so that the two sets never coincide; a method name
-# without a count stands for min(50, N/2) points.
-.osgpr_sets <- function(inducing, orthogonal, x, kernel) {
+# without a count stands for min(50, N/2) points. `memory` is the budget of
+# greedy selection (control$memory, select_inducing()).
+.osgpr_sets <- function(inducing, orthogonal, x, kernel, memory = NULL) {
   N <- nrow(x)
   D <- ncol(x)
   empty <- matrix(0, 0L, D, dimnames = list(NULL, colnames(x)))
@@ -243,7 +255,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                    M1 + M2, N), call. = FALSE)
     }
     method <- if (length(methods)) methods else "greedy"
-    W <- .select_by_spec(.inducing_spec(method, M1 + M2, NULL, x), x, kernel)
+    W <- .select_by_spec(.inducing_spec(method, M1 + M2, NULL, x), x, kernel, memory = memory)
     if (nrow(W) < M1 + M2) {
       # greedy selection stops when no input has residual variance left
       # (repeated inputs, or a kernel that is numerically low-rank on them)
@@ -256,7 +268,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   }
   pick <- function(a, name) {
     spec <- .inducing_spec(a, if (is_method(a)) default_M, NULL, x, name)
-    .select_by_spec(spec, x, kernel, warn_short = is_count(a), name = name)
+    .select_by_spec(spec, x, kernel, warn_short = is_count(a), name = name, memory = memory)
   }
   Z <- if (noZ) empty else pick(inducing, "inducing")
   O <- if (noO) empty else pick(orthogonal, "orthogonal")
@@ -281,7 +293,13 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   lambda <- .noise_lambda(fit, params)
   ytil <- fit$y - params$mean
   variant <- .osgpr_variant(fit)
-  b <- .collapsed_bound(fit, params, W, lambda, ytil, grad, variant = variant, M1 = M1)
+  # beyond the memory budget, or with threads: over row chunks
+  # (R/stream_orthogonal.R)
+  b <- if (.stream_wanted(fit$control, nrow(W), nrow(fit$x))) {
+    .stream_orthogonal_bound(fit, params, W, M1, lambda, ytil, grad, variant)
+  } else {
+    .collapsed_bound(fit, params, W, lambda, ytil, grad, variant = variant, M1 = M1)
+  }
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet[[.bound_variants[[variant]] + 1L]],
                         trace = -0.5 * b$trace, constant = -0.5 * length(ytil) * log(2 * pi)),
@@ -477,17 +495,24 @@ osgpr_components <- function(fit, newdata) {
   M <- nrow(W)
   u <- seq_len(M1)
   v <- M1 + seq_len(M - M1)
-  T1 <- forwardsolve(post$L, .ffi_kern_matrix(k, W, xnew))  # [alpha_u; alpha_v]
-  T2 <- forwardsolve(post$LB, T1)                                 # [beta_u; beta_v]
-  kss <- .ffi_kern_diag(k, xnew)
-  a_u <- T1[u, , drop = FALSE]
-  a_v <- T1[v, , drop = FALSE]
-  g <- list(mean = drop(crossprod(a_u, post$w[u])), var = colSums(T2[u, , drop = FALSE]^2))
-  h <- list(mean = drop(crossprod(a_v, post$w[v])),
-            var = if (fit$type == "solve") colSums(T2[v, , drop = FALSE]^2) else
-              numeric(ncol(T1)))
-  l <- list(mean = numeric(ncol(T1)),
-            var = kss - colSums(a_u^2) - if (fit$type == "solve") colSums(a_v^2) else 0)
+  n <- nrow(xnew)
+  g <- list(mean = numeric(n), var = numeric(n))
+  h <- list(mean = numeric(n), var = numeric(n))
+  l <- list(mean = numeric(n), var = numeric(n))
+  # in blocks of rows, so that no N x M matrix is held for many inputs
+  for (b in .row_blocks(n)) {
+    xb <- xnew[b, , drop = FALSE]
+    T1 <- forwardsolve(post$L, .ffi_kern_matrix(k, W, xb))  # [alpha_u; alpha_v]
+    T2 <- forwardsolve(post$LB, T1)                          # [beta_u; beta_v]
+    a_u <- T1[u, , drop = FALSE]
+    a_v <- T1[v, , drop = FALSE]
+    g$mean[b] <- drop(crossprod(a_u, post$w[u]))
+    g$var[b] <- colSums(T2[u, , drop = FALSE]^2)
+    h$mean[b] <- drop(crossprod(a_v, post$w[v]))
+    if (fit$type == "solve") h$var[b] <- colSums(T2[v, , drop = FALSE]^2)
+    l$var[b] <- .ffi_kern_diag(k, xb) - colSums(a_u^2) -
+      if (fit$type == "solve") colSums(a_v^2) else 0
+  }
   rn <- rownames(xnew)
   nm <- function(p) lapply(p, function(z) { names(z) <- rn; z })
   list(g = nm(g), h = nm(h), l = nm(l),

@@ -52,8 +52,8 @@
 
 #' Threads and memory of the collapsed bounds
 #'
-#' The collapsed bounds of \code{\link{sgpr}()} and \code{\link{pgpr}()} are
-#' sums over the observations of \eqn{M \times M}{M x M} statistics
+#' The collapsed bounds of \code{\link{sgpr}()}, \code{\link{pgpr}()} and
+#' \code{\link{osgpr}()} are sums over the observations of \eqn{M \times M}{M x M} statistics
 #' (Titsias 2009), and are computed accordingly:
 #' \itemize{
 #'   \item \strong{in chunks of rows}: with more than
@@ -121,10 +121,11 @@
 #' on the trace (a sum over the rows) is scaled by the subsample's share
 #' \eqn{n / N}{n / N} (the models without \code{control$memory} use the
 #' default budget). Give the inducing inputs to choose them otherwise.
-#' Not yet in chunks: \code{\link{osgpr}()} computes
-#' its bound in one piece; the cluster serves \code{sgpr()}, \code{pgpr()},
-#' \code{svgp()} and prediction, not \code{gpr()}, \code{osgpr()} or
-#' \code{\link{odvgp}()}.
+#' \code{\link{osgpr}()} computes its bounds in chunks and threads in the
+#' same way (with the block Cholesky factor of its two inducing sets the
+#' statistics are those above). The cluster serves \code{sgpr()},
+#' \code{pgpr()}, \code{svgp()} and prediction, not \code{gpr()},
+#' \code{osgpr()} or \code{\link{odvgp}()}.
 #'
 #' @name scaling
 #' @aliases sparsevgp.threads

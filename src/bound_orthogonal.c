@@ -85,44 +85,9 @@
 #include <Rinternals.h>
 #include "lapack.h"
 #include "spv.h"
+#include "bound_orthogonal.h"
 
 #define LOG_2PI 1.8378770664093454836
-
-enum { BO_UNION = 0, BO_SOLVE = 1, BO_ODVGP = 2 };
-
-typedef struct {
-    /* values: [union, solve, odvgp] */
-    double bound[3], logdet[3], fit, trace, jit_u, jit_v;
-    double *L;      /* M x M block lower factor of Kww + jitter */
-    double *LB;     /* M x M block lower factor of B */
-    double *LBu;    /* M1 x M1 */
-    double *LBv;    /* M2 x M2: chol(Bv) */
-    double *c;      /* M: LB^-1 A ys */
-    double *w;      /* M: B^-1 A ys, the whitened posterior mean */
-    /* adjoints of the chosen variant (NULL when not wanted) */
-    double *Gww, *Gwf, *gdiag, *glambda, *gytil, *mu;
-} bo_out;
-
-/* The inputs and the factors shared by the steps of one evaluation:
- * factorisation of Kww, whitening of Kwf, factorisation of B, the values
- * and the backward pass. */
-typedef struct {
-    int M1, M2, M, N;
-    const double *Kww, *Kwf, *kdiag, *lambda, *ytil;
-    double *Lu, *dv, *Lv;   /* M1 x M1, M1 x M2 (Lu^-1 Kuv), M2 x M2 */
-    double *A;              /* M x N: L^-1 Kwf Lambda^-1/2 */
-    double *isl;            /* N: lambda^-1/2 */
-    double *B;              /* M x M: I + A A' */
-    double *LQ;             /* M2 x M2: chol(Bv - gamma'gamma) */
-    double sumloglam;       /* sum log lambda_n */
-    double yy;              /* |ys|^2, ys = Lambda^-1/2 ytil */
-    double trBv;            /* tr(Av Av') */
-    double kl;              /* sum k_nn / lambda_n */
-} bo_factors;
-
-/* Status of bo_collapsed(). */
-enum { BO_OK = 0, BO_KUU = 1, BO_CVV = 2, BO_B = 3, BO_A = 4,
-       BO_OVERFLOW = 5, BO_PRECISION = 6 };
 
 /* Copy the n x m block at (r0, c0) of X (leading dimension ldx) to Y
  * (contiguous, n x m). */
@@ -162,7 +127,7 @@ static void bo_block_lower(double *T, int M1, int M2, const double *D1,
  * relative to one scale, the mean prior variance of the inducing values
  * (the mean diagonal of Kww): C_vv may be nearly zero when O nearly
  * coincides with Z, and its jitter must still be on the kernel's scale. */
-static int bo_factor_kww(bo_factors *f, double jit_base, double jit_cap,
+int bo_factor_kww(bo_factors *f, double jit_base, double jit_cap,
                          bo_out *out)
 {
     const int M1 = f->M1, M2 = f->M2, M = f->M;
@@ -245,15 +210,13 @@ static int bo_whiten(bo_factors *f, bo_out *out)
     return BO_OK;
 }
 
-/* B = I + A A' = [[Bu, Buv], [Buv', Bv]] (lines 8-10) and its block
- * Cholesky factor LB = [[LBu, 0], [gamma', LQ]] (lines 11-15), with
- * LBv = chol(Bv) for the SOLVE-GP family. */
-static int bo_factor_b(bo_factors *f, bo_out *out)
+/* The block Cholesky factor LB = [[LBu, 0], [gamma', LQ]] (lines 11-15)
+ * of f->B = I + A A' = [[Bu, Buv], [Buv', Bv]] (lines 8-10, formed by the
+ * caller), with LBv = chol(Bv) for the SOLVE-GP family. */
+int bo_factor_b(bo_factors *f, bo_out *out)
 {
     const int M1 = f->M1, M2 = f->M2, M = f->M;
     const double one = 1.0, mone = -1.0;
-    f->B = la_alloc((size_t) M * M);
-    la_identity_plus_gram(f->A, M, f->N, f->B);
     double *gam = la_alloc((size_t) M1 * M2);
     f->LQ = la_alloc((size_t) M2 * M2);
     bo_get_block(f->B, M, 0, 0, M1, M1, out->LBu);
@@ -271,16 +234,14 @@ static int bo_factor_b(bo_factors *f, bo_out *out)
     return BO_OK;
 }
 
-/* c = LB^-1 A ys (line 16), the three bounds (line 17 and the header) and
- * w = LB^-T c = B^-1 A ys. As in bound_gaussian.c, c'c <= |ys|^2 and a
- * non-negative trace hold in exact arithmetic; a violation beyond rounding
- * is BO_PRECISION. */
-static int bo_value(const bo_factors *f, bo_out *out)
+/* c = LB^-1 A ys (line 16) from out->c = A ys (formed by the caller), the
+ * three bounds (line 17 and the header) and w = LB^-T c = B^-1 A ys. N is
+ * a double (the number of points, for the constant). As in
+ * bound_gaussian.c, c'c <= |ys|^2 and a non-negative trace hold in exact
+ * arithmetic; a violation beyond rounding is BO_PRECISION. */
+int bo_value(const bo_factors *f, double N, bo_out *out)
 {
-    const int M = f->M, N = f->N, ione = 1;
-    double *ys = la_alloc((size_t) N);
-    for (int n = 0; n < N; n++) ys[n] = f->ytil[n] * f->isl[n];
-    la_gemv('N', f->A, M, N, ys, out->c);
+    const int M = f->M, ione = 1;
     F77_CALL(dtrsv)("L", "N", "N", &M, out->LB, &M, out->c, &ione
                     FCONE FCONE FCONE);
     double cc = 0.0;
@@ -357,15 +318,28 @@ static void bo_gww(bo_factors *f, const double *Rm, bo_out *out)
         }
 }
 
-/* The backward pass: the adjoints of the variant (header). */
-static void bo_backward(bo_factors *f, int variant, bo_out *out)
+/* The M x M part of the backward pass of the variant: alpha = L^-T w,
+ * out->Gww and E = L^-T R (M x M), from which the adjoint of Kwf is
+ * Gwf = E A Lambda^-1/2 + alpha r' (header). f->B becomes A A'. */
+void bo_backward_mm(bo_factors *f, int variant, bo_out *out, double *alpha,
+                    double *E)
 {
-    const int M = f->M, N = f->N, ione = 1;
-    /* alpha = L^-T w */
-    double *alpha = la_alloc((size_t) M);
+    const int M = f->M, ione = 1;
     la_copy(alpha, out->w, (size_t) M);
     F77_CALL(dtrsv)("L", "T", "N", &M, out->L, &M, alpha, &ione
                     FCONE FCONE FCONE);
+    double *Rm = bo_complement(f, out, variant);
+    bo_gww(f, Rm, out);
+    la_trsm_left(out->L, M, Rm, M, 'T');
+    la_copy(E, Rm, (size_t) M * M);
+}
+
+/* The backward pass: the adjoints of the variant (header). */
+static void bo_backward(bo_factors *f, int variant, bo_out *out)
+{
+    const int M = f->M, N = f->N;
+    double *alpha = la_alloc((size_t) M), *E = la_alloc((size_t) M * M);
+    bo_backward_mm(f, variant, out, alpha, E);
     /* mu = Lambda^1/2 A'w; r = (ytil - mu) / lambda */
     la_gemv('T', f->A, M, N, out->w, out->mu);
     double *r = la_alloc((size_t) N);
@@ -373,11 +347,8 @@ static void bo_backward(bo_factors *f, int variant, bo_out *out)
         out->mu[n] /= f->isl[n];
         r[n] = (f->ytil[n] - out->mu[n]) / f->lambda[n];
     }
-    double *Rm = bo_complement(f, out, variant);
-    bo_gww(f, Rm, out);
-    /* E = L^-T R: M x M; Gwf <- E A: M x N */
-    la_trsm_left(out->L, M, Rm, M, 'T');
-    la_gemm_nn(Rm, M, M, f->A, N, out->Gwf);
+    /* Gwf <- E A: M x N */
+    la_gemm_nn(E, M, M, f->A, N, out->Gwf);
     /* q_n = a_n' R a_n = Kwf_n' (E A)_n / sqrt(lambda_n), since
      * Kwf_n = L a_n sqrt(lambda_n); then Gwf_n = (E A)_n / sqrt(lambda_n)
      * + alpha r_n */
@@ -399,11 +370,45 @@ static int bo_collapsed(const double *Kww, const double *Kwf, int M1, int M2,
     f.ytil = ytil;
     int st = bo_factor_kww(&f, jit_base, jit_cap, out);
     if (st == BO_OK) st = bo_whiten(&f, out);
-    if (st == BO_OK) st = bo_factor_b(&f, out);
-    if (st == BO_OK) st = bo_value(&f, out);
+    if (st == BO_OK) {
+        /* B = I + A A' and A ys: the sums over points of the bounds */
+        f.B = la_alloc((size_t) f.M * f.M);
+        la_identity_plus_gram(f.A, f.M, N, f.B);
+        double *ys = la_alloc((size_t) N);
+        for (int n = 0; n < N; n++) ys[n] = ytil[n] * f.isl[n];
+        la_gemv('N', f.A, f.M, N, ys, out->c);
+        st = bo_factor_b(&f, out);
+    }
+    if (st == BO_OK) st = bo_value(&f, (double) N, out);
     if (st != BO_OK) return st;
     if (out->Gwf != NULL) bo_backward(&f, variant, out);
     return BO_OK;
+}
+
+/* Stop with the message of a BO_ status (nothing for BO_OK); jc is the
+ * jitter cap, relative to the mean diagonal of Kww. */
+void bo_stop(int status, double jc)
+{
+    if (status == BO_KUU)
+        error("Kuu is not positive definite even with jitter %g times its "
+              "mean diagonal: are regular inducing inputs duplicated?", jc);
+    if (status == BO_CVV)
+        error("the orthogonal covariance Cvv = Kvv - Kvu Kuu^-1 Kuv is not "
+              "positive definite even with jitter %g times the mean "
+              "diagonal of Kww: do orthogonal inputs coincide with each "
+              "other or with regular ones?", jc);
+    if (status == BO_B)
+        error("the Cholesky factorisation of B = I + A A' failed");
+    if (status == BO_A)
+        error("L^-1 Kwf Lambda^-1/2 overflows (a kernel variance too large "
+              "for the noise variances)");
+    if (status == BO_PRECISION)
+        error("the bound has lost its precision: B = I + A A' is too "
+              "ill-conditioned for double precision (noise variances tiny "
+              "next to the kernel variance)");
+    if (status == BO_OVERFLOW)
+        error("the Cholesky factor of Kww overflows: the kernel variance is "
+              "too large for double precision");
 }
 
 /* ---- .Call entry point ------------------------------------------------ */
@@ -481,26 +486,7 @@ SEXP ffi_bo_bound(SEXP Kww, SEXP Kwf, SEXP M1, SEXP kdiag, SEXP lambda,
     const int status = bo_collapsed(REAL(Kww), REAL(Kwf), m1, m2, N,
                                     REAL(kdiag), REAL(lambda), REAL(ytil),
                                     jb, jc, var, &o);
-    if (status == BO_KUU)
-        error("Kuu is not positive definite even with jitter %g times its "
-              "mean diagonal: are regular inducing inputs duplicated?", jc);
-    if (status == BO_CVV)
-        error("the orthogonal covariance Cvv = Kvv - Kvu Kuu^-1 Kuv is not "
-              "positive definite even with jitter %g times the mean "
-              "diagonal of Kww: do orthogonal inputs coincide with each "
-              "other or with regular ones?", jc);
-    if (status == BO_B)
-        error("the Cholesky factorisation of B = I + A A' failed");
-    if (status == BO_A)
-        error("L^-1 Kwf Lambda^-1/2 overflows (a kernel variance too large "
-              "for the noise variances)");
-    if (status == BO_PRECISION)
-        error("the bound has lost its precision: B = I + A A' is too "
-              "ill-conditioned for double precision (noise variances tiny "
-              "next to the kernel variance)");
-    if (status == BO_OVERFLOW)
-        error("the Cholesky factor of Kww overflows: the kernel variance is "
-              "too large for double precision");
+    bo_stop(status, jc);
     for (int k = 0; k < 3; k++)
         if (!R_FINITE(o.bound[k]))
             error("the bound is not finite");

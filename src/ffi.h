@@ -21,6 +21,9 @@ SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads);
 SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
                   SEXP threads);
 SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
+SEXP ffi_bso_chol(SEXP Kww, SEXP M1, SEXP jitter, SEXP jitter_cap);
+SEXP ffi_bso_value(SEXP L, SEXP M1, SEXP AA, SEXP w, SEXP sums, SEXP N,
+                   SEXP variant, SEXP grad);
 SEXP ffi_kern_diag(SEXP kern, SEXP x);
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
 SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);

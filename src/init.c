@@ -17,6 +17,8 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_bs_stats, 6),
     CALLDEF(ffi_bs_threads, 1),
     CALLDEF(ffi_bs_value, 6),
+    CALLDEF(ffi_bso_chol, 4),
+    CALLDEF(ffi_bso_value, 8),
     CALLDEF(ffi_kern_diag, 2),
     CALLDEF(ffi_kern_grad, 5),
     CALLDEF(ffi_kern_grad_diag, 3),

@@ -33,12 +33,18 @@ fuzz_templates <- function() {
   bs <- .Call(ns$ffi_bs_stats, bg$L, Kuf, kd, lam, yt, 1L)
   bsums <- c(bs$yy, bs$kl, bs$trace, bs$sumloglam)
   bv <- .Call(ns$ffi_bs_value, bg$L, bs$AA, bs$w, bsums, 8, TRUE)
+  bo <- .Call(ns$ffi_bso_chol, Kuu, 1L, 1e-8, 1e-2)
+  bos <- .Call(ns$ffi_bs_stats, bo$L, Kuf, kd, lam, yt, 1L)
   list(
     ffi_bs_adjoints = function() list(bg$L, bv$E, bv$alpha, bv$vt, Kuf, kd, lam, yt, 1L),
     ffi_bs_kern_cross = function() list(kc, Z, x, 2L),
     ffi_bs_stats = function() list(bg$L, Kuf, kd, lam, yt, 2L),
     ffi_bs_threads = function() list(2L),
     ffi_bs_value = function() list(bg$L, bs$AA, bs$w, bsums, 8, TRUE),
+    ffi_bso_chol = function() list(Kuu, 1L, 1e-8, 1e-2),
+    ffi_bso_value = function() {
+      list(bo$L, 1L, bos$AA, bos$w, c(bos$yy, bos$kl, bos$trace, bos$sumloglam), 8, 1L, TRUE)
+    },
     ffi_bg_bound = function() list(Kuu, Kuf, kd, lam, yt, 1e-8, 1e-2, TRUE),
     ffi_bo_bound = function() list(Kuu, Kuf, 1L, kd, lam, yt, 1L, 1e-8, 1e-2, TRUE),
     ffi_kc_diag = function() list(kx, x),
