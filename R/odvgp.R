@@ -94,7 +94,33 @@
 #' Adam step on the other parameters at each iteration (their "OrthNat");
 #' see \code{\link{natgrad_step}()} for the step and its settings.
 #'
+#' The two baselines of Salimbeni et al. (2018), both from Cheng and Boots
+#' (2017), are available as \code{basis}: \code{"hybrid"} (their eq. 11),
+#' the mean \eqn{k_{x\gamma}a_\gamma + k_{x\beta}K_\beta^{-1}m_\beta}{k_x,gamma a_gamma + k_x,beta K_beta^-1 m_beta} without the
+#' projection (\code{q_mu} is this \eqn{m_\beta}, no longer the mean at
+#' \eqn{\beta}) and the covariance above, with
+#' \deqn{KL = \frac12 a_\gamma^\top K_\gamma a_\gamma + a_\gamma^\top K_{\gamma\beta}K_\beta^{-1}m_\beta +
+#'   \frac12 m_\beta^\top K_\beta^{-1}m_\beta + \frac12\big(\mathrm{tr}(K_\beta^{-1}S) - \log|K_\beta^{-1}S| - |\beta|\big)}{KL = 1/2 a_gamma' K_gamma a_gamma + a_gamma' K_gamma,beta K_beta^-1 m_beta
+#'   + 1/2 m_beta' K_beta^-1 m_beta + 1/2 (tr(K_beta^-1 S) - log|K_beta^-1 S| - |beta|)}
+#' (the log-determinant carries the factor 1/2 that Cheng and Boots's eq. 14
+#' misses); and \code{"decoupled"} (their eq. 8), the mean
+#' \eqn{k_{x\alpha}a}{k_x,alpha a} on \eqn{\alpha = \beta \cup \gamma}{alpha = beta and gamma} (\code{a_beta},
+#' \code{a_gamma}) and the covariance
+#' \eqn{k(x, x') - k_{x\beta}(B^{-1} + K_\beta)^{-1}k_{\beta x'}}{k(x, x') - k_x,beta (B^-1 + K_beta)^-1 k_beta,x'} with
+#' \eqn{B = L_B L_B^\top}{B = L_B L_B'} (\code{L_B}, the lower triangle by
+#' columns, unconstrained), with (Cheng and Boots 2017, eq. 9)
+#' \deqn{KL = \frac12 a^\top K_\alpha a + \frac12\log|I + K_\beta B| -
+#'   \frac12\mathrm{tr}\big(K_\beta(B^{-1} + K_\beta)^{-1}\big),}{KL = 1/2 a' K_alpha a + 1/2 log|I + K_beta B| - 1/2 tr(K_beta (B^-1 + K_beta)^-1),}
+#' started, as in the paper, at \eqn{a_\beta = 10^{-6}}{a_beta = 1e-6},
+#' \eqn{a_\gamma = 0}{a_gamma = 0}, \eqn{L_B = 10^{-6}I}{L_B = 1e-6 I}. Both are trained by L-BFGS-B or Adam
+#' (not by natural gradients); with \eqn{a_\gamma = 0}{a_gamma = 0} both are the
+#' non-whitened SVGP. They are for comparisons: the orthogonal basis is
+#' better conditioned (Salimbeni et al. 2018, section 3).
+#'
 #' @inheritParams svgp
+#' @param basis the basis of the variational posterior: \code{"orthogonal"}
+#'   (the default, Salimbeni et al. 2018), \code{"hybrid"} or
+#'   \code{"decoupled"} (Cheng and Boots 2017; see Details).
 #' @param inducing the inducing inputs \eqn{\beta} of the mean and the
 #'   covariance: a matrix, a number, a method name or a
 #'   \code{\link{select_inducing}()} result as in \code{\link{svgp}()}. By
@@ -185,8 +211,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                           orthogonal = NULL, likelihood = NULL, noise = NULL, mean = NULL,
                           optimize = TRUE, optimize_inducing = TRUE, fixed = NULL,
                           control = list(), start = NULL, batch_size = NULL,
-                          quadrature = 20L, ...) {
+                          quadrature = 20L, basis = c("orthogonal", "hybrid", "decoupled"),
+                          ...) {
   call <- .model_call(match.call(), "odvgp")
+  basis <- .odvgp_basis(basis)
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
@@ -224,6 +252,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   quadrature <- .svgp_check_quadrature(quadrature, bern)
   batch_size <- .svgp_check_batch(batch_size, N)
   control <- .svgp_control(control, batch_size)
+  .odvgp_basis_control(basis, control)
   if (!is.null(.check_start(start, "odvgp"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
@@ -268,17 +297,23 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   transforms <- c(transforms, mean = "identity", Z = "identity", O = "identity",
                   a_gamma = "identity", q_mu = "identity", q_sqrt_diag = "log",
                   q_sqrt_lower = "identity")
+  if (basis == "decoupled") {
+    db <- .decoupled_params(params, transforms, M, nl)
+    params <- db$params
+    transforms <- db$transforms
+  }
+  qb <- if (basis == "decoupled") c("a_gamma", "a_beta", "L_B") else
+    c("a_gamma", "q_mu", "q_sqrt_diag", "q_sqrt_lower")
   copied <- FALSE
   if (!is.null(start)) {
     same <- identical(dim(start$params$Z), dim(Z)) && identical(dim(start$params$O), dim(O)) &&
-      identical(dim(as.matrix(start$params$q_mu)), dim(as.matrix(params$q_mu)))
+      identical(if (is.null(start$basis)) "orthogonal" else start$basis, basis) &&
+      identical(dim(as.matrix(start$params[[qb[2L]]])), dim(as.matrix(params[[qb[2L]]])))
     params <- .warm_params(params, start$params,
-                           skip = c("Z", "O", if (mn$fixed) "mean",
-                                    if (!same) c("a_gamma", "q_mu", "q_sqrt_diag",
-                                                 "q_sqrt_lower")))
+                           skip = c("Z", "O", if (mn$fixed) "mean", if (!same) qb))
     copied <- same
   }
-  if (!copied) {
+  if (!copied && basis != "decoupled") {
     # the prior: S = K_beta (Salimbeni et al. 2018, Appendix F)
     if (nl == 1L) {
       params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
@@ -293,7 +328,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                   kernel, params, transforms,
                   fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
                   control = control,
-                  label = sprintf("Orthogonally decoupled SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
+                  label = sprintf("%s SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
+                                  c(orthogonal = "Orthogonally decoupled",
+                                    hybrid = "Hybrid-basis decoupled",
+                                    decoupled = "Decoupled (Cheng-Boots basis)")[[basis]],
                                   M, G,
                                   if (likelihood == "softmax")
                                     sprintf("softmax (%d classes, %d Monte Carlo draws)",
@@ -306,7 +344,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                                   else "Gaussian",
                                   if (optimize_inducing) "" else ", fixed inducing inputs"),
                   extra = list(target = target, labels = if (bern) lab$coding else NULL,
-                               likelihood = likelihood, whiten = FALSE,
+                               likelihood = likelihood, whiten = FALSE, basis = basis,
                                quadrature = quadrature, batch_size = batch_size,
                                mc = if (likelihood == "softmax") mc))
   class(fit) <- c("odvgp", "svgp", "sparsevgp")
@@ -448,6 +486,9 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   # one latent function per column of the variational parameters (K > 1:
   # multiclass), sharing the kernel and both inducing sets
   qs <- .odvgp_q(params)
+  hybrid <- identical(fit$basis, "hybrid") && G > 0L
+  # the hybrid basis through the orthogonal one (R/odvgp_bases.R)
+  if (hybrid) qs <- .hybrid_q(qs, Kbg)
   nl <- length(qs)
   lat <- lapply(qs, function(q) {
     v <- if (G > 0L) drop(Kbg %*% q$ag) else numeric(M)
@@ -471,17 +512,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   MU <- vapply(lat, `[[`, numeric(ncol(Kbx)), "mu")
   SV <- vapply(lat, `[[`, numeric(ncol(Kbx)), "s")
   dim(MU) <- dim(SV) <- c(ncol(Kbx), nl)
-  if (fit$likelihood == "robustmax") {
-    e <- .robustmax_ell(MU, SV, target, .gauss_hermite(fit$quadrature), scale)
-  } else if (fit$likelihood == "softmax") {
-    e <- .softmax_ell(MU, SV, target, fit$mc$draws, scale)
-  } else {
-    bern <- fit$likelihood != "gaussian"
-    e <- .ffi_svgp_ell(MU[, 1L], SV[, 1L], target, fit$likelihood,
-                       if (bern) 1 else params$noise, .gauss_hermite(fit$quadrature), scale)
-    e$g <- matrix(e$g, ncol = 1L)
-    e$h <- matrix(e$h, ncol = 1L)
-  }
+  e <- .odvgp_ell(fit, MU, SV, target, params, scale)
   kl <- sum(vapply(lat, `[[`, 1, "kl"))
   at <- vapply(lat, `[[`, numeric(M), "at")
   dim(at) <- c(M, nl)
@@ -535,6 +566,11 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     diag(dLS) <- diag(dLS) + 1 / diag(q$LS)
     gq[[j]] <- list(a_gamma = gag, q_mu = Kr - la$Km, q_sqrt_diag = diag(dLS) * diag(q$LS),
                     q_sqrt_lower = dLS[lower.tri(dLS)])
+    if (hybrid) {
+      hg <- .hybrid_grad(gq[[j]], q, Kbg, Gww[ib, ig, drop = FALSE])
+      gq[[j]] <- hg$gq
+      Gww[ib, ig] <- hg$Gbg
+    }
   }
   want_W <- .any_free(fit, c("Z", "O"))
   if (sampled) {
@@ -553,6 +589,21 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     out$grad[[b]] <- if (nl == 1L) as.vector(gb) else matrix(gb, ncol = nl)
   }
   out
+}
+
+# The expected log-likelihood of the marginals (n x K matrices MU, SV) with
+# its derivatives g and h in them (n x K), the noise's and the scale N / b.
+.odvgp_ell <- function(fit, MU, SV, target, params, scale) {
+  if (fit$likelihood == "robustmax") {
+    return(.robustmax_ell(MU, SV, target, .gauss_hermite(fit$quadrature), scale))
+  }
+  if (fit$likelihood == "softmax") return(.softmax_ell(MU, SV, target, fit$mc$draws, scale))
+  bern <- fit$likelihood != "gaussian"
+  e <- .ffi_svgp_ell(MU[, 1L], SV[, 1L], target, fit$likelihood,
+                     if (bern) 1 else params$noise, .gauss_hermite(fit$quadrature), scale)
+  e$g <- matrix(e$g, ncol = 1L)
+  e$h <- matrix(e$h, ncol = 1L)
+  e
 }
 
 # The contraction of the adjoints when the KL's K_gamma is column-sampled:
@@ -606,11 +657,14 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 
 #' @export
 .evaluate.odvgp <- function(fit, params, grad = TRUE, batch = NULL, kl_index = NULL, ...) {
-  r <- .odvgp_eval(fit, params, grad, batch, kl_index = kl_index)
+  dec <- identical(fit$basis, "decoupled")
+  r <- if (dec) .decoupled_eval(fit, params, grad, batch, kl_index = kl_index) else
+    .odvgp_eval(fit, params, grad, batch, kl_index = kl_index)
   out <- list(value = r$value, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
               jitter_scale = r$jitter_scale,
-              posterior = list(L = r$L, q_sqrt = lapply(.odvgp_q(params), `[[`, "LS"),
-                               a_tilde = r$a_tilde))
+              posterior = if (dec) list(R = r$R) else
+                list(L = r$L, q_sqrt = lapply(.odvgp_q(params), `[[`, "LS"),
+                     a_tilde = r$a_tilde))
   if (grad) {
     gr <- r$grad
     dimnames(gr$Z) <- dimnames(params$Z)
@@ -627,6 +681,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 # section 3.2).
 #' @export
 .predict_latent.odvgp <- function(fit, xnew, full_cov) {
+  if (identical(fit$basis, "decoupled")) return(.decoupled_predict(fit, xnew, full_cov))
   k <- .kernel_at(fit$kernel, fit$params)
   p <- fit$params
   L <- fit$posterior$L
@@ -670,20 +725,21 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #' @export
 coef.odvgp <- function(object, ...) {
   co <- coef.sparsevgp(object)
-  co[!grepl("^(q_|a_gamma)", names(co))]
+  co[!grepl("^(q_|a_gamma|a_beta|L_B)", names(co))]
 }
 
 #' @export
 summary.odvgp <- function(object, ...) {
   s <- NextMethod()
-  s$parameters <- s$parameters[!grepl("^(q_|a_gamma)", rownames(s$parameters)), ,
+  s$parameters <- s$parameters[!grepl("^(q_|a_gamma|a_beta|L_B)", rownames(s$parameters)), ,
                                drop = FALSE]
   s
 }
 
 #' @export
 logLik.odvgp <- function(object, ...) {
-  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma)", names(object$fixed))
+  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma|a_beta|L_B)",
+                    names(object$fixed))
   structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
             class = "logLik")
 }
