@@ -467,8 +467,9 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   }
   ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
   L <- ch$L
-  Kwx <- .ffi_kern_matrix(k, W, x)
-  Kbx <- Kwx[ib, , drop = FALSE]
+  # the cross blocks K(beta, x) and K(gamma, x) apart, so that neither is a
+  # copy of rows of K([beta; gamma], x)
+  Kbx <- .ffi_kern_matrix(k, Z, x)
   kd <- .ffi_kern_diag(k, x)
   Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
   if (G > 0L) {
@@ -478,7 +479,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
       Kbg <- Kww[ib, ig, drop = FALSE]
       Kg <- Kww[ig, ig, drop = FALSE]
     }
-    Kgx <- Kwx[ig, , drop = FALSE]
+    Kgx <- .ffi_kern_matrix(k, O, x)
   }
   A <- forwardsolve(L, Kbx)
   B <- backsolve(L, A, upper.tri = FALSE, transpose = TRUE)
@@ -529,7 +530,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   # a natural-gradient step needs only these (R/natgrad.R)
   if (natural_only) return(out)
   Gww <- matrix(0, M + G, M + G)
-  Gwx <- matrix(0, M + G, ncol(Kbx))
+  Gbx <- matrix(0, M, ncol(Kbx))
+  Ggx <- matrix(0, G, ncol(Kbx))
   if (sampled) GCg <- matrix(0, length(kl_index), G)
   gq <- vector("list", nl)
   for (j in seq_len(nl)) {
@@ -542,14 +544,14 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     Kr <- Ksolve(r)
     KiS <- Kinv %*% tcrossprod(q$LS)
     KiSB <- Ksolve(q$LS %*% la$V)
-    Gwx[ib, ] <- Gwx[ib, ] + outer(la$at, g) + 2 * (KiSB - B) * rep(h, each = M)
+    Gbx <- Gbx + outer(la$at, g) + 2 * (KiSB - B) * rep(h, each = M)
     dv <- la$cv - Kr
     Gww[ib, ib] <- Gww[ib, ib] - outer(Kr, la$at) + P - KiS %*% P - P %*% t(KiS) -
       0.5 * outer(la$cv, la$cv) + 0.5 * outer(la$Km, la$Km) + 0.5 * KiS %*% Kinv - 0.5 * Kinv
     gag <- numeric(0)
     if (G > 0L) {
       Gww[ib, ig] <- Gww[ib, ig] + outer(dv, q$ag)
-      Gwx[ig, ] <- Gwx[ig, ] + outer(q$ag, g)
+      Ggx <- Ggx + outer(q$ag, g)
       gag <- drop(Kgx %*% g) + drop(crossprod(Kbg, dv))
       if (sampled) {
         aC <- q$ag[kl_index]
@@ -572,14 +574,9 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
       Gww[ib, ig] <- hg$Gbg
     }
   }
-  want_W <- .any_free(fit, c("Z", "O"))
-  if (sampled) {
-    gk <- .odvgp_contract_sampled(k, x, Z, O, OC, kl_index, Gww, GCg, Gwx, rowSums(e$h), Kwx,
-                                  ch$jitter, want_W)
-  } else {
-    gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = rowSums(e$h), Kwf = Kwx,
-                    jitter = c(rep(ch$jitter, M), rep(0, G)), want_W = want_W)
-  }
+  gk <- .odvgp_contract(k, x, Z, O, Gww, Gbx, Ggx, rowSums(e$h), Kbx,
+                        if (G > 0L) Kgx, ch$jitter, .any_free(fit, c("Z", "O")),
+                        if (sampled) list(OC = OC, index = kl_index, GCg = GCg))
   gW <- gk$W
   out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
                    noise = if (is.null(params$noise)) NULL else e$gnoise * params$noise,
@@ -606,35 +603,51 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   e
 }
 
-# The contraction of the adjoints when the KL's K_gamma is column-sampled:
-# as .contract() on W = [Z; O], but with the gamma-gamma block only in the
-# rows C (adjoint GCg of K(O_C, O)), so that K_gamma is never formed. Each
-# cross block K(A, B) is contracted twice for the inputs of both sides (the
+# The contraction of the adjoints of the kernel blocks: Gww of K(W, W) on
+# W = [Z; O], the cross blocks Gbx of K(Z, x) and Ggx of K(O, x) apart (Kbx,
+# Kgx: those blocks, whose exponentials are then not recomputed; no copy of
+# K(W, x) is made) and gdiag of diag K(x, x); `jitter` is the one added to
+# K_beta (see .contract()). With `sampled` = list(OC, index, GCg) the KL's
+# K_gamma is column-sampled: the gamma-gamma block of Gww is left out and
+# GCg, the adjoint of K(O_C, O) for the rows `index` of O, is contracted
+# instead, so that K_gamma is never formed. Each cross block K(A, B) of two
+# different sets is contracted twice for the inputs of both sides (the
 # contraction gives the gradient in its first argument only) and once for
-# the kernel parameters.
-.odvgp_contract_sampled <- function(k, x, Z, O, OC, idx, Gww, GCg, Gwx, gdiag, Kwx, jitter,
-                                    want_W) {
+# the kernel parameters. Returns list(variance, lengthscale, W).
+.odvgp_contract <- function(k, x, Z, O, Gww, Gbx, Ggx, gdiag, Kbx, Kgx, jitter, want_W,
+                            sampled = NULL) {
   M <- nrow(Z)
+  G <- nrow(O)
   ib <- seq_len(M)
-  ig <- M + seq_len(nrow(O))
-  Gbb <- Gww[ib, ib, drop = FALSE]
-  Gbg <- Gww[ib, ig, drop = FALSE]
-  bb <- .kern_grad(k, Z, NULL, Gbb, want_W)
-  bg <- .kern_grad(k, Z, O, Gbg, want_W)
-  cg <- .kern_grad(k, OC, O, GCg, want_W)
-  wx <- .kern_grad(k, rbind(Z, O), x, Gwx, want_W, K = if (!.is_combo(k)) Kwx)
-  theta <- .kern_split_theta(k, bb$theta + bg$theta + cg$theta + wx$theta +
-                                  .kern_grad_diag(k, x, gdiag))
-  # the jitter on K_beta is proportional to k(x, x) (see .contract())
-  theta$variance <- theta$variance + sum(diag(Gbb)) * jitter * .jitter_variance_grad(k)
-  gW <- matrix(0, M + nrow(O), ncol(Z))
-  if (want_W) {
-    gW <- wx$x
-    gW[ib, ] <- gW[ib, ] + bb$x + bg$x
-    gW[ig, ] <- gW[ig, ] + .kern_grad(k, O, Z, t(Gbg), TRUE)$x +
-      .kern_grad(k, O, OC, t(GCg), TRUE)$x
-    gW[M + idx, ] <- gW[M + idx, ] + cg$x
+  ig <- M + seq_len(G)
+  bx <- .kern_grad(k, Z, x, Gbx, want_W, K = Kbx)
+  gW <- matrix(0, M + G, ncol(Z))
+  if (is.null(sampled)) {
+    ww <- .kern_grad(k, rbind(Z, O), NULL, Gww, want_W)
+    th <- ww$theta + bx$theta
+    if (want_W) gW <- ww$x
+  } else {
+    Gbg <- Gww[ib, ig, drop = FALSE]
+    bb <- .kern_grad(k, Z, NULL, Gww[ib, ib, drop = FALSE], want_W)
+    bg <- .kern_grad(k, Z, O, Gbg, want_W)
+    cg <- .kern_grad(k, sampled$OC, O, sampled$GCg, want_W)
+    th <- bb$theta + bg$theta + cg$theta + bx$theta
+    if (want_W) {
+      gW[ib, ] <- bb$x + bg$x
+      gW[ig, ] <- .kern_grad(k, O, Z, t(Gbg), TRUE)$x +
+        .kern_grad(k, O, sampled$OC, t(sampled$GCg), TRUE)$x
+      gW[M + sampled$index, ] <- gW[M + sampled$index, ] + cg$x
+    }
   }
+  if (want_W) gW[ib, ] <- gW[ib, ] + bx$x
+  if (G > 0L) {
+    gx <- .kern_grad(k, O, x, Ggx, want_W, K = Kgx)
+    th <- th + gx$theta
+    if (want_W) gW[ig, ] <- gW[ig, ] + gx$x
+  }
+  theta <- .kern_split_theta(k, th + .kern_grad_diag(k, x, gdiag))
+  # the jitter on K_beta is proportional to k(x, x) (see .contract())
+  theta$variance <- theta$variance + sum(diag(Gww)[ib]) * jitter * .jitter_variance_grad(k)
   list(variance = theta$variance, lengthscale = theta$lengthscale, W = gW)
 }
 

@@ -150,9 +150,8 @@
   ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
   Kj <- Kb
   diag(Kj) <- diag(Kj) + ch$jitter
-  Kwx <- .ffi_kern_matrix(k, W, x)
-  Kbx <- Kwx[ib, , drop = FALSE]
-  Kgx <- Kwx[ig, , drop = FALSE]
+  Kbx <- .ffi_kern_matrix(k, Z, x)
+  Kgx <- if (G > 0L) .ffi_kern_matrix(k, O, x)
   kd <- .ffi_kern_diag(k, x)
   n <- ncol(Kbx)
   qs <- .decoupled_q(params)
@@ -188,7 +187,8 @@
               R = lapply(lat, `[[`, "R"), jitter = ch$jitter, jitter_scale = mean(diag(Kb)))
   if (!grad) return(out)
   Gww <- matrix(0, M + G, M + G)
-  Gwx <- matrix(0, M + G, n)
+  Gbx <- matrix(0, M, n)
+  Ggx <- matrix(0, G, n)
   if (sampled) GCg <- matrix(0, length(kl_index), G)
   gq <- vector("list", nl)
   for (j in seq_len(nl)) {
@@ -198,12 +198,12 @@
     h <- e$h[, j]
     LB <- q$LB
     # the mean
-    Gwx[ib, ] <- Gwx[ib, ] + outer(q$ab, g)
+    Gbx <- Gbx + outer(q$ab, g)
     gab <- drop(Kbx %*% g) - drop(Kj %*% q$ab)
     Gww[ib, ib] <- Gww[ib, ib] - 0.5 * outer(q$ab, q$ab)
     gag <- numeric(0)
     if (G > 0L) {
-      Gwx[ig, ] <- Gwx[ig, ] + outer(q$ag, g)
+      Ggx <- Ggx + outer(q$ag, g)
       Gww[ib, ig] <- Gww[ib, ig] - outer(q$ab, q$ag)
       gab <- gab - drop(Kbg %*% q$ag)
       gag <- drop(Kgx %*% g) - drop(crossprod(Kbg, q$ab))
@@ -219,7 +219,7 @@
     }
     # the variance: Q K_bx = L_B H^-1 L_B' K_bx
     QKbx <- LB %*% backsolve(t(la$Lh), la$Cn)
-    Gwx[ib, ] <- Gwx[ib, ] - 2 * QKbx * rep(h, each = M)
+    Gbx <- Gbx - 2 * QKbx * rep(h, each = M)
     GL <- -tcrossprod(Kbx * rep(h, each = M), la$C0)
     Tm <- la$Hinv %*% crossprod(LB, GL) %*% la$Hinv
     U <- la$Hinv - la$Hinv %*% la$Hinv
@@ -228,14 +228,9 @@
     Gww[ib, ib] <- Gww[ib, ib] - LB %*% Tm %*% t(LB) - 0.5 * LB %*% U %*% t(LB)
     gq[[j]] <- list(a_gamma = gag, a_beta = gab, L_B = dLB[lower.tri(dLB, diag = TRUE)])
   }
-  want_W <- .any_free(fit, c("Z", "O"))
-  if (sampled) {
-    gk <- .odvgp_contract_sampled(k, x, Z, O, OC, kl_index, Gww, GCg, Gwx, rowSums(e$h), Kwx,
-                                  ch$jitter, want_W)
-  } else {
-    gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = rowSums(e$h), Kwf = Kwx,
-                    jitter = c(rep(ch$jitter, M), rep(0, G)), want_W = want_W)
-  }
+  gk <- .odvgp_contract(k, x, Z, O, Gww, Gbx, Ggx, rowSums(e$h), Kbx, Kgx, ch$jitter,
+                        .any_free(fit, c("Z", "O")),
+                        if (sampled) list(OC = OC, index = kl_index, GCg = GCg))
   gW <- gk$W
   out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
                    noise = if (is.null(params$noise)) NULL else e$gnoise * params$noise,
