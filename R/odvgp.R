@@ -144,7 +144,9 @@
 #'   it; by default \code{"constant"} for the Gaussian likelihood and 0 for
 #'   Bernoulli.
 #' @param fixed names of parameters to hold at their starting values, as in
-#'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"}.
+#'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"} (and, for
+#'   \code{basis = "decoupled"}, \code{"a_beta"} and \code{"L_B"} in place of
+#'   the \code{q_} blocks).
 #' @param control as for \code{\link{svgp}()}: \code{maxit}, \code{lr}
 #'   (Adam's step size, 0.01 by default), \code{optimizer} (\code{"lbfgsb"},
 #'   \code{"adam"} or \code{"natgrad"}), \code{natgrad_step} (0.005),
@@ -160,7 +162,8 @@
 #'   the shared settings (jitter, \code{trace}); for the softmax likelihood
 #'   \code{mc_samples}, the number of Monte Carlo draws (100).
 #' @param start a previous \code{odvgp} fit whose parameters are the starting
-#'   values (the variational ones when both inducing sets keep their sizes).
+#'   values (the variational ones when both inducing sets keep their sizes
+#'   and the basis is the same).
 #' @templateVar model odvgp
 #' @templateVar classifier yes
 #' @template fit-value
@@ -196,6 +199,11 @@
 #'           noise = g$params$noise, mean = g$params$mean, whiten = FALSE,
 #'           optimize = FALSE)
 #' c(odvgp = logLik(g), svgp = logLik(s))
+#'
+#' # the hybrid basis of Cheng and Boots (2017), one of the paper's baselines
+#' h <- odvgp(y ~ x, data = snelson, inducing = fit$params$Z, orthogonal = fit$params$O,
+#'            basis = "hybrid", control = list(maxit = 200))
+#' c(orthogonal = logLik(fit), hybrid = logLik(h))
 #' @export
 odvgp <- function(x, ...) UseMethod("odvgp")
 
