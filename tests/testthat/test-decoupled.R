@@ -102,9 +102,10 @@ test_that("decoupled and hybrid: multiclass gradients match finite differences",
   set.seed(3)
   x <- matrix(runif(80, -2, 2), 40, 2)
   y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
-  for (basis in c("decoupled", "hybrid")) {
+  for (basis in c("decoupled", "hybrid")) for (lik in c("robustmax", "softmax")) {
     f <- odvgp(x, y, inducing = x[1:4, ], orthogonal = x[5:9, ], kernel = dec_kernel(),
-               optimize = FALSE, basis = basis, control = list(jitter = 1e-8))
+               optimize = FALSE, basis = basis, likelihood = lik,
+               control = c(list(jitter = 1e-8), if (lik == "softmax") list(mc_samples = 20)))
     set.seed(5)
     for (b in intersect(names(f$params), c("a_gamma", "a_beta", "L_B", "q_mu", "q_sqrt_lower"))) {
       f$params[[b]][] <- rnorm(length(f$params[[b]]), sd = 0.5)
