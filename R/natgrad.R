@@ -114,6 +114,10 @@ natgrad_step <- function(fit, step = 1) {
 
 #' @export
 .natgrad_q.odvgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
+  if (!is.null(fit$basis) && fit$basis != "orthogonal") {
+    stop(sprintf("natural gradients are available for basis = \"orthogonal\" only, not \"%s\"",
+                 fit$basis), call. = FALSE)
+  }
   r <- .odvgp_eval(fit, params, grad = TRUE, batch = batch, natural_only = TRUE)
   Kinv <- r$natural$Kinv
   qs <- .odvgp_q(params)

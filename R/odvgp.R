@@ -94,7 +94,33 @@
 #' Adam step on the other parameters at each iteration (their "OrthNat");
 #' see \code{\link{natgrad_step}()} for the step and its settings.
 #'
+#' The two baselines of Salimbeni et al. (2018), both from Cheng and Boots
+#' (2017), are available as \code{basis}: \code{"hybrid"} (their eq. 11),
+#' the mean \eqn{k_{x\gamma}a_\gamma + k_{x\beta}K_\beta^{-1}m_\beta}{k_x,gamma a_gamma + k_x,beta K_beta^-1 m_beta} without the
+#' projection (\code{q_mu} is this \eqn{m_\beta}, no longer the mean at
+#' \eqn{\beta}) and the covariance above, with
+#' \deqn{KL = \frac12 a_\gamma^\top K_\gamma a_\gamma + a_\gamma^\top K_{\gamma\beta}K_\beta^{-1}m_\beta +
+#'   \frac12 m_\beta^\top K_\beta^{-1}m_\beta + \frac12\big(\mathrm{tr}(K_\beta^{-1}S) - \log|K_\beta^{-1}S| - |\beta|\big)}{KL = 1/2 a_gamma' K_gamma a_gamma + a_gamma' K_gamma,beta K_beta^-1 m_beta
+#'   + 1/2 m_beta' K_beta^-1 m_beta + 1/2 (tr(K_beta^-1 S) - log|K_beta^-1 S| - |beta|)}
+#' (the log-determinant carries the factor 1/2 that Cheng and Boots's eq. 14
+#' misses); and \code{"decoupled"} (their eq. 8), the mean
+#' \eqn{k_{x\alpha}a}{k_x,alpha a} on \eqn{\alpha = \beta \cup \gamma}{alpha = beta and gamma} (\code{a_beta},
+#' \code{a_gamma}) and the covariance
+#' \eqn{k(x, x') - k_{x\beta}(B^{-1} + K_\beta)^{-1}k_{\beta x'}}{k(x, x') - k_x,beta (B^-1 + K_beta)^-1 k_beta,x'} with
+#' \eqn{B = L_B L_B^\top}{B = L_B L_B'} (\code{L_B}, the lower triangle by
+#' columns, unconstrained), with (Cheng and Boots 2017, eq. 9)
+#' \deqn{KL = \frac12 a^\top K_\alpha a + \frac12\log|I + K_\beta B| -
+#'   \frac12\mathrm{tr}\big(K_\beta(B^{-1} + K_\beta)^{-1}\big),}{KL = 1/2 a' K_alpha a + 1/2 log|I + K_beta B| - 1/2 tr(K_beta (B^-1 + K_beta)^-1),}
+#' started, as in the paper, at \eqn{a_\beta = 10^{-6}}{a_beta = 1e-6},
+#' \eqn{a_\gamma = 0}{a_gamma = 0}, \eqn{L_B = 10^{-6}I}{L_B = 1e-6 I}. Both are trained by L-BFGS-B or Adam
+#' (not by natural gradients); with \eqn{a_\gamma = 0}{a_gamma = 0} both are the
+#' non-whitened SVGP. They are for comparisons: the orthogonal basis is
+#' better conditioned (Salimbeni et al. 2018, section 3).
+#'
 #' @inheritParams svgp
+#' @param basis the basis of the variational posterior: \code{"orthogonal"}
+#'   (the default, Salimbeni et al. 2018), \code{"hybrid"} or
+#'   \code{"decoupled"} (Cheng and Boots 2017; see Details).
 #' @param inducing the inducing inputs \eqn{\beta} of the mean and the
 #'   covariance: a matrix, a number, a method name or a
 #'   \code{\link{select_inducing}()} result as in \code{\link{svgp}()}. By
@@ -118,7 +144,9 @@
 #'   it; by default \code{"constant"} for the Gaussian likelihood and 0 for
 #'   Bernoulli.
 #' @param fixed names of parameters to hold at their starting values, as in
-#'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"}.
+#'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"} (and, for
+#'   \code{basis = "decoupled"}, \code{"a_beta"} and \code{"L_B"} in place of
+#'   the \code{q_} blocks).
 #' @param control as for \code{\link{svgp}()}: \code{maxit}, \code{lr}
 #'   (Adam's step size, 0.01 by default), \code{optimizer} (\code{"lbfgsb"},
 #'   \code{"adam"} or \code{"natgrad"}), \code{natgrad_step} (0.005),
@@ -134,7 +162,8 @@
 #'   the shared settings (jitter, \code{trace}); for the softmax likelihood
 #'   \code{mc_samples}, the number of Monte Carlo draws (100).
 #' @param start a previous \code{odvgp} fit whose parameters are the starting
-#'   values (the variational ones when both inducing sets keep their sizes).
+#'   values (the variational ones when both inducing sets keep their sizes
+#'   and the basis is the same).
 #' @templateVar model odvgp
 #' @templateVar classifier yes
 #' @template fit-value
@@ -170,6 +199,11 @@
 #'           noise = g$params$noise, mean = g$params$mean, whiten = FALSE,
 #'           optimize = FALSE)
 #' c(odvgp = logLik(g), svgp = logLik(s))
+#'
+#' # the hybrid basis of Cheng and Boots (2017), one of the paper's baselines
+#' h <- odvgp(y ~ x, data = snelson, inducing = fit$params$Z, orthogonal = fit$params$O,
+#'            basis = "hybrid", control = list(maxit = 200))
+#' c(orthogonal = logLik(fit), hybrid = logLik(h))
 #' @export
 odvgp <- function(x, ...) UseMethod("odvgp")
 
@@ -185,8 +219,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                           orthogonal = NULL, likelihood = NULL, noise = NULL, mean = NULL,
                           optimize = TRUE, optimize_inducing = TRUE, fixed = NULL,
                           control = list(), start = NULL, batch_size = NULL,
-                          quadrature = 20L, ...) {
+                          quadrature = 20L, basis = c("orthogonal", "hybrid", "decoupled"),
+                          ...) {
   call <- .model_call(match.call(), "odvgp")
+  basis <- .odvgp_basis(basis)
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
@@ -224,6 +260,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   quadrature <- .svgp_check_quadrature(quadrature, bern)
   batch_size <- .svgp_check_batch(batch_size, N)
   control <- .svgp_control(control, batch_size)
+  .odvgp_basis_control(basis, control)
   if (!is.null(.check_start(start, "odvgp"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
@@ -268,17 +305,23 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   transforms <- c(transforms, mean = "identity", Z = "identity", O = "identity",
                   a_gamma = "identity", q_mu = "identity", q_sqrt_diag = "log",
                   q_sqrt_lower = "identity")
+  if (basis == "decoupled") {
+    db <- .decoupled_params(params, transforms, M, nl)
+    params <- db$params
+    transforms <- db$transforms
+  }
+  qb <- if (basis == "decoupled") c("a_gamma", "a_beta", "L_B") else
+    c("a_gamma", "q_mu", "q_sqrt_diag", "q_sqrt_lower")
   copied <- FALSE
   if (!is.null(start)) {
     same <- identical(dim(start$params$Z), dim(Z)) && identical(dim(start$params$O), dim(O)) &&
-      identical(dim(as.matrix(start$params$q_mu)), dim(as.matrix(params$q_mu)))
+      identical(if (is.null(start$basis)) "orthogonal" else start$basis, basis) &&
+      identical(dim(as.matrix(start$params[[qb[2L]]])), dim(as.matrix(params[[qb[2L]]])))
     params <- .warm_params(params, start$params,
-                           skip = c("Z", "O", if (mn$fixed) "mean",
-                                    if (!same) c("a_gamma", "q_mu", "q_sqrt_diag",
-                                                 "q_sqrt_lower")))
+                           skip = c("Z", "O", if (mn$fixed) "mean", if (!same) qb))
     copied <- same
   }
-  if (!copied) {
+  if (!copied && basis != "decoupled") {
     # the prior: S = K_beta (Salimbeni et al. 2018, Appendix F)
     if (nl == 1L) {
       params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
@@ -293,7 +336,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                   kernel, params, transforms,
                   fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
                   control = control,
-                  label = sprintf("Orthogonally decoupled SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
+                  label = sprintf("%s SVGP (|beta| = %d, |gamma| = %d), %s likelihood%s",
+                                  c(orthogonal = "Orthogonally decoupled",
+                                    hybrid = "Hybrid-basis decoupled",
+                                    decoupled = "Decoupled (Cheng-Boots basis)")[[basis]],
                                   M, G,
                                   if (likelihood == "softmax")
                                     sprintf("softmax (%d classes, %d Monte Carlo draws)",
@@ -306,7 +352,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
                                   else "Gaussian",
                                   if (optimize_inducing) "" else ", fixed inducing inputs"),
                   extra = list(target = target, labels = if (bern) lab$coding else NULL,
-                               likelihood = likelihood, whiten = FALSE,
+                               likelihood = likelihood, whiten = FALSE, basis = basis,
                                quadrature = quadrature, batch_size = batch_size,
                                mc = if (likelihood == "softmax") mc))
   class(fit) <- c("odvgp", "svgp", "sparsevgp")
@@ -429,8 +475,9 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   }
   ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
   L <- ch$L
-  Kwx <- .ffi_kern_matrix(k, W, x)
-  Kbx <- Kwx[ib, , drop = FALSE]
+  # the cross blocks K(beta, x) and K(gamma, x) apart, so that neither is a
+  # copy of rows of K([beta; gamma], x)
+  Kbx <- .ffi_kern_matrix(k, Z, x)
   kd <- .ffi_kern_diag(k, x)
   Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
   if (G > 0L) {
@@ -440,7 +487,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
       Kbg <- Kww[ib, ig, drop = FALSE]
       Kg <- Kww[ig, ig, drop = FALSE]
     }
-    Kgx <- Kwx[ig, , drop = FALSE]
+    Kgx <- .ffi_kern_matrix(k, O, x)
   }
   A <- forwardsolve(L, Kbx)
   B <- backsolve(L, A, upper.tri = FALSE, transpose = TRUE)
@@ -448,6 +495,9 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   # one latent function per column of the variational parameters (K > 1:
   # multiclass), sharing the kernel and both inducing sets
   qs <- .odvgp_q(params)
+  hybrid <- identical(fit$basis, "hybrid") && G > 0L
+  # the hybrid basis through the orthogonal one (R/odvgp_bases.R)
+  if (hybrid) qs <- .hybrid_q(qs, Kbg)
   nl <- length(qs)
   lat <- lapply(qs, function(q) {
     v <- if (G > 0L) drop(Kbg %*% q$ag) else numeric(M)
@@ -471,17 +521,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   MU <- vapply(lat, `[[`, numeric(ncol(Kbx)), "mu")
   SV <- vapply(lat, `[[`, numeric(ncol(Kbx)), "s")
   dim(MU) <- dim(SV) <- c(ncol(Kbx), nl)
-  if (fit$likelihood == "robustmax") {
-    e <- .robustmax_ell(MU, SV, target, .gauss_hermite(fit$quadrature), scale)
-  } else if (fit$likelihood == "softmax") {
-    e <- .softmax_ell(MU, SV, target, fit$mc$draws, scale)
-  } else {
-    bern <- fit$likelihood != "gaussian"
-    e <- .ffi_svgp_ell(MU[, 1L], SV[, 1L], target, fit$likelihood,
-                       if (bern) 1 else params$noise, .gauss_hermite(fit$quadrature), scale)
-    e$g <- matrix(e$g, ncol = 1L)
-    e$h <- matrix(e$h, ncol = 1L)
-  }
+  e <- .odvgp_ell(fit, MU, SV, target, params, scale)
   kl <- sum(vapply(lat, `[[`, 1, "kl"))
   at <- vapply(lat, `[[`, numeric(M), "at")
   dim(at) <- c(M, nl)
@@ -498,7 +538,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   # a natural-gradient step needs only these (R/natgrad.R)
   if (natural_only) return(out)
   Gww <- matrix(0, M + G, M + G)
-  Gwx <- matrix(0, M + G, ncol(Kbx))
+  Gbx <- matrix(0, M, ncol(Kbx))
+  Ggx <- matrix(0, G, ncol(Kbx))
   if (sampled) GCg <- matrix(0, length(kl_index), G)
   gq <- vector("list", nl)
   for (j in seq_len(nl)) {
@@ -511,14 +552,14 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     Kr <- Ksolve(r)
     KiS <- Kinv %*% tcrossprod(q$LS)
     KiSB <- Ksolve(q$LS %*% la$V)
-    Gwx[ib, ] <- Gwx[ib, ] + outer(la$at, g) + 2 * (KiSB - B) * rep(h, each = M)
+    Gbx <- Gbx + outer(la$at, g) + 2 * (KiSB - B) * rep(h, each = M)
     dv <- la$cv - Kr
     Gww[ib, ib] <- Gww[ib, ib] - outer(Kr, la$at) + P - KiS %*% P - P %*% t(KiS) -
       0.5 * outer(la$cv, la$cv) + 0.5 * outer(la$Km, la$Km) + 0.5 * KiS %*% Kinv - 0.5 * Kinv
     gag <- numeric(0)
     if (G > 0L) {
       Gww[ib, ig] <- Gww[ib, ig] + outer(dv, q$ag)
-      Gwx[ig, ] <- Gwx[ig, ] + outer(q$ag, g)
+      Ggx <- Ggx + outer(q$ag, g)
       gag <- drop(Kgx %*% g) + drop(crossprod(Kbg, dv))
       if (sampled) {
         aC <- q$ag[kl_index]
@@ -535,15 +576,15 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     diag(dLS) <- diag(dLS) + 1 / diag(q$LS)
     gq[[j]] <- list(a_gamma = gag, q_mu = Kr - la$Km, q_sqrt_diag = diag(dLS) * diag(q$LS),
                     q_sqrt_lower = dLS[lower.tri(dLS)])
+    if (hybrid) {
+      hg <- .hybrid_grad(gq[[j]], q, Kbg, Gww[ib, ig, drop = FALSE])
+      gq[[j]] <- hg$gq
+      Gww[ib, ig] <- hg$Gbg
+    }
   }
-  want_W <- .any_free(fit, c("Z", "O"))
-  if (sampled) {
-    gk <- .odvgp_contract_sampled(k, x, Z, O, OC, kl_index, Gww, GCg, Gwx, rowSums(e$h), Kwx,
-                                  ch$jitter, want_W)
-  } else {
-    gk <- .contract(k, x, W, Gww = Gww, Gwf = Gwx, gdiag = rowSums(e$h), Kwf = Kwx,
-                    jitter = c(rep(ch$jitter, M), rep(0, G)), want_W = want_W)
-  }
+  gk <- .odvgp_contract(k, x, Z, O, Gww, Gbx, Ggx, rowSums(e$h), Kbx,
+                        if (G > 0L) Kgx, ch$jitter, .any_free(fit, c("Z", "O")),
+                        if (sampled) list(OC = OC, index = kl_index, GCg = GCg))
   gW <- gk$W
   out$grad <- list(variance = gk$variance, lengthscale = gk$lengthscale,
                    noise = if (is.null(params$noise)) NULL else e$gnoise * params$noise,
@@ -555,35 +596,66 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   out
 }
 
-# The contraction of the adjoints when the KL's K_gamma is column-sampled:
-# as .contract() on W = [Z; O], but with the gamma-gamma block only in the
-# rows C (adjoint GCg of K(O_C, O)), so that K_gamma is never formed. Each
-# cross block K(A, B) is contracted twice for the inputs of both sides (the
-# contraction gives the gradient in its first argument only) and once for
-# the kernel parameters.
-.odvgp_contract_sampled <- function(k, x, Z, O, OC, idx, Gww, GCg, Gwx, gdiag, Kwx, jitter,
-                                    want_W) {
-  M <- nrow(Z)
-  ib <- seq_len(M)
-  ig <- M + seq_len(nrow(O))
-  Gbb <- Gww[ib, ib, drop = FALSE]
-  Gbg <- Gww[ib, ig, drop = FALSE]
-  bb <- .kern_grad(k, Z, NULL, Gbb, want_W)
-  bg <- .kern_grad(k, Z, O, Gbg, want_W)
-  cg <- .kern_grad(k, OC, O, GCg, want_W)
-  wx <- .kern_grad(k, rbind(Z, O), x, Gwx, want_W, K = if (!.is_combo(k)) Kwx)
-  theta <- .kern_split_theta(k, bb$theta + bg$theta + cg$theta + wx$theta +
-                                  .kern_grad_diag(k, x, gdiag))
-  # the jitter on K_beta is proportional to k(x, x) (see .contract())
-  theta$variance <- theta$variance + sum(diag(Gbb)) * jitter * .jitter_variance_grad(k)
-  gW <- matrix(0, M + nrow(O), ncol(Z))
-  if (want_W) {
-    gW <- wx$x
-    gW[ib, ] <- gW[ib, ] + bb$x + bg$x
-    gW[ig, ] <- gW[ig, ] + .kern_grad(k, O, Z, t(Gbg), TRUE)$x +
-      .kern_grad(k, O, OC, t(GCg), TRUE)$x
-    gW[M + idx, ] <- gW[M + idx, ] + cg$x
+# The expected log-likelihood of the marginals (n x K matrices MU, SV) with
+# its derivatives g and h in them (n x K), the noise's and the scale N / b.
+.odvgp_ell <- function(fit, MU, SV, target, params, scale) {
+  if (fit$likelihood == "robustmax") {
+    return(.robustmax_ell(MU, SV, target, .gauss_hermite(fit$quadrature), scale))
   }
+  if (fit$likelihood == "softmax") return(.softmax_ell(MU, SV, target, fit$mc$draws, scale))
+  bern <- fit$likelihood != "gaussian"
+  e <- .ffi_svgp_ell(MU[, 1L], SV[, 1L], target, fit$likelihood,
+                     if (bern) 1 else params$noise, .gauss_hermite(fit$quadrature), scale)
+  e$g <- matrix(e$g, ncol = 1L)
+  e$h <- matrix(e$h, ncol = 1L)
+  e
+}
+
+# The contraction of the adjoints of the kernel blocks: Gww of K(W, W) on
+# W = [Z; O], the cross blocks Gbx of K(Z, x) and Ggx of K(O, x) apart (Kbx,
+# Kgx: those blocks, whose exponentials are then not recomputed; no copy of
+# K(W, x) is made) and gdiag of diag K(x, x); `jitter` is the one added to
+# K_beta (see .contract()). With `sampled` = list(OC, index, GCg) the KL's
+# K_gamma is column-sampled: the gamma-gamma block of Gww is left out and
+# GCg, the adjoint of K(O_C, O) for the rows `index` of O, is contracted
+# instead, so that K_gamma is never formed. Each cross block K(A, B) of two
+# different sets is contracted twice for the inputs of both sides (the
+# contraction gives the gradient in its first argument only) and once for
+# the kernel parameters. Returns list(variance, lengthscale, W).
+.odvgp_contract <- function(k, x, Z, O, Gww, Gbx, Ggx, gdiag, Kbx, Kgx, jitter, want_W,
+                            sampled = NULL) {
+  M <- nrow(Z)
+  G <- nrow(O)
+  ib <- seq_len(M)
+  ig <- M + seq_len(G)
+  bx <- .kern_grad(k, Z, x, Gbx, want_W, K = Kbx)
+  gW <- matrix(0, M + G, ncol(Z))
+  if (is.null(sampled)) {
+    ww <- .kern_grad(k, rbind(Z, O), NULL, Gww, want_W)
+    th <- ww$theta + bx$theta
+    if (want_W) gW <- ww$x
+  } else {
+    Gbg <- Gww[ib, ig, drop = FALSE]
+    bb <- .kern_grad(k, Z, NULL, Gww[ib, ib, drop = FALSE], want_W)
+    bg <- .kern_grad(k, Z, O, Gbg, want_W)
+    cg <- .kern_grad(k, sampled$OC, O, sampled$GCg, want_W)
+    th <- bb$theta + bg$theta + cg$theta + bx$theta
+    if (want_W) {
+      gW[ib, ] <- bb$x + bg$x
+      gW[ig, ] <- .kern_grad(k, O, Z, t(Gbg), TRUE)$x +
+        .kern_grad(k, O, sampled$OC, t(sampled$GCg), TRUE)$x
+      gW[M + sampled$index, ] <- gW[M + sampled$index, ] + cg$x
+    }
+  }
+  if (want_W) gW[ib, ] <- gW[ib, ] + bx$x
+  if (G > 0L) {
+    gx <- .kern_grad(k, O, x, Ggx, want_W, K = Kgx)
+    th <- th + gx$theta
+    if (want_W) gW[ig, ] <- gW[ig, ] + gx$x
+  }
+  theta <- .kern_split_theta(k, th + .kern_grad_diag(k, x, gdiag))
+  # the jitter on K_beta is proportional to k(x, x) (see .contract())
+  theta$variance <- theta$variance + sum(diag(Gww)[ib]) * jitter * .jitter_variance_grad(k)
   list(variance = theta$variance, lengthscale = theta$lengthscale, W = gW)
 }
 
@@ -606,11 +678,14 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 
 #' @export
 .evaluate.odvgp <- function(fit, params, grad = TRUE, batch = NULL, kl_index = NULL, ...) {
-  r <- .odvgp_eval(fit, params, grad, batch, kl_index = kl_index)
+  dec <- identical(fit$basis, "decoupled")
+  r <- if (dec) .decoupled_eval(fit, params, grad, batch, kl_index = kl_index) else
+    .odvgp_eval(fit, params, grad, batch, kl_index = kl_index)
   out <- list(value = r$value, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
               jitter_scale = r$jitter_scale,
-              posterior = list(L = r$L, q_sqrt = lapply(.odvgp_q(params), `[[`, "LS"),
-                               a_tilde = r$a_tilde))
+              posterior = if (dec) list(R = r$R) else
+                list(L = r$L, q_sqrt = lapply(.odvgp_q(params), `[[`, "LS"),
+                     a_tilde = r$a_tilde))
   if (grad) {
     gr <- r$grad
     dimnames(gr$Z) <- dimnames(params$Z)
@@ -627,6 +702,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 # section 3.2).
 #' @export
 .predict_latent.odvgp <- function(fit, xnew, full_cov) {
+  if (identical(fit$basis, "decoupled")) return(.decoupled_predict(fit, xnew, full_cov))
   k <- .kernel_at(fit$kernel, fit$params)
   p <- fit$params
   L <- fit$posterior$L
@@ -670,20 +746,21 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #' @export
 coef.odvgp <- function(object, ...) {
   co <- coef.sparsevgp(object)
-  co[!grepl("^(q_|a_gamma)", names(co))]
+  co[!grepl("^(q_|a_gamma|a_beta|L_B)", names(co))]
 }
 
 #' @export
 summary.odvgp <- function(object, ...) {
   s <- NextMethod()
-  s$parameters <- s$parameters[!grepl("^(q_|a_gamma)", rownames(s$parameters)), ,
+  s$parameters <- s$parameters[!grepl("^(q_|a_gamma|a_beta|L_B)", rownames(s$parameters)), ,
                                drop = FALSE]
   s
 }
 
 #' @export
 logLik.odvgp <- function(object, ...) {
-  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma)", names(object$fixed))
+  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma|a_beta|L_B)",
+                    names(object$fixed))
   structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
             class = "logLik")
 }

@@ -211,7 +211,10 @@
 #'   \item{Cheng, C.-A. and Boots, B. (2017). Variational inference for
 #'     Gaussian process models with linear complexity. Advances in Neural
 #'     Information Processing Systems 30.}{Decoupled bases for the mean and
-#'     the covariance, which \code{odvgp()} makes orthogonal.}
+#'     the covariance, which \code{odvgp()} makes orthogonal; their decoupled
+#'     (eq. 8 of Salimbeni et al. 2018) and hybrid (eq. 11) bases and KL
+#'     divergences: \code{odvgp(basis = "decoupled")},
+#'     \code{odvgp(basis = "hybrid")}.}
 #'   \item{Kingma, D. P. and Welling, M. (2014). Auto-encoding variational
 #'     Bayes. International Conference on Learning Representations
 #'     (ICLR).}{The reparametrisation \eqn{f = \mu + \sqrt{s}\,\epsilon}{f =
