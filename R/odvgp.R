@@ -414,6 +414,59 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   .given_inducing(orthogonal, x, "orthogonal")
 }
 
+# What every basis's evaluation needs first: the rows of a minibatch (with
+# the scale N / b of its sum), the kernel at params, and the blocks of
+# K([beta; gamma]) and K(., x): the cross blocks K(beta, x) and K(gamma, x)
+# apart, so that neither is a copy of rows of K([beta; gamma], x). On
+# minibatches with control$kl_columns, a_gamma' K_gamma a_gamma of the KL
+# comes from the columns kl_index of K_gamma, (|gamma| / c) sum_{i in C}
+# a_i [K_C,gamma a]_i, unbiased for a uniform random C of c columns
+# (Salimbeni et al. 2018, Appendix A.3): it avoids the |gamma|^2 block.
+# `ch` is the jittered Cholesky factor of K_beta.
+.odvgp_blocks <- function(fit, params, batch, kl_index) {
+  x <- fit$x
+  target <- fit$target
+  scale <- 1
+  if (!is.null(batch)) {
+    scale <- nrow(x) / length(batch)
+    x <- x[batch, , drop = FALSE]
+    target <- target[batch]
+  }
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  O <- params$O
+  M <- nrow(Z)
+  G <- nrow(O)
+  ib <- seq_len(M)
+  ig <- M + seq_len(G)
+  cols <- fit$control$kl_columns
+  if (is.null(kl_index) && !is.null(batch) && !is.null(cols) && G > cols) {
+    kl_index <- sort(sample.int(G, cols))
+  }
+  b <- list(x = x, target = target, scale = scale, k = k, Z = Z, O = O, M = M, G = G,
+            ib = ib, ig = ig, W = rbind(Z, O), kl_index = kl_index,
+            sampled = !is.null(kl_index), Kbg = NULL, Kg = NULL, Kgx = NULL)
+  if (b$sampled) {
+    b$Kb <- .ffi_kern_matrix(k, Z)
+    b$Kbg <- .ffi_kern_matrix(k, Z, O)
+    b$OC <- O[kl_index, , drop = FALSE]
+    b$KCg <- .ffi_kern_matrix(k, b$OC, O)
+    b$wC <- G / length(kl_index)
+  } else {
+    Kww <- .ffi_kern_matrix(k, b$W)
+    b$Kb <- Kww[ib, ib, drop = FALSE]
+    if (G > 0L) {
+      b$Kbg <- Kww[ib, ig, drop = FALSE]
+      b$Kg <- Kww[ig, ig, drop = FALSE]
+    }
+  }
+  b$ch <- .ffi_chol(b$Kb, fit$control$jitter, fit$control$jitter_cap)
+  b$Kbx <- .ffi_kern_matrix(k, Z, x)
+  if (G > 0L) b$Kgx <- .ffi_kern_matrix(k, O, x)
+  b$kd <- .ffi_kern_diag(k, x)
+  b
+}
+
 # The ELBO at `params` on the rows `batch` (NULL: all; the expected
 # log-likelihood is then scaled by N / |batch|), its terms, the marginals of
 # q(f) and, with grad = TRUE, its gradient in every block (natural scale
@@ -438,57 +491,12 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #   dF/dK_bg = dF/dv a_g',  dF/dK_g = -a_g a_g'/2
 .odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL, natural_only = FALSE,
                         kl_index = NULL) {
-  x <- fit$x
-  target <- fit$target
-  scale <- 1
-  if (!is.null(batch)) {
-    scale <- nrow(x) / length(batch)
-    x <- x[batch, , drop = FALSE]
-    target <- target[batch]
-  }
-  k <- .kernel_at(fit$kernel, params)
-  Z <- params$Z
-  O <- params$O
-  M <- nrow(Z)
-  G <- nrow(O)
-  ib <- seq_len(M)
-  ig <- M + seq_len(G)
-  W <- rbind(Z, O)
-  # a_gamma' K_gamma a_gamma of the KL from the columns kl_index of K_gamma,
-  # (|gamma| / c) sum_{i in C} a_i [K_C,gamma a]_i, unbiased for a uniform
-  # random C of c = control$kl_columns columns (Salimbeni et al. 2018,
-  # Appendix A.3): used on minibatches, it avoids the |gamma|^2 block
-  cols <- fit$control$kl_columns
-  if (is.null(kl_index) && !is.null(batch) && !is.null(cols) && G > cols) {
-    kl_index <- sort(sample.int(G, cols))
-  }
-  sampled <- !is.null(kl_index)
-  if (sampled) {
-    Kb <- .ffi_kern_matrix(k, Z)
-    Kww <- NULL
-    OC <- O[kl_index, , drop = FALSE]
-    KCg <- .ffi_kern_matrix(k, OC, O)
-    wC <- G / length(kl_index)
-  } else {
-    Kww <- .ffi_kern_matrix(k, W)
-    Kb <- Kww[ib, ib, drop = FALSE]
-  }
-  ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
+  # the data, kernel blocks and Cholesky factor shared with the other bases:
+  # x, target, scale, k, Z, O, M, G, ib, ig, W, kl_index, sampled, Kb, Kbg,
+  # Kg or (sampled) OC, KCg, wC, Kbx, Kgx, kd, ch
+  list2env(.odvgp_blocks(fit, params, batch, kl_index), environment())
   L <- ch$L
-  # the cross blocks K(beta, x) and K(gamma, x) apart, so that neither is a
-  # copy of rows of K([beta; gamma], x)
-  Kbx <- .ffi_kern_matrix(k, Z, x)
-  kd <- .ffi_kern_diag(k, x)
   Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
-  if (G > 0L) {
-    if (sampled) {
-      Kbg <- .ffi_kern_matrix(k, Z, O)
-    } else {
-      Kbg <- Kww[ib, ig, drop = FALSE]
-      Kg <- Kww[ig, ig, drop = FALSE]
-    }
-    Kgx <- .ffi_kern_matrix(k, O, x)
-  }
   A <- forwardsolve(L, Kbx)
   B <- backsolve(L, A, upper.tri = FALSE, transpose = TRUE)
   prior_var <- kd - colSums(A^2)

@@ -113,46 +113,13 @@
 #   dF/dL_B = 2 G L_B H^-1 - 2 Kj L_B T - Kj L_B U   (lower triangle),
 #   dF/dKj  = -L_B T L_B' - L_B U L_B' / 2.
 .decoupled_eval <- function(fit, params, grad = TRUE, batch = NULL, kl_index = NULL) {
-  x <- fit$x
-  target <- fit$target
-  scale <- 1
-  if (!is.null(batch)) {
-    scale <- nrow(x) / length(batch)
-    x <- x[batch, , drop = FALSE]
-    target <- target[batch]
-  }
-  k <- .kernel_at(fit$kernel, params)
-  Z <- params$Z
-  O <- params$O
-  M <- nrow(Z)
-  G <- nrow(O)
-  ib <- seq_len(M)
-  ig <- M + seq_len(G)
-  W <- rbind(Z, O)
-  cols <- fit$control$kl_columns
-  if (is.null(kl_index) && !is.null(batch) && !is.null(cols) && G > cols) {
-    kl_index <- sort(sample.int(G, cols))
-  }
-  sampled <- !is.null(kl_index)
-  if (sampled) {
-    Kb <- .ffi_kern_matrix(k, Z)
-    Kbg <- .ffi_kern_matrix(k, Z, O)
-    OC <- O[kl_index, , drop = FALSE]
-    KCg <- .ffi_kern_matrix(k, OC, O)
-    wC <- G / length(kl_index)
-  } else {
-    Kww <- .ffi_kern_matrix(k, W)
-    Kb <- Kww[ib, ib, drop = FALSE]
-    Kbg <- Kww[ib, ig, drop = FALSE]
-    Kg <- Kww[ig, ig, drop = FALSE]
-  }
+  # the data, kernel blocks and Cholesky factor of the orthogonal basis
+  # (.odvgp_blocks(): x, target, scale, k, Z, O, M, G, ib, ig, W, kl_index,
+  # sampled, Kb, Kbg, Kg or (sampled) OC, KCg, wC, Kbx, Kgx, kd, ch)
+  list2env(.odvgp_blocks(fit, params, batch, kl_index), environment())
   # the jitter of the other bases (the same Cholesky), added to K_beta
-  ch <- .ffi_chol(Kb, fit$control$jitter, fit$control$jitter_cap)
   Kj <- Kb
   diag(Kj) <- diag(Kj) + ch$jitter
-  Kbx <- .ffi_kern_matrix(k, Z, x)
-  Kgx <- if (G > 0L) .ffi_kern_matrix(k, O, x)
-  kd <- .ffi_kern_diag(k, x)
   n <- ncol(Kbx)
   qs <- .decoupled_q(params)
   nl <- length(qs)
