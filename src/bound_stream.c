@@ -185,14 +185,7 @@ SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad)
 {
     chk_chol_factor(L, "L", -1);
     const int M = nrows(L);
-    chk_real_matrix(AA, "AA", M);
-    if (nrows(AA) != M)
-        error("'AA' must have %d rows", M);
-    chk_finite(AA, "AA");
-    chk_real_vector(w, "w", M);
-    chk_finite(w, "w");
-    chk_real_vector(sums, "sums", 4);
-    chk_finite(sums, "sums");
+    chk_stream_stats(AA, w, sums, M);
     const double n = chk_scalar(N, "N");
     const int g = chk_flag(grad, "grad");
     const size_t MM = (size_t) M * M;

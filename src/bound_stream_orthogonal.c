@@ -88,14 +88,7 @@ SEXP ffi_bso_value(SEXP L, SEXP M1, SEXP AA, SEXP w, SEXP sums, SEXP N,
     chk_chol_factor(L, "L", -1);
     const int M = nrows(L);
     const int m1 = bso_m1(M1, M), m2 = M - m1;
-    chk_real_matrix(AA, "AA", M);
-    if (nrows(AA) != M)
-        error("'AA' must have %d rows", M);
-    chk_finite(AA, "AA");
-    chk_real_vector(w, "w", M);
-    chk_finite(w, "w");
-    chk_real_vector(sums, "sums", 4);
-    chk_finite(sums, "sums");
+    chk_stream_stats(AA, w, sums, M);
     const double n = chk_scalar(N, "N");
     if (!isInteger(variant) || XLENGTH(variant) != 1 ||
         INTEGER(variant)[0] < BO_UNION || INTEGER(variant)[0] > BO_ODVGP)

@@ -187,6 +187,7 @@ double la_half_logdet(const double *L, int n);
 void chk_real_matrix(SEXP x, const char *name, int ncol);
 void chk_real_vector(SEXP x, const char *name, R_xlen_t len);
 void chk_finite(SEXP x, const char *name);
+void chk_stream_stats(SEXP AA, SEXP w, SEXP sums, int M);
 void chk_kernel(SEXP kern, int D, spv_kernel *out);
 double chk_scalar(SEXP x, const char *name);
 int chk_flag(SEXP x, const char *name);

@@ -143,3 +143,17 @@ SEXP chk_field(SEXP list, const char *name, const char *field)
     error("'%s' must be a list with a field '%s'", name, field);
     return R_NilValue;   /* not reached */
 }
+
+/* The summed statistics of the chunked collapsed bounds (pass 1): AA an
+ * M x M matrix, w an M-vector and the four sums, all finite. */
+void chk_stream_stats(SEXP AA, SEXP w, SEXP sums, int M)
+{
+    chk_real_matrix(AA, "AA", M);
+    if (nrows(AA) != M)
+        error("'AA' must have %d rows", M);
+    chk_finite(AA, "AA");
+    chk_real_vector(w, "w", M);
+    chk_finite(w, "w");
+    chk_real_vector(sums, "sums", 4);
+    chk_finite(sums, "sums");
+}
