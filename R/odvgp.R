@@ -491,10 +491,31 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #   dF/dK_bg = dF/dv a_g',  dF/dK_g = -a_g a_g'/2
 .odvgp_eval <- function(fit, params, grad = TRUE, batch = NULL, natural_only = FALSE,
                         kl_index = NULL) {
-  # the data, kernel blocks and Cholesky factor shared with the other bases:
-  # x, target, scale, k, Z, O, M, G, ib, ig, W, kl_index, sampled, Kb, Kbg,
-  # Kg or (sampled) OC, KCg, wC, Kbx, Kgx, kd, ch
-  list2env(.odvgp_blocks(fit, params, batch, kl_index), environment())
+  # the data, kernel blocks and Cholesky factor shared with the other bases
+  blk <- .odvgp_blocks(fit, params, batch, kl_index)
+  x <- blk$x
+  target <- blk$target
+  scale <- blk$scale
+  k <- blk$k
+  Z <- blk$Z
+  O <- blk$O
+  M <- blk$M
+  G <- blk$G
+  ib <- blk$ib
+  ig <- blk$ig
+  W <- blk$W
+  kl_index <- blk$kl_index
+  sampled <- blk$sampled
+  Kb <- blk$Kb
+  Kbg <- blk$Kbg
+  Kg <- blk$Kg
+  OC <- blk$OC
+  KCg <- blk$KCg
+  wC <- blk$wC
+  Kbx <- blk$Kbx
+  Kgx <- blk$Kgx
+  kd <- blk$kd
+  ch <- blk$ch
   L <- ch$L
   Ksolve <- function(b) backsolve(L, forwardsolve(L, b), upper.tri = FALSE, transpose = TRUE)
   A <- forwardsolve(L, Kbx)

@@ -114,9 +114,29 @@
 #   dF/dKj  = -L_B T L_B' - L_B U L_B' / 2.
 .decoupled_eval <- function(fit, params, grad = TRUE, batch = NULL, kl_index = NULL) {
   # the data, kernel blocks and Cholesky factor of the orthogonal basis
-  # (.odvgp_blocks(): x, target, scale, k, Z, O, M, G, ib, ig, W, kl_index,
-  # sampled, Kb, Kbg, Kg or (sampled) OC, KCg, wC, Kbx, Kgx, kd, ch)
-  list2env(.odvgp_blocks(fit, params, batch, kl_index), environment())
+  blk <- .odvgp_blocks(fit, params, batch, kl_index)
+  x <- blk$x
+  target <- blk$target
+  scale <- blk$scale
+  k <- blk$k
+  Z <- blk$Z
+  O <- blk$O
+  M <- blk$M
+  G <- blk$G
+  ib <- blk$ib
+  ig <- blk$ig
+  kl_index <- blk$kl_index
+  sampled <- blk$sampled
+  Kb <- blk$Kb
+  Kbg <- blk$Kbg
+  Kg <- blk$Kg
+  OC <- blk$OC
+  KCg <- blk$KCg
+  wC <- blk$wC
+  Kbx <- blk$Kbx
+  Kgx <- blk$Kgx
+  kd <- blk$kd
+  ch <- blk$ch
   # the jitter of the other bases (the same Cholesky), added to K_beta
   Kj <- Kb
   diag(Kj) <- diag(Kj) + ch$jitter
