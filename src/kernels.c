@@ -556,6 +556,28 @@ static int kern_threads(int want, int n)
     return nt < 1 ? 1 : nt;
 }
 
+/* NA/NaN/Inf in the matrix X is an error naming it, as chk_finite() of
+ * util.c, with C99's isfinite() (R_FINITE is a function call outside R
+ * itself, which made this scan of an adjoint cost more than its
+ * contraction) and in nt threads over blocks of columns. */
+static void kern_chk_finite(SEXP X, const char *name, int nt)
+{
+    const double *p = REAL(X);
+    const size_t n = (size_t) nrows(X), m = (size_t) ncols(X);
+    int bad = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(|:bad)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const size_t i1 = n * kgc_first(m, t + 1, nt);
+        int b = 0;
+        for (size_t i = n * kgc_first(m, t, nt); i < i1; i++)
+            b |= !isfinite(p[i]);
+        bad |= b;
+    }
+    if (bad) error("NA/NaN/Inf in '%s'", name);
+}
+
 /* The two contraction entry points: validate, allocate, delegate. K is
  * R_NilValue, or the kernel matrix K(x, y) the caller already holds. The
  * columns of a cross-covariance are split over `threads` threads; K(x, x)
@@ -567,18 +589,18 @@ static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
     double *xs, *ys;
     kern_args(kern, x, y, &k, &xs, &ys);
     const int n = nrows(x), m = ys ? nrows(y) : n, D = ncols(x);
+    const int nt = ys ? kern_threads(threads, m) : 1;
     chk_real_matrix(G, "G", m);
     if (nrows(G) != n)
         error("'G' must have %d rows", n);
-    chk_finite(G, "G");
+    kern_chk_finite(G, "G", nt);
     if (!isNull(K)) {
         chk_real_matrix(K, "K", m);
         if (nrows(K) != n)
             error("'K' must have %d rows", n);
-        chk_finite(K, "K");
+        kern_chk_finite(K, "K", nt);
     }
     const int wx = chk_flag(want_x, "want_x");
-    const int nt = kern_threads(threads, m);
     int nprot = 0;
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k))); nprot++;
     memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
