@@ -40,8 +40,13 @@
 # list(theta = dF/d(log variance, log lengthscales), x = dF/dx or NULL),
 # for a single kernel (R/kernels.R combines the parts of a combination).
 # With K = K(x, y) already at hand, its exponentials are not recomputed.
-.ffi_kern_grad <- function(kernel, x, y, G, want_x, K = NULL) {
+# With threads > 1 the columns of K(x, y) are split over that many OpenMP
+# threads.
+.ffi_kern_grad <- function(kernel, x, y, G, want_x, K = NULL, threads = 1L) {
   kc <- .ffi_kernel(kernel)
+  if (!identical(as.integer(threads), 1L) && !is.null(y)) {
+    return(.Call(ffi_kern_grad_threads, kc, x, y, G, K, want_x, as.integer(threads)))
+  }
   if (is.null(K)) return(.Call(ffi_kern_grad, kc, x, y, G, want_x))
   .Call(ffi_kern_grad_given, kc, x, y, G, K, want_x)
 }

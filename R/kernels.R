@@ -165,10 +165,13 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 # K(W, W) block and Gwf = NULL the K(W, X) block with diag K(X, X) (for
 # sums over chunks of X, which contract the W-W block once). Returns
 # list(variance, lengthscale, W) with W = dF/dW (zeros unless want_W).
-.contract <- function(kernel, x, W, Gww, Gwf, gdiag, Kwf = NULL, jitter = 0, want_W = TRUE) {
+# The K(W, X) block is contracted in `threads` OpenMP threads (over the
+# points of X).
+.contract <- function(kernel, x, W, Gww, Gwf, gdiag, Kwf = NULL, jitter = 0, want_W = TRUE,
+                      threads = 1L) {
   blocks <- list(
     if (!is.null(Gww)) .kern_grad(kernel, W, NULL, Gww, want_W),
-    if (!is.null(Gwf)) .kern_grad(kernel, W, x, Gwf, want_W, K = Kwf))
+    if (!is.null(Gwf)) .kern_grad(kernel, W, x, Gwf, want_W, K = Kwf, threads = threads))
   blocks <- blocks[!vapply(blocks, is.null, TRUE)]
   th <- Reduce(`+`, lapply(blocks, `[[`, "theta"))
   if (!is.null(Gwf)) th <- th + .kern_grad_diag(kernel, x, gdiag)
@@ -546,19 +549,26 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
 # list(theta = dF/d log parameters of the parts, x = dF/dx or NULL). A sum
 # passes G to each part; a product passes to each factor G times the other
 # factors' kernel matrices (elementwise), which is the product rule for
-# sum(G o K_1 o ... o K_n). Memory: one kernel matrix per factor.
-.kern_grad <- function(kernel, x, y, G, want_x, K = NULL) {
-  if (!.is_combo(kernel)) return(.ffi_kern_grad(kernel, x, y, G, want_x, K = K))
+# sum(G o K_1 o ... o K_n). Memory: one kernel matrix per factor. With
+# `threads` > 1 the cross-covariances K(x, y) and their contractions are
+# computed in that many OpenMP threads (over the rows of y).
+.kern_grad <- function(kernel, x, y, G, want_x, K = NULL, threads = 1L) {
+  if (!.is_combo(kernel)) {
+    return(.ffi_kern_grad(kernel, x, y, G, want_x, K = K, threads = threads))
+  }
   parts <- kernel$parts
   if (kernel$op == "sum") {
-    g <- lapply(parts, function(k) .kern_grad(k, x, y, G, want_x))
+    g <- lapply(parts, function(k) .kern_grad(k, x, y, G, want_x, threads = threads))
   } else {
-    Ks <- lapply(parts, function(k) .ffi_kern_matrix(k, x, y))
+    Ks <- lapply(parts, function(k) {
+      if (threads > 1L && !is.null(y)) .ffi_stream_kern(k, x, y, threads) else
+        .ffi_kern_matrix(k, x, y)
+    })
     g <- lapply(seq_along(parts), function(i) {
       Gi <- G
       for (j in seq_along(parts)[-i]) Gi <- Gi * Ks[[j]]
       .kern_grad(parts[[i]], x, y, Gi, want_x,
-                 K = if (!is.null(y) && !.is_combo(parts[[i]])) Ks[[i]])
+                 K = if (!is.null(y) && !.is_combo(parts[[i]])) Ks[[i]], threads = threads)
     })
   }
   list(theta = unlist(lapply(g, `[[`, "theta")),

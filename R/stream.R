@@ -10,7 +10,7 @@
 #   value   B = I + A A', the bound and the M x M adjoint pieces;
 #   pass 2  each chunk again: its columns of dF/dKuf and the per-point
 #           adjoints, contracted at once with the kernel derivatives
-#           (.contract()) and added up.
+#           (.contract(), over the chunk's points in threads) and added up.
 # Pass 2 recomputes Kuf and A (one more kernel evaluation and triangular
 # solve per chunk) instead of holding them.
 
@@ -67,8 +67,9 @@
 #'     for the bound and once for its gradient), about a third more
 #'     arithmetic than in one piece. The results agree with the unchunked
 #'     computation to rounding.
-#'   \item \strong{in threads}: within a chunk, the triangular solves,
-#'     products and per-observation adjoints run on
+#'   \item \strong{in threads}: within a chunk, the kernel matrix, the
+#'     triangular solves, products, per-observation adjoints and their
+#'     contraction into the gradient run on
 #'     \code{getOption("sparsevgp.threads")} OpenMP threads (when the package
 #'     was built with OpenMP). The default is half the processors OpenMP
 #'     reports (so 1 on a two-core machine), within \code{OMP_THREAD_LIMIT}
@@ -217,7 +218,7 @@ NULL
     Kb <- .stream_kern(k, W, xb, threads)
     a <- .ffi_stream_adjoints(L, v, Kb, .ffi_kern_diag(k, xb), lambda[b], ytil[b], threads)
     g <- .contract(k, xb, W, Gww = NULL, Gwf = a$Guf, gdiag = a$gdiag, Kwf = Kb,
-                   want_W = want_W)
+                   want_W = want_W, threads = threads)
     gk <- if (is.null(gk)) g else .stream_add(gk, g)
     glambda[b] <- a$glambda
     gytil[b] <- a$gytil

@@ -29,6 +29,8 @@ SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x);
 SEXP ffi_kern_grad_diag(SEXP kern, SEXP x, SEXP g);
 SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
                          SEXP want_x);
+SEXP ffi_kern_grad_threads(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
+                           SEXP want_x, SEXP threads);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
 SEXP ffi_pg_kl(SEXP c);

@@ -23,6 +23,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_grad, 5),
     CALLDEF(ffi_kern_grad_diag, 3),
     CALLDEF(ffi_kern_grad_given, 6),
+    CALLDEF(ffi_kern_grad_threads, 7),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
     CALLDEF(ffi_pg_kl, 1),

@@ -23,6 +23,9 @@
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "lapack.h"
 #include "spv.h"
 
@@ -196,18 +199,104 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
  * that H is never held whole. Coordinates are centred first (the kernel is
  * translation invariant), which keeps the cancellation in these sums at
  * the scale of the data's spread. Matern 1/2 pairs closer than 1e-4
- * lengthscales, where h = -k/r is large, are accumulated directly. */
+ * lengthscales, where h = -k/r is large, are accumulated directly.
+ *
+ * In threads (OpenMP, when the compiler supports it) the columns of B are
+ * split into one contiguous block per thread; each thread accumulates its
+ * own row sums, H B, variance and direct terms in memory allocated before
+ * the threads start, and these are added in thread order afterwards, so a
+ * given number of threads always gives the same result. The threads call
+ * the BLAS but no R API. */
 #define GRAD_BLOCK 256
 #define CROSS_DIRECT 1e100
-static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
-                            const double *Bs, size_t nB, const double *G,
-                            const double *K, double *dtheta, double *dA)
+/* Columns per thread below which a contraction is not split further. */
+#define GRAD_MIN_COLS 64
+
+/* One thread's partial sums over a block of columns of B. */
+typedef struct {
+    double *rowsum;     /* nA: row sums of H */
+    double *P;          /* nA x D: H Bc */
+    double *Hb;         /* nA x GRAD_BLOCK workspace */
+    double *dls;        /* nls: directly accumulated lengthscale terms */
+    double *dAt;        /* D x nA: directly accumulated input terms */
+    double dvar;
+} kgc_part;
+
+/* The sums of kern_grad_cross over the columns [j0, j1) of B into *p, and
+ * colsum[j0:j1); checks for interrupts only when `interrupt` is set (never
+ * inside a parallel region). */
+static void kgc_cols(const spv_kernel *k, const double *As, size_t nA,
+                     const double *Bs, const double *Bc, size_t nB,
+                     const double *G, const double *K, int all_direct,
+                     size_t j0, size_t j1, int interrupt, double *colsum,
+                     kgc_part *p)
 {
     const int D = k->D, ard = k->nls > 1;
     const spv_family fam = k->family;
     const double var = k->variance, one = 1.0;
     const int need_r = (K == NULL) || fam != KERN_RBF;
     int iA = (int) nA, iB = (int) nB, id = D;
+    double *Hb = p->Hb, *rowsum = p->rowsum, dvar = 0.0;
+
+    for (size_t jb = j0; jb < j1; jb += GRAD_BLOCK) {
+        if (interrupt) R_CheckUserInterrupt();
+        const size_t nb = (j1 - jb < GRAD_BLOCK) ? j1 - jb : GRAD_BLOCK;
+        for (size_t jj = 0; jj < nb; jj++) {
+            const size_t j = jb + jj;
+            const double *b = Bs + (size_t) D * j;
+            const double *Gj = G + nA * j;
+            const double *Kj = K ? K + nA * j : NULL;
+            double *Hj = Hb + nA * jj, cs = 0.0;
+            for (size_t i = 0; i < nA; i++) {
+                const double g = Gj[i];
+                const double *a = As + (size_t) D * i;
+                const double r2 = need_r ? sqdist(a, b, D) : 0.0;
+                double h, kv;
+                if (Kj) {
+                    kv = Kj[i];
+                    h = h_from_k(fam, kv, r2);
+                } else {
+                    kv = k_and_h(fam, var, r2, &h);
+                }
+                dvar += g * kv;
+                if (all_direct || (fam == KERN_MATERN12 && r2 > 0.0 && r2 < 1e-8)) {
+                    const double gh = g * h;
+                    if (gh != 0.0)      /* then r, and each |s|, is small */
+                        for (int d = 0; d < D; d++) {
+                            const double s = a[d] - b[d];
+                            p->dls[ard ? d : 0] -= gh * s * s;
+                            p->dAt[(size_t) D * i + d] += gh * s;
+                        }
+                    Hj[i] = 0.0;
+                    continue;
+                }
+                const double H = g * h;
+                Hj[i] = H;
+                rowsum[i] += H;
+                cs += H;
+            }
+            colsum[j] = cs;
+        }
+        /* P += Hb Bc[jb:jb+nb, ]: nA x D */
+        int inb = (int) nb;
+        F77_CALL(dgemm)("N", "N", &iA, &id, &inb, &one, Hb, &iA, Bc + jb, &iB,
+                        &one, p->P, &iA FCONE FCONE);
+    }
+    p->dvar += dvar;
+}
+
+/* First column of block t of nt over n columns. */
+static inline size_t kgc_first(size_t n, int t, int nt)
+{
+    return (n * (size_t) t) / (size_t) nt;
+}
+
+static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
+                            const double *Bs, size_t nB, const double *G,
+                            const double *K, double *dtheta, double *dA,
+                            int nt)
+{
+    const int D = k->D, ard = k->nls > 1;
 
     double *ctr = (double *) R_alloc((size_t) D, sizeof(double));
     for (int d = 0; d < D; d++) {
@@ -233,63 +322,52 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
         }
     }
     const int all_direct = !(big <= CROSS_DIRECT);
-    double *rowsum = (double *) R_alloc(nA + 1, sizeof(double));
     double *colsum = (double *) R_alloc(nB + 1, sizeof(double));
-    double *P = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
-    double *Hb = (double *) R_alloc(nA * GRAD_BLOCK + 1, sizeof(double));
-    double *dls_direct = (double *) R_alloc((size_t) k->nls, sizeof(double));
-    double *dAt_direct = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
-    memset(rowsum, 0, nA * sizeof(double));
-    memset(P, 0, (size_t) D * nA * sizeof(double));
-    memset(dls_direct, 0, (size_t) k->nls * sizeof(double));
-    memset(dAt_direct, 0, (size_t) D * nA * sizeof(double));
-    double dvar = 0.0;
 
-    for (size_t j0 = 0; j0 < nB; j0 += GRAD_BLOCK) {
-        R_CheckUserInterrupt();
-        const size_t nb = (nB - j0 < GRAD_BLOCK) ? nB - j0 : GRAD_BLOCK;
-        for (size_t jj = 0; jj < nb; jj++) {
-            const size_t j = j0 + jj;
-            const double *b = Bs + (size_t) D * j;
-            const double *Gj = G + nA * j;
-            const double *Kj = K ? K + nA * j : NULL;
-            double *Hj = Hb + nA * jj, cs = 0.0;
-            for (size_t i = 0; i < nA; i++) {
-                const double g = Gj[i];
-                const double *a = As + (size_t) D * i;
-                const double r2 = need_r ? sqdist(a, b, D) : 0.0;
-                double h, kv;
-                if (Kj) {
-                    kv = Kj[i];
-                    h = h_from_k(fam, kv, r2);
-                } else {
-                    kv = k_and_h(fam, var, r2, &h);
-                }
-                dvar += g * kv;
-                if (all_direct || (fam == KERN_MATERN12 && r2 > 0.0 && r2 < 1e-8)) {
-                    const double gh = g * h;
-                    if (gh != 0.0)      /* then r, and each |s|, is small */
-                        for (int d = 0; d < D; d++) {
-                            const double s = a[d] - b[d];
-                            dls_direct[ard ? d : 0] -= gh * s * s;
-                            dAt_direct[(size_t) D * i + d] += gh * s;
-                        }
-                    Hj[i] = 0.0;
-                    continue;
-                }
-                const double H = g * h;
-                Hj[i] = H;
-                rowsum[i] += H;
-                cs += H;
-            }
-            colsum[j] = cs;
-        }
-        /* P += Hb Bc[j0:j0+nb, ]: nA x D */
-        int inb = (int) nb;
-        F77_CALL(dgemm)("N", "N", &iA, &id, &inb, &one, Hb, &iA, Bc + j0, &iB,
-                        &one, P, &iA FCONE FCONE);
+    /* the threads' partial sums, all allocated (and zeroed) here */
+    if (nt < 1) nt = 1;
+    const size_t per = nA * (1 + 2 * (size_t) D + GRAD_BLOCK) + (size_t) k->nls;
+    double *buf = (double *) R_alloc((size_t) nt * per + 1, sizeof(double));
+    memset(buf, 0, (size_t) nt * per * sizeof(double));
+    kgc_part *part = (kgc_part *) R_alloc((size_t) nt, sizeof(kgc_part));
+    for (int t = 0; t < nt; t++) {
+        double *q = buf + (size_t) t * per;
+        part[t].rowsum = q;
+        part[t].P = q + nA;
+        part[t].dAt = q + nA * (1 + (size_t) D);
+        part[t].Hb = q + nA * (1 + 2 * (size_t) D);
+        part[t].dls = q + nA * (1 + 2 * (size_t) D + GRAD_BLOCK);
+        part[t].dvar = 0.0;
     }
-    dtheta[0] += dvar;
+    if (nt == 1) {
+        kgc_cols(k, As, nA, Bs, Bc, nB, G, K, all_direct, 0, nB, 1, colsum,
+                 part);
+    } else {
+        R_CheckUserInterrupt();
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+        for (int t = 0; t < nt; t++)
+            kgc_cols(k, As, nA, Bs, Bc, nB, G, K, all_direct,
+                     kgc_first(nB, t, nt), kgc_first(nB, t + 1, nt), 0,
+                     colsum, part + t);
+        /* the threads' sums, added in thread order into the first */
+        for (int t = 1; t < nt; t++) {
+            for (size_t i = 0; i < nA; i++)
+                part[0].rowsum[i] += part[t].rowsum[i];
+            for (size_t i = 0; i < (size_t) D * nA; i++) {
+                part[0].P[i] += part[t].P[i];
+                part[0].dAt[i] += part[t].dAt[i];
+            }
+            for (int q = 0; q < k->nls; q++)
+                part[0].dls[q] += part[t].dls[q];
+            part[0].dvar += part[t].dvar;
+        }
+    }
+    const double *rowsum = part[0].rowsum, *P = part[0].P,
+                 *dls_direct = part[0].dls, *dAt_direct = part[0].dAt;
+
+    dtheta[0] += part[0].dvar;
     for (int d = 0; d < D; d++) {
         const double *ad = Ac + nA * (size_t) d, *bd = Bc + nB * (size_t) d,
                      *pd = P + nA * (size_t) d;
@@ -316,15 +394,15 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
 
 void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
                      const double *Bs, size_t nB, const double *G,
-                     const double *K, double *dtheta, double *dA)
+                     const double *K, double *dtheta, double *dA, int nt)
 {
     if (nA == 0 || nB == 0) return;
-    kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA);
+    kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA, nt);
 }
 
 void kern_grad(const spv_kernel *k, const double *As, size_t nA,
                const double *Bs, size_t nB, const double *G,
-               double *dtheta, double *dA)
+               double *dtheta, double *dA, int nt)
 {
     const int D = k->D, ard = k->nls > 1;
     const spv_family fam = k->family;
@@ -332,7 +410,7 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
     const int sym = (Bs == NULL);
     if (nA == 0 || (!sym && nB == 0)) return;   /* nothing to contract */
     if (!sym) {
-        kern_grad_cross(k, As, nA, Bs, nB, G, NULL, dtheta, dA);
+        kern_grad_cross(k, As, nA, Bs, nB, G, NULL, dtheta, dA, nt);
         return;
     }
     Bs = As;
@@ -461,24 +539,66 @@ SEXP ffi_kern_diag(SEXP kern, SEXP x)
     return out;
 }
 
+/* The threads of a contraction over n columns: the number asked for
+ * (R/stream.R reads the option), within OpenMP's thread limit, and at most
+ * one per GRAD_MIN_COLS columns; 1 without OpenMP. */
+static int kern_threads(int want, int n)
+{
+    int nt = want;
+#ifdef _OPENMP
+    const int lim = omp_get_thread_limit();
+    if (lim > 0 && nt > lim) nt = lim;
+#else
+    nt = 1;
+#endif
+    const int most = n / GRAD_MIN_COLS;
+    if (nt > most) nt = most;
+    return nt < 1 ? 1 : nt;
+}
+
+/* NA/NaN/Inf in the matrix X is an error naming it, as chk_finite() of
+ * util.c, with C99's isfinite() (R_FINITE is a function call outside R
+ * itself, which made this scan of an adjoint cost more than its
+ * contraction) and in nt threads over blocks of columns. */
+static void kern_chk_finite(SEXP X, const char *name, int nt)
+{
+    const double *p = REAL(X);
+    const size_t n = (size_t) nrows(X), m = (size_t) ncols(X);
+    int bad = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(|:bad)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const size_t i1 = n * kgc_first(m, t + 1, nt);
+        int b = 0;
+        for (size_t i = n * kgc_first(m, t, nt); i < i1; i++)
+            b |= !isfinite(p[i]);
+        bad |= b;
+    }
+    if (bad) error("NA/NaN/Inf in '%s'", name);
+}
+
 /* The two contraction entry points: validate, allocate, delegate. K is
- * R_NilValue, or the kernel matrix K(x, y) the caller already holds. */
+ * R_NilValue, or the kernel matrix K(x, y) the caller already holds. The
+ * columns of a cross-covariance are split over `threads` threads; K(x, x)
+ * is contracted in one. */
 static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
-                            SEXP want_x)
+                            SEXP want_x, int threads)
 {
     spv_kernel k;
     double *xs, *ys;
     kern_args(kern, x, y, &k, &xs, &ys);
     const int n = nrows(x), m = ys ? nrows(y) : n, D = ncols(x);
+    const int nt = ys ? kern_threads(threads, m) : 1;
     chk_real_matrix(G, "G", m);
     if (nrows(G) != n)
         error("'G' must have %d rows", n);
-    chk_finite(G, "G");
+    kern_chk_finite(G, "G", nt);
     if (!isNull(K)) {
         chk_real_matrix(K, "K", m);
         if (nrows(K) != n)
             error("'K' must have %d rows", n);
-        chk_finite(K, "K");
+        kern_chk_finite(K, "K", nt);
     }
     const int wx = chk_flag(want_x, "want_x");
     int nprot = 0;
@@ -491,10 +611,10 @@ static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
     }
     if (isNull(K))
         kern_grad(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(theta),
-                  wx ? REAL(dx) : NULL);
+                  wx ? REAL(dx) : NULL, nt);
     else
         kern_grad_given(&k, xs, (size_t) n, ys, (size_t) m, REAL(G), REAL(K),
-                        REAL(theta), wx ? REAL(dx) : NULL);
+                        REAL(theta), wx ? REAL(dx) : NULL, nt);
     chk_result(REAL(theta), (size_t) kern_npar(&k),
                "gradient in the kernel parameters");
     if (wx) chk_result(REAL(dx), (size_t) n * D, "gradient in the inputs");
@@ -511,7 +631,7 @@ static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
  * x = d/dx (n x D) when want_x is TRUE). */
 SEXP ffi_kern_grad(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP want_x)
 {
-    return kern_grad_entry(kern, x, y, G, R_NilValue, want_x);
+    return kern_grad_entry(kern, x, y, G, R_NilValue, want_x, 1);
 }
 
 /* As ffi_kern_grad for a cross-covariance, given the kernel matrix
@@ -524,7 +644,21 @@ SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
         error("'y' must be given: use ffi_kern_grad for K(x, x)");
     if (isNull(K))
         error("'K' must be the kernel matrix K(x, y)");
-    return kern_grad_entry(kern, x, y, G, K, want_x);
+    return kern_grad_entry(kern, x, y, G, K, want_x, 1);
+}
+
+/* As ffi_kern_grad (K = R_NilValue) or ffi_kern_grad_given (K = K(x, y))
+ * for a cross-covariance, with the columns (the rows of y) split over
+ * `threads` OpenMP threads. */
+SEXP ffi_kern_grad_threads(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
+                           SEXP want_x, SEXP threads)
+{
+    if (isNull(y))
+        error("'y' must be given: K(x, x) is contracted in one thread");
+    if (!isInteger(threads) || XLENGTH(threads) != 1 ||
+        INTEGER(threads)[0] == NA_INTEGER || INTEGER(threads)[0] < 1)
+        error("'threads' must be one whole number >= 1");
+    return kern_grad_entry(kern, x, y, G, K, want_x, INTEGER(threads)[0]);
 }
 
 /* Contraction of the adjoint g (length n) with d diag K / d theta. */

@@ -52,16 +52,17 @@ void kern_diag(const spv_kernel *k, size_t n, double *kdiag);
  * dtheta (length kern_npar) += d/d(log variance, log lengthscales) sum G o K;
  * dA (nA x D, R layout, may be NULL) += d/dA sum G o K.
  * Bs == NULL means K(A, A), whose entries depend on A through both
- * arguments. */
+ * arguments. A cross-covariance is contracted in nt OpenMP threads (over
+ * the columns of B; the caller limits nt), K(A, A) in one. */
 void kern_grad(const spv_kernel *k, const double *As, size_t nA,
                const double *Bs, size_t nB, const double *G,
-               double *dtheta, double *dA);
+               double *dtheta, double *dA, int nt);
 
 /* kern_grad for a cross-covariance K(A, B) that the caller holds (K, nA x
  * nB): no exponential is recomputed. */
 void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
                      const double *Bs, size_t nB, const double *G,
-                     const double *K, double *dtheta, double *dA);
+                     const double *K, double *dtheta, double *dA, int nt);
 
 /* Contraction of an adjoint g of diag K(A, A): dtheta += d/dtheta g'kdiag. */
 void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,

@@ -56,8 +56,23 @@
 #   1e6   chunks, 1 thread       58.63       1.00
 #   1e6   chunks, 2 threads      37.70       1.56
 #   1e6   2-worker PSOCK         30.82       1.90
-# (the contraction of the adjoints into the kernel gradient is still one
-# thread, which caps the threads' speedup).
+# Threads once the contraction of each chunk's adjoints into the kernel
+# gradient runs in them too (before: the same commands on the previous
+# version, interleaved), one child per row (`--child --mode=chunked
+# --threads=1|2`), OpenBLAS on one thread, 2026-11-23, load average 0.6-1.3
+# before each run (another job intermittently busy on one of the 2 cores):
+#   N     threads   elapsed s   CPU s   speedup   before: elapsed s  speedup
+#   1e5   1            7.18      7.17    1.00              7.80       1.00
+#   1e5   2            4.22      7.29    1.70              4.86       1.60
+#   1e6   1           58.83     58.82    1.00             61.02       1.00
+#   1e6   2           35.23     63.13    1.67             40.73       1.50
+# (two more runs at N = 1e6 gave 61.8 / 41.3 s and 63.1 / 37.1 s, 1.50x and
+# 1.70x: on this shared machine the speedup varies by about 0.2.) The
+# contraction itself was a small share: at N = 1e5 in one thread 0.34 s of
+# 7.2 s CPU, three quarters of it the scan of its inputs for NA/NaN/Inf, now
+# 0.19 s in one thread and 0.13 s elapsed in two. What remains on two
+# threads is the kernel matrices (1.6x) and the triangular solves and
+# products of the two passes (1.5-1.6x each on this machine).
 
 args <- commandArgs(trailingOnly = TRUE)
 opt <- function(name, default) {

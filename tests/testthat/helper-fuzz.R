@@ -53,6 +53,7 @@ fuzz_templates <- function() {
     ffi_kern_grad = function() list(kc, Z, x, G, TRUE),
     ffi_kern_grad_diag = function() list(kc, x, yt),
     ffi_kern_grad_given = function() list(kc, Z, x, G, Kuf, TRUE),
+    ffi_kern_grad_threads = function() list(kc, Z, x, G, Kuf, TRUE, 2L),
     ffi_kern_matrix = function() list(kc, Z, x),
     ffi_la_chol = function() list(Kuu, 0, 1e-2),
     ffi_pg_kl = function() list(c(0, 1e-5, 0.3, 2, 40)),

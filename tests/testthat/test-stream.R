@@ -235,3 +235,75 @@ test_that("chunks and a cluster equal one piece for kernel sums and products and
     sparsevgp:::.cluster_release(h)
   }
 })
+
+# The largest difference within each block of components (the value, the
+# variance, the lengthscales, the inducing inputs, ...) relative to the
+# block's largest component: the threads add sums in another order, so a
+# component much smaller than the others of its block (by cancellation)
+# carries the rounding of the large ones.
+max_rel_block <- function(a, b) {
+  expect_identical(names(a), names(b))
+  blocks <- split(seq_along(a), sub("\\[.*$", "", names(a)))
+  max(vapply(blocks, function(i) max(abs(a[i] - b[i])) / max(abs(a[i])), 1))
+}
+
+test_that("the gradient contraction in 1, 2 and 3 threads equals one piece for every kernel", {
+  d <- stream_data(N = 1001, D = 3)
+  Z <- d$x[seq(5, 995, length.out = 24), ]
+  # a point 1e-6 from an inducing input: Matern 1/2 accumulates that pair
+  # directly, which the threads must add up too
+  d$x[1, ] <- Z[1, ] + 1e-6
+  kernels <- list(rbf = kernel_rbf(0.8, 1.3),
+                  rbf_ard = kernel_rbf(c(0.7, 1.4, 1), 0.9),
+                  matern12 = kernel_matern12(c(1.1, 0.8, 1.5), 1),
+                  matern32 = kernel_matern32(0.9, 1.2),
+                  matern52 = kernel_matern52(c(0.6, 1, 1.3), 0.8),
+                  sum = kernel_rbf(c(0.7, 1.3, 1), 0.8) + kernel_matern52(2, 0.3),
+                  product = kernel_rbf(0.9, 1.1) * kernel_matern32(c(1.5, 2, 1), 1))
+  old <- options(sparsevgp.threads = 1L)
+  on.exit(options(old))
+  for (kn in names(kernels)) {
+    fit <- sgpr(d$x, d$y, kernel = kernels[[kn]], inducing = Z, noise = 0.05,
+                optimize = FALSE)
+    options(sparsevgp.threads = 1L)
+    whole <- value_grad(fit)
+    expect_true(any(grepl("Z", names(whole))))
+    # chunks of 450 (450, 450, 101 rows) and 1000 (1000, 1): 7, 7, 1, 15
+    # and 1 blocks of 64 points, so up to 3 threads per chunk
+    for (rows in c(450, 1000)) {
+      got <- lapply(1:3, function(nt) {
+        options(sparsevgp.threads = nt)
+        value_grad(with_rows(fit, rows))
+      })
+      for (nt in 2:3) {
+        expect_lt(max_rel_block(got[[1]], got[[nt]]), 1e-12,
+                  label = sprintf("%s, chunks of %d, %d threads vs 1", kn, rows, nt))
+      }
+      for (nt in 1:3) {
+        expect_lt(max_rel(whole, got[[nt]]), 1e-10,
+                  label = sprintf("%s, chunks of %d, %d threads vs one piece", kn, rows, nt))
+      }
+    }
+    # the contraction itself, with and without the kernel matrix at hand:
+    # each kernel parameter, and the inputs relative to the largest, of 2
+    # and 3 threads against 1
+    k <- sparsevgp:::.kernel_at(fit$kernel, fit$params)
+    set.seed(7)
+    G <- matrix(rnorm(nrow(Z) * nrow(d$x)), nrow(Z))
+    K <- if (!sparsevgp:::.is_combo(k)) kernel_matrix(k, Z, d$x)
+    one <- sparsevgp:::.kern_grad(k, Z, d$x, G, TRUE, K = K)
+    one_k <- sparsevgp:::.kern_grad(k, Z, d$x, G, TRUE)
+    for (nt in 2:3) {
+      for (g in list(sparsevgp:::.kern_grad(k, Z, d$x, G, TRUE, K = K, threads = nt),
+                     sparsevgp:::.kern_grad(k, Z, d$x, G, TRUE, threads = nt))) {
+        expect_lt(max(abs(g$theta - one$theta) / abs(one$theta)), 1e-12,
+                  label = sprintf("%s kernel parameters, %d threads", kn, nt))
+        expect_lt(max(abs(g$x - one$x)) / max(abs(one$x)), 1e-12,
+                  label = sprintf("%s inputs, %d threads", kn, nt))
+      }
+    }
+    expect_lt(max(abs(one_k$theta - one$theta) / abs(one$theta)), 1e-12)
+  }
+  expect_error(sparsevgp:::.ffi_kern_grad(kernels$rbf, Z, d$x, G, TRUE, threads = 0L),
+               "'threads' must be one whole number")
+})
