@@ -41,6 +41,19 @@
 # from the adjoint of Kuu, and the master adds the KL divergence); a
 # minibatch of 1000 points is too small to gain from a cluster, whose
 # round trip then dominates.
+#
+# Again on the idle machine (load average 0.7 before the run), OpenBLAS on
+# one thread, N = 1e5, D = 8; speedup = elapsed of one process / elapsed of
+# the cluster:
+#   model  task                 workers  CPU s  elapsed s  speedup
+#   pgpr   evaluation (M 500)   0         6.52    6.53
+#   pgpr   evaluation (M 500)   2         6.23    3.20      2.04
+#   pgpr   c update (M 500)     0         7.24    7.24
+#   pgpr   c update (M 500)     2         7.28    3.77      1.92
+#   svgp   full batch (M 200)   0         2.39    2.39
+#   svgp   full batch (M 200)   2         2.64    1.35      1.77
+#   svgp   minibatch 1000       0         0.04    0.04
+#   svgp   minibatch 1000       2         0.05    0.07      0.57
 
 args <- commandArgs(trailingOnly = TRUE)
 opt <- function(name, default) {
