@@ -73,6 +73,13 @@
 # 0.19 s in one thread and 0.13 s elapsed in two. What remains on two
 # threads is the kernel matrices (1.6x) and the triangular solves and
 # products of the two passes (1.5-1.6x each on this machine).
+# Rerun on the merged version with no other job (load average 0.9 from the
+# runs themselves), same commands, 2026-11-23:
+#   N     threads   elapsed s   CPU s   speedup
+#   1e5   1            6.36      6.36    1.00
+#   1e5   2            3.85      6.70    1.65
+#   1e6   1           57.06     57.06    1.00
+#   1e6   2           34.89     62.52    1.64
 
 args <- commandArgs(trailingOnly = TRUE)
 opt <- function(name, default) {
