@@ -33,26 +33,13 @@
 #include "spv.h"
 
 /* Columns per thread below which a chunk is not split further. */
-#define BS_MIN_COLS 64
-
-/* The threads for n columns: the number asked for (R/stream.R reads the
- * option), within OpenMP's thread limit, and at most one per BS_MIN_COLS
- * columns; 1 without OpenMP. */
+/* The threads for n columns (spv_threads()), from the R argument. */
 static int bs_threads(SEXP threads, int n)
 {
     if (!isInteger(threads) || XLENGTH(threads) != 1 ||
         INTEGER(threads)[0] == NA_INTEGER || INTEGER(threads)[0] < 1)
         error("'threads' must be one whole number >= 1");
-    int nt = INTEGER(threads)[0];
-#ifdef _OPENMP
-    const int lim = omp_get_thread_limit();
-    if (lim > 0 && nt > lim) nt = lim;
-#else
-    nt = 1;
-#endif
-    const int most = n / BS_MIN_COLS;
-    if (nt > most) nt = most;
-    return nt < 1 ? 1 : nt;
+    return spv_threads(INTEGER(threads)[0], (size_t) n);
 }
 
 /* The checks shared by both passes: L (M x M Cholesky factor), Kuf (M x n)
@@ -81,12 +68,6 @@ static void bs_a_error(void)
 {
     error("NA/NaN/Inf in 'Kuf', or L^-1 Kuf Lambda^-1/2 overflows (a "
           "kernel variance too large for the noise variances)");
-}
-
-/* First column of block t of nt over n columns. */
-static inline int bs_first(int n, int t, int nt)
-{
-    return (int) (((long long) n * t) / nt);
 }
 
 /* Pass 1 on columns [0, nb) of one thread's block: A <- L^-1 Kuf
@@ -139,7 +120,8 @@ SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif
     for (int t = 0; t < nt; t++) {
-        const int j0 = bs_first(n, t, nt), j1 = bs_first(n, t + 1, nt);
+        const int j0 = (int) spv_first(n, t, nt),
+                  j1 = (int) spv_first(n, t + 1, nt);
         bs_stats_block(M, j1 - j0, Lp, A + (size_t) M * j0, kd + j0,
                        lam + j0, yt + j0, acc + MM * t, wt + (size_t) M * t,
                        st + 5 * t);
@@ -278,7 +260,8 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif
     for (int t = 0; t < nt; t++) {
-        const int j0 = bs_first(n, t, nt), nb = bs_first(n, t + 1, nt) - j0;
+        const int j0 = (int) spv_first(n, t, nt),
+                  nb = (int) spv_first(n, t + 1, nt) - j0;
         double *Ab = A + (size_t) M * j0, *Gb = G + (size_t) M * j0;
         flag[t] = 0.0;
         la_trsm_left(Lp, M, Ab, nb, 'N');
@@ -346,8 +329,8 @@ SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads)
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif
     for (int t = 0; t < nt; t++) {
-        const int j1 = bs_first(n, t + 1, nt);
-        for (int j = bs_first(n, t, nt); j < j1; j += BS_KERN_PIECE) {
+        const int j1 = (int) spv_first(n, t + 1, nt);
+        for (int j = (int) spv_first(n, t, nt); j < j1; j += BS_KERN_PIECE) {
             const int nb = j1 - j < BS_KERN_PIECE ? j1 - j : BS_KERN_PIECE;
             kern_K(&k, Ws, (size_t) M, xs + (size_t) D * j, (size_t) nb,
                    Kp + (size_t) M * j);

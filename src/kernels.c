@@ -23,9 +23,6 @@
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include "lapack.h"
 #include "spv.h"
 
@@ -209,9 +206,6 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
  * the BLAS but no R API. */
 #define GRAD_BLOCK 256
 #define CROSS_DIRECT 1e100
-/* Columns per thread below which a contraction is not split further. */
-#define GRAD_MIN_COLS 64
-
 /* One thread's partial sums over a block of columns of B. */
 typedef struct {
     double *rowsum;     /* nA: row sums of H */
@@ -285,12 +279,6 @@ static void kgc_cols(const spv_kernel *k, const double *As, size_t nA,
     p->dvar += dvar;
 }
 
-/* First column of block t of nt over n columns. */
-static inline size_t kgc_first(size_t n, int t, int nt)
-{
-    return (n * (size_t) t) / (size_t) nt;
-}
-
 static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
                             const double *Bs, size_t nB, const double *G,
                             const double *K, double *dtheta, double *dA,
@@ -349,7 +337,7 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
 #endif
         for (int t = 0; t < nt; t++)
             kgc_cols(k, As, nA, Bs, Bc, nB, G, K, all_direct,
-                     kgc_first(nB, t, nt), kgc_first(nB, t + 1, nt), 0,
+                     spv_first(nB, t, nt), spv_first(nB, t + 1, nt), 0,
                      colsum, part + t);
         /* the threads' sums, added in thread order into the first */
         for (int t = 1; t < nt; t++) {
@@ -539,45 +527,6 @@ SEXP ffi_kern_diag(SEXP kern, SEXP x)
     return out;
 }
 
-/* The threads of a contraction over n columns: the number asked for
- * (R/stream.R reads the option), within OpenMP's thread limit, and at most
- * one per GRAD_MIN_COLS columns; 1 without OpenMP. */
-static int kern_threads(int want, int n)
-{
-    int nt = want;
-#ifdef _OPENMP
-    const int lim = omp_get_thread_limit();
-    if (lim > 0 && nt > lim) nt = lim;
-#else
-    nt = 1;
-#endif
-    const int most = n / GRAD_MIN_COLS;
-    if (nt > most) nt = most;
-    return nt < 1 ? 1 : nt;
-}
-
-/* NA/NaN/Inf in the matrix X is an error naming it, as chk_finite() of
- * util.c, with C99's isfinite() (R_FINITE is a function call outside R
- * itself, which made this scan of an adjoint cost more than its
- * contraction) and in nt threads over blocks of columns. */
-static void kern_chk_finite(SEXP X, const char *name, int nt)
-{
-    const double *p = REAL(X);
-    const size_t n = (size_t) nrows(X), m = (size_t) ncols(X);
-    int bad = 0;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(|:bad)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const size_t i1 = n * kgc_first(m, t + 1, nt);
-        int b = 0;
-        for (size_t i = n * kgc_first(m, t, nt); i < i1; i++)
-            b |= !isfinite(p[i]);
-        bad |= b;
-    }
-    if (bad) error("NA/NaN/Inf in '%s'", name);
-}
-
 /* The two contraction entry points: validate, allocate, delegate. K is
  * R_NilValue, or the kernel matrix K(x, y) the caller already holds. The
  * columns of a cross-covariance are split over `threads` threads; K(x, x)
@@ -589,16 +538,16 @@ static SEXP kern_grad_entry(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
     double *xs, *ys;
     kern_args(kern, x, y, &k, &xs, &ys);
     const int n = nrows(x), m = ys ? nrows(y) : n, D = ncols(x);
-    const int nt = ys ? kern_threads(threads, m) : 1;
+    const int nt = ys ? spv_threads(threads, (size_t) m) : 1;
     chk_real_matrix(G, "G", m);
     if (nrows(G) != n)
         error("'G' must have %d rows", n);
-    kern_chk_finite(G, "G", nt);
+    chk_finite(G, "G");
     if (!isNull(K)) {
         chk_real_matrix(K, "K", m);
         if (nrows(K) != n)
             error("'K' must have %d rows", n);
-        kern_chk_finite(K, "K", nt);
+        chk_finite(K, "K");
     }
     const int wx = chk_flag(want_x, "want_x");
     int nprot = 0;

@@ -189,6 +189,17 @@ void chk_real_matrix(SEXP x, const char *name, int ncol);
 void chk_real_vector(SEXP x, const char *name, R_xlen_t len);
 void chk_finite(SEXP x, const char *name);
 void chk_stream_stats(SEXP AA, SEXP w, SEXP sums, int M);
+
+/* Threads over the columns of a matrix (util.c): the number `want` within
+ * OpenMP's thread limit and at most one per SPV_MIN_COLS columns (1 without
+ * OpenMP); thread t of nt takes columns [spv_first(n, t, nt),
+ * spv_first(n, t + 1, nt)). */
+#define SPV_MIN_COLS 64
+int spv_threads(int want, size_t ncols);
+static inline size_t spv_first(size_t n, int t, int nt)
+{
+    return (n * (size_t) t) / (size_t) nt;
+}
 void chk_kernel(SEXP kern, int D, spv_kernel *out);
 double chk_scalar(SEXP x, const char *name);
 int chk_flag(SEXP x, const char *name);

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <R.h>
 #include <Rinternals.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "spv.h"
 
 void chk_real_matrix(SEXP x, const char *name, int ncol)
@@ -27,13 +30,18 @@ void chk_real_vector(SEXP x, const char *name, R_xlen_t len)
               (long long) XLENGTH(x));
 }
 
+/* C99's isfinite() rather than R_FINITE, which is a function call outside
+ * R itself: scanning a chunk's adjoint that way cost more than contracting
+ * it. */
 void chk_finite(SEXP x, const char *name)
 {
     const double *p = REAL(x);
     const R_xlen_t n = XLENGTH(x);
+    int bad = 0;
     for (R_xlen_t i = 0; i < n; i++)
-        if (!R_FINITE(p[i]))
-            error("NA/NaN/Inf in '%s'", name);
+        bad |= !isfinite(p[i]);
+    if (bad)
+        error("NA/NaN/Inf in '%s'", name);
 }
 
 double chk_scalar(SEXP x, const char *name)
@@ -156,4 +164,18 @@ void chk_stream_stats(SEXP AA, SEXP w, SEXP sums, int M)
     chk_finite(w, "w");
     chk_real_vector(sums, "sums", 4);
     chk_finite(sums, "sums");
+}
+
+int spv_threads(int want, size_t ncols)
+{
+    int nt = want;
+#ifdef _OPENMP
+    const int lim = omp_get_thread_limit();
+    if (lim > 0 && nt > lim) nt = lim;
+#else
+    nt = 1;
+#endif
+    const size_t most = ncols / SPV_MIN_COLS;
+    if ((size_t) nt > most) nt = (int) most;
+    return nt < 1 ? 1 : nt;
 }
