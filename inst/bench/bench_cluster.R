@@ -55,13 +55,8 @@
 #   svgp   minibatch 1000       0         0.04    0.04
 #   svgp   minibatch 1000       2         0.05    0.07      0.57
 
-args <- commandArgs(trailingOnly = TRUE)
-opt <- function(name, default) {
-  hit <- grep(sprintf("^--%s=", name), args, value = TRUE)
-  if (length(hit)) sub(sprintf("^--%s=", name), "", hit[length(hit)]) else default
-}
-lib <- opt("lib", "")
-if (nzchar(lib)) .libPaths(c(lib, .libPaths()))
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))),
+                 "bench_child.R"))
 
 # ---- one configuration (a child process) ------------------------------------
 
@@ -134,9 +129,7 @@ if ("--child" %in% args) {
     res$minibatch <- timed(o$value_grad(o$par, batch = batch)$value)
   }
   if (!is.null(cl)) parallel::stopCluster(cl)
-  maps <- readLines("/proc/self/maps")
-  blas <- if (any(grepl("openblas", maps))) "OpenBLAS" else
-    if (any(grepl("libmkl", maps))) "MKL" else "R's reference BLAS"
+  blas <- blas_name()
   for (nm in names(res)) {
     cat(sprintf("RESULT\t%s\t%s\t%g\t%d\t%d\t%d\t%.2f\t%.2f\t%.10g\t%s\n", model, nm, N, M, D,
                 workers, res[[nm]]$cpu, res[[nm]]$elapsed, res[[nm]]$value, blas))
@@ -148,30 +141,16 @@ if ("--child" %in% args) {
 
 N <- as.numeric(opt("N", "1e5"))
 D <- as.integer(opt("D", "8"))
-self <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
 cols <- c("model", "task", "N", "M", "D", "workers", "cpu_s", "elapsed_s", "value", "blas")
-rows <- list()
-for (model in c("pgpr", "svgp")) for (workers in c(0L, 2L)) {
-  out <- system2(file.path(R.home("bin"), "Rscript"),
-                 c(shQuote(self), "--child", sprintf("--N=%g", N), sprintf("--D=%d", D),
-                   sprintf("--model=%s", model), sprintf("--workers=%d", workers),
-                   if (nzchar(lib)) sprintf("--lib=%s", lib)),
-                 stdout = TRUE, stderr = FALSE)
-  lines <- grep("^RESULT\t", out, value = TRUE)
-  if (!length(lines)) {
-    message(sprintf("%s, %d worker(s): failed", model, workers))
-    next
-  }
-  for (line in lines) {
-    r <- as.data.frame(t(strsplit(line, "\t")[[1L]][-1L]), stringsAsFactors = FALSE)
-    names(r) <- cols
-    print(r, row.names = FALSE)
-    rows[[length(rows) + 1L]] <- r
-  }
-}
-res <- do.call(rbind, rows)
-num <- setdiff(cols, c("model", "task", "blas"))
-res[num] <- lapply(res[num], function(v) suppressWarnings(as.numeric(v)))
+configs <- expand.grid(workers = c(0L, 2L), model = c("pgpr", "svgp"),
+                       stringsAsFactors = FALSE)
+res <- run_children(
+  lapply(seq_len(nrow(configs)), function(i) {
+    c(sprintf("--N=%g", N), sprintf("--D=%d", D), sprintf("--model=%s", configs$model[i]),
+      sprintf("--workers=%d", configs$workers[i]))
+  }),
+  sprintf("%s, %d worker(s)", configs$model, configs$workers),
+  cols, text = c("model", "task", "blas"))
 cat("\n")
 print(res, row.names = FALSE)
 out <- opt("out", "")

@@ -81,18 +81,8 @@
 #   1e6   1           57.06     57.06    1.00
 #   1e6   2           34.89     62.52    1.64
 
-args <- commandArgs(trailingOnly = TRUE)
-opt <- function(name, default) {
-  hit <- grep(sprintf("^--%s=", name), args, value = TRUE)
-  if (length(hit)) sub(sprintf("^--%s=", name), "", hit[length(hit)]) else default
-}
-lib <- opt("lib", "")
-if (nzchar(lib)) .libPaths(c(lib, .libPaths()))
-
-vm_hwm_mb <- function() {
-  s <- readLines("/proc/self/status")
-  as.numeric(sub("^VmHWM:\\s*([0-9]+) kB$", "\\1", grep("^VmHWM:", s, value = TRUE))) / 1024
-}
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))),
+                 "bench_child.R"))
 
 # ---- one configuration (a child process) ------------------------------------
 
@@ -146,12 +136,9 @@ if ("--child" %in% args) {
     parallel::stopCluster(cl)
   }
   # the BLAS actually mapped into the process (R_LD_LIBRARY_PATH may swap it)
-  maps <- readLines("/proc/self/maps")
-  blas <- if (any(grepl("openblas", maps))) "OpenBLAS" else
-    if (any(grepl("libmkl", maps))) "MKL" else basename(extSoftVersion()[["BLAS"]])
   cat(sprintf("RESULT\t%g\t%d\t%d\t%s\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.10g\t%s\n", N, M, D, mode,
               threads, workers, vm_hwm_mb(), worker_mb, cpu, (t1 - t0)[["elapsed"]], value,
-              if (nzchar(blas)) blas else "R's reference BLAS"))
+              blas_name()))
   quit(save = "no")
 }
 
@@ -163,7 +150,6 @@ Ns <- as.numeric(strsplit(opt("N", "1e5,1e6"), ",")[[1L]])
 M <- as.integer(opt("M", "500"))
 D <- as.integer(opt("D", "8"))
 max_gb <- as.numeric(opt("max-gb", "6"))
-self <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
 
 configs <- list()
 for (N in Ns) {
@@ -187,28 +173,14 @@ for (N in Ns) {
 
 cols <- c("N", "M", "D", "mode", "threads", "workers", "peak_mb", "worker_mb", "cpu_s",
           "elapsed_s", "bound", "blas")
-rows <- list()
-for (cf in configs) {
-  out <- system2(file.path(R.home("bin"), "Rscript"),
-                 c(shQuote(self), "--child", sprintf("--N=%g", cf$N), sprintf("--M=%d", M),
-                   sprintf("--D=%d", D), sprintf("--mode=%s", cf$mode),
-                   sprintf("--threads=%d", cf$threads), sprintf("--workers=%d", cf$workers),
-                   if (nzchar(lib)) sprintf("--lib=%s", lib)),
-                 stdout = TRUE, stderr = FALSE)
-  line <- grep("^RESULT\t", out, value = TRUE)
-  if (!length(line)) {
-    message(sprintf("N = %g, %s, %d thread(s), %d worker(s): failed", cf$N, cf$mode, cf$threads,
-                    cf$workers))
-    next
-  }
-  r <- as.data.frame(t(strsplit(line, "\t")[[1L]][-1L]), stringsAsFactors = FALSE)
-  names(r) <- cols
-  print(r, row.names = FALSE)
-  rows[[length(rows) + 1L]] <- r
-}
-res <- do.call(rbind, rows)
-num <- setdiff(cols, c("mode", "blas"))
-res[num] <- lapply(res[num], function(v) suppressWarnings(as.numeric(v)))
+res <- run_children(
+  lapply(configs, function(cf) c(sprintf("--N=%g", cf$N), sprintf("--M=%d", M),
+                                 sprintf("--D=%d", D), sprintf("--mode=%s", cf$mode),
+                                 sprintf("--threads=%d", cf$threads),
+                                 sprintf("--workers=%d", cf$workers))),
+  lapply(configs, function(cf) sprintf("N = %g, %s, %d thread(s), %d worker(s)", cf$N, cf$mode,
+                                       cf$threads, cf$workers)),
+  cols, text = c("mode", "blas"))
 # elapsed speedup over the one-thread chunked run of the same N
 base <- with(res[res$mode == "chunked" & res$threads == 1 & res$workers == 0, ],
              setNames(elapsed_s, N))

@@ -41,18 +41,8 @@
 # whitening are computed twice, once per pass), as for sgpr(); the peak
 # memory of the chunks is set by control$memory (256 MB here), not by N.
 
-args <- commandArgs(trailingOnly = TRUE)
-opt <- function(name, default) {
-  hit <- grep(sprintf("^--%s=", name), args, value = TRUE)
-  if (length(hit)) sub(sprintf("^--%s=", name), "", hit[length(hit)]) else default
-}
-lib <- opt("lib", "")
-if (nzchar(lib)) .libPaths(c(lib, .libPaths()))
-
-vm_hwm_mb <- function() {
-  s <- readLines("/proc/self/status")
-  as.numeric(sub("^VmHWM:\\s*([0-9]+) kB$", "\\1", grep("^VmHWM:", s, value = TRUE))) / 1024
-}
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))),
+                 "bench_child.R"))
 
 # ---- one configuration (a child process) ------------------------------------
 
@@ -86,9 +76,7 @@ if ("--child" %in% args) {
   grad <- o$gr(o$par)
   t1 <- proc.time()
   cpu <- (t1[["user.self"]] + t1[["sys.self"]]) - (t0[["user.self"]] + t0[["sys.self"]])
-  maps <- readLines("/proc/self/maps")
-  blas <- if (any(grepl("openblas", maps))) "OpenBLAS" else
-    if (any(grepl("libmkl", maps))) "MKL" else "R's reference BLAS"
+  blas <- blas_name()
   cat(sprintf("RESULT\t%g\t%d\t%d\t%d\t%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.12g\t%s\n", N, M1, M2, D,
               type, mode, threads, vm_hwm_mb(), cpu, (t1 - t0)[["elapsed"]], value, blas))
   quit(save = "no")
@@ -101,7 +89,6 @@ M1 <- as.integer(opt("M1", "200"))
 M2 <- as.integer(opt("M2", "200"))
 D <- as.integer(opt("D", "8"))
 thr <- as.integer(strsplit(opt("threads", "1"), ",")[[1L]])
-self <- sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))
 
 configs <- list()
 for (type in c("solve", "odvgp")) {
@@ -110,26 +97,12 @@ for (type in c("solve", "odvgp")) {
 }
 cols <- c("N", "M1", "M2", "D", "type", "mode", "threads", "peak_mb", "cpu_s", "elapsed_s",
           "bound", "blas")
-rows <- list()
-for (cf in configs) {
-  out <- system2(file.path(R.home("bin"), "Rscript"),
-                 c(shQuote(self), "--child", sprintf("--N=%g", N), sprintf("--M1=%d", M1),
-                   sprintf("--M2=%d", M2), sprintf("--D=%d", D), sprintf("--type=%s", cf$type),
-                   sprintf("--mode=%s", cf$mode), sprintf("--threads=%d", cf$threads),
-                   if (nzchar(lib)) sprintf("--lib=%s", lib)),
-                 stdout = TRUE, stderr = FALSE)
-  line <- grep("^RESULT\t", out, value = TRUE)
-  if (!length(line)) {
-    message(sprintf("%s, %s, %d thread(s): failed", cf$type, cf$mode, cf$threads))
-    next
-  }
-  r <- as.data.frame(t(strsplit(line, "\t")[[1L]][-1L]), stringsAsFactors = FALSE)
-  names(r) <- cols
-  print(r, row.names = FALSE)
-  rows[[length(rows) + 1L]] <- r
-}
-res <- do.call(rbind, rows)
-num <- setdiff(cols, c("type", "mode", "blas"))
-res[num] <- lapply(res[num], as.numeric)
+res <- run_children(
+  lapply(configs, function(cf) c(sprintf("--N=%g", N), sprintf("--M1=%d", M1),
+                                 sprintf("--M2=%d", M2), sprintf("--D=%d", D),
+                                 sprintf("--type=%s", cf$type), sprintf("--mode=%s", cf$mode),
+                                 sprintf("--threads=%d", cf$threads))),
+  lapply(configs, function(cf) sprintf("%s, %s, %d thread(s)", cf$type, cf$mode, cf$threads)),
+  cols, text = c("type", "mode", "blas"))
 cat("\n")
 print(res, row.names = FALSE)
