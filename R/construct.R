@@ -92,10 +92,14 @@
 # not optimised) on top of the user's `fixed` and the kernel's own (the
 # variances of the later factors of a product); `extra` holds the model's own
 # fields (a list, so that their names never match an argument partially).
+# Each block's role and scale (R/params.R) are recorded: those of the shared
+# table, with `roles` (c(role, scale) by block) for blocks of the model's or
+# likelihood's own.
 .new_fit <- function(model, call, x, y, kernel, params, transforms, fixed, always,
-                     control, label, extra = list()) {
+                     control, label, extra = list(), roles = list()) {
+  r <- .roles_of(params, roles)
   structure(c(list(call = call, x = x, y = y, kernel = kernel, params = params,
-                   transforms = transforms,
+                   transforms = transforms, roles = r$role, scales = r$scale,
                    fixed = .fixed_mask(fixed, params, transforms,
                                        c(always, .kern_held(kernel))),
                    fixed_spec = list(user = fixed, always = c(always, .kern_held(kernel))),

@@ -274,9 +274,12 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   sprintf("did not converge (code %d%s)", o$convergence, msg)
 }
 
-# Natural-scale parameters except inducing inputs, named as in `fixed`.
+# The hyperparameters on the natural scale (blocks whose role is in
+# .hyper_roles: not the inducing inputs or variational parameters), named as
+# in `fixed`.
 .param_table <- function(object) {
-  keep <- names(object$params)[!vapply(object$params, is.matrix, TRUE)]
+  role <- .fit_roles(object)$role
+  keep <- names(object$params)[role[names(object$params)] %in% .hyper_roles]
   p <- object$params[keep]
   tr <- object$transforms[keep]
   nm <- sub("^log_", "", .par_names(p, tr))
@@ -379,11 +382,9 @@ logLik.sparsevgp <- function(object, ...) {
 }
 
 # The number of free hyperparameters (see ?"sparsevgp-methods"): every
-# free parameter except the variational ones (inducing inputs, q(u)).
-.df_hyper <- function(object) {
-  variational <- grepl("^([ZO]\\[|q_mu|log_q_sqrt_diag|q_sqrt_lower)", names(object$fixed))
-  sum(!object$fixed & !variational)
-}
+# free parameter whose role is a hyperparameter's (not the inducing inputs
+# or the variational parameters), the same count in every model.
+.df_hyper <- function(object) sum(!object$fixed & .role_mask(object, .hyper_roles))
 
 #' @rdname sparsevgp-methods
 #' @export
@@ -488,7 +489,7 @@ summary.sparsevgp <- function(object, ...) {
     kernel = .kern_expr(object$kernel, labels = TRUE),
     parameters = .param_table(object),
     inducing_fixed = if (is.null(object$params$Z)) NA else
-      all(object$fixed[grepl("^[ZO]\\[", names(object$fixed))]),
+      all(object$fixed[.role_mask(object, "inducing")]),
     bound = object$bound, bound_label = .bound_label(object),
     bound_terms = object$bound_terms, extra = object$summary_extra,
     jitter = object$jitter, optim = object$optim, time = object$time,

@@ -133,7 +133,7 @@ objective.sparsevgp <- function(fit, ...) {
 #   sd(x) (optim's parscale), so that a fit does not depend on the units;
 # - a model may tighten the upper boxes (.optim_upper()).
 .optim_setup <- function(fit, par) {
-  nm <- names(par)
+  info <- .par_info(fit)[names(par), , drop = FALSE]
   n <- length(par)
   lower <- rep(-Inf, n)
   upper <- rep(Inf, n)
@@ -141,10 +141,10 @@ objective.sparsevgp <- function(fit, ...) {
   # one-sided boxes only: when every variable has two bounds, L-BFGS-B's
   # first step is a full step to the Cauchy point (its lnsrlb), which can
   # land on a bound far from the optimum
-  is_log <- grepl("^log_", nm)
-  noise <- nm == "log_noise"
+  is_log <- info$transform == "log"
+  noise <- is_log & info$role == "noise"
   upper[is_log & !noise] <- par[is_log & !noise] + 20
-  regression <- is.null(fit$labels) && is.numeric(fit$y) && length(fit$y) > 1L
+  regression <- .standardised(fit)
   vy <- if (regression) stats::var(fit$y) else 1
   if (!is.finite(vy) || vy <= 0) vy <- 1
   lower[noise] <- pmin(par[noise], log(1e-6 * vy))
@@ -152,35 +152,34 @@ objective.sparsevgp <- function(fit, ...) {
   # standardised problem (inputs by their sd, y by its mean and sd), so that
   # it sees the same numbers whatever the units
   shift <- rep(0, n)
-  my <- if (regression) mean(fit$y) else 0
   if (regression) {
-    scale[nm == "mean"] <- sqrt(vy)
-    shift[nm == "mean"] <- my
-    shift[nm %in% c("log_variance", "log_noise", "noise_coef[(Intercept)]") |
-            grepl("^log_variance\\[k[0-9]+\\]$", nm)] <- log(vy)
+    scale[info$scale == "y"] <- sqrt(vy)
+    shift[info$scale == "y"] <- mean(fit$y)
+    shift[info$scale == "log_var_y"] <- log(vy)
+    shift[info$scale == "log_sd_y"] <- 0.5 * log(vy)
   }
   if (!is.null(fit$x)) {
     sx <- apply(fit$x, 2L, stats::sd)
     sx[!is.finite(sx) | sx <= 0] <- 1
     mx <- colMeans(fit$x)
-    io <- grepl("^[ZO]\\[[0-9]+,[0-9]+\\]$", nm)
-    col <- as.integer(sub("^[ZO]\\[[0-9]+,([0-9]+)\\]$", "\\1", nm[io]))
-    scale[io] <- sx[col]
-    shift[io] <- mx[col]
-    ls <- grepl("^log_lengthscale", nm)
-    part <- grepl("^log_lengthscale\\[k", nm)
-    if (any(part)) {
-      # a combination's lengthscales: [k2] shared, [k2,3] of input column 3
-      d <- suppressWarnings(as.integer(sub("^log_lengthscale\\[k[0-9]+,?([0-9]*)\\]$", "\\1",
-                                           nm[part])))
-      shift[part] <- ifelse(is.na(d), log(sqrt(mean(sx^2))), log(sx[pmax(d, 1L)]))
-    } else if (any(ls)) {
-      shift[ls] <- if (sum(ls) == ncol(fit$x)) log(sx) else log(sqrt(mean(sx^2)))
-    }
+    io <- info$scale == "x"
+    scale[io] <- sx[info$column[io]]
+    shift[io] <- mx[info$column[io]]
+    # lengthscales: by their input column's sd, a shared one by the
+    # root-mean-square sd of all columns
+    ls <- info$scale == "log_sd_x"
+    col <- info$column[ls]
+    shift[ls] <- ifelse(is.na(col), log(sqrt(mean(sx^2))), log(sx[pmax(1L, col, na.rm = TRUE)]))
   }
   extra <- .optim_upper(fit, par)
   if (!is.null(extra)) upper <- pmin(upper, extra)
   list(lower = lower, upper = upper, parscale = scale, shift = shift)
+}
+
+# Whether the optimiser standardises by the response (its mean and spread;
+# a Gaussian likelihood, whose y is on the latent scale), see .optim_setup().
+.standardised <- function(fit) {
+  is.null(fit$labels) && is.numeric(fit$y) && length(fit$y) > 1L
 }
 
 # trace: NULL shows progress lines in interactive sessions for fits that
@@ -334,8 +333,7 @@ objective.sparsevgp <- function(fit, ...) {
 # and the second refines from there. The report adds the stages' bounds and
 # sums the counts.
 .fit_staged <- function(fit, hold = "Z") {
-  pat <- sprintf("^(%s)\\[", paste(hold, collapse = "|"))
-  is_held <- grepl(pat, names(fit$fixed))
+  is_held <- .block_mask(fit, hold)
   if (!any(is_held & !fit$fixed) || all(is_held | fit$fixed)) return(.fit_lbfgsb(fit))
   keep <- fit$fixed
   fit$fixed[is_held] <- TRUE

@@ -772,28 +772,6 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
 #' @export
 .train.odvgp <- function(fit) .svgp_train(fit, c("Z", "O"))
 
-#' @export
-coef.odvgp <- function(object, ...) {
-  co <- coef.sparsevgp(object)
-  co[!grepl("^(q_|a_gamma|a_beta|L_B)", names(co))]
-}
-
-#' @export
-summary.odvgp <- function(object, ...) {
-  s <- NextMethod()
-  s$parameters <- s$parameters[!grepl("^(q_|a_gamma|a_beta|L_B)", rownames(s$parameters)), ,
-                               drop = FALSE]
-  s
-}
-
-#' @export
-logLik.odvgp <- function(object, ...) {
-  var_par <- grepl("^(q_mu|log_q_sqrt_diag|q_sqrt_lower|a_gamma|a_beta|L_B)",
-                    names(object$fixed))
-  structure(object$bound, df = sum(!object$fixed & !var_par), nobs = length(object$y),
-            class = "logLik")
-}
-
 # ---- multiclass: the robust-max likelihood --------------------------------
 
 # The robust-max likelihood (Hernandez-Lobato, Hernandez-Lobato and Dupont

@@ -379,7 +379,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # bounds L-BFGS-B takes a full first step to the Cauchy point, which can land
 # on a lower bound where the bound is flat (variance e^-30) and stall there.
 #' @export
-.optim_upper.pgpr <- function(fit, par) ifelse(grepl("^log_", names(par)), 30, Inf)
+.optim_upper.pgpr <- function(fit, par) {
+  ifelse(.par_info(fit)[names(par), "transform"] == "log", 30, Inf)
+}
 
 # Inner loop (Passerello 2022, section 4.1.3): L-BFGS-B on the free parameters at fixed
 # c, then closed-form c updates, until the bound changes by less than tol.

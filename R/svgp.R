@@ -618,22 +618,15 @@ fitted.svgp <- function(object, method = "quadrature", cluster = NULL, ...) {
   .fitted_classifier(object, method, cluster)
 }
 
+# summary() of a minibatch fit says so.
 #' @export
-coef.svgp <- function(object, ...) {
-  co <- NextMethod()
-  co[!grepl("^q_", names(co))]
-}
-
-#' @export
-summary.svgp <- function(object, ...) {
-  s <- NextMethod()
-  s$parameters <- s$parameters[!grepl("^q_", rownames(s$parameters)), , drop = FALSE]
-  if (!is.null(object$batch_size)) {
-    s$extra <- c(s$extra, list(Minibatches = sprintf(
+.report.svgp <- function(fit) {
+  if (!is.null(fit$batch_size)) {
+    fit$summary_extra[["Minibatches"]] <- sprintf(
       "%d of %d points, Adam with learning rate %g; the ELBO is the full-batch value",
-      object$batch_size, length(object$y), object$control$lr)))
+      fit$batch_size, length(fit$y), fit$control$lr)
   }
-  s
+  fit
 }
 
 #' @rdname plot.pgpr

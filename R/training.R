@@ -58,15 +58,14 @@
 # control$maxit.
 .train_staged <- function(fit, sets, reselect, joint_first = FALSE) {
   start <- proc.time()[["elapsed"]]
-  pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
-  z_free <- any(grepl(pat, names(fit$fixed)) & !fit$fixed)
+  z_free <- any(.block_mask(fit, sets) & !fit$fixed)
   reports <- list()
   record <- function(f, name) {
     reports[[name]] <<- f$optim
     f
   }
   held <- function(f) {
-    f$fixed[grepl(pat, names(f$fixed))] <- TRUE
+    f$fixed[.block_mask(f, sets)] <- TRUE
     f
   }
   N <- nrow(fit$x)
@@ -143,8 +142,7 @@
   reports[[1L]]$failed_evaluations <- sub$optim$failed_evaluations
   if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
   if (!isTRUE(sub$optim$interrupted)) {
-    pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
-    fit$fixed[grepl(pat, names(fit$fixed))] <- TRUE
+    fit$fixed[.block_mask(fit, sets)] <- TRUE
     fit <- .fit_lbfgsb(fit, "all data, inducing inputs held")
     reports$all_data <- fit$optim
   } else {
