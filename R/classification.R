@@ -1,119 +1,10 @@
 # What the two binary classifiers, pgpr() and svgp(likelihood = "bernoulli" or "probit"),
-# share: label coding, class probabilities from the latent predictive
-# distribution, the Polya-Gamma variance map, and the predict/plot helpers
-# that their methods in R/pgpr.R and R/svgp.R call.
+# share: the Polya-Gamma variance map and the predict/plot helpers that their
+# methods in R/pgpr.R and R/svgp.R call.
 
-# ---- labels ---------------------------------------------------------------
-
-# Two classes coded as y01 in {0, 1} and ypm = 2 y01 - 1 in {-1, +1} (the PG
-# formulas use y_n^2 = 1, Passerello 2022, chapter 4), plus what is needed to give
-# class predictions back in the user's coding. The positive class (1) is the
-# second factor level, TRUE, or 1, as in glm().
-.as_labels <- function(y, n, name = "y") {
-  if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
-  if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
-  if (!is.null(dim(y))) stop(sprintf("'%s' must be a vector, not a matrix", name), call. = FALSE)
-  if (length(y) != n) {
-    stop(sprintf("'%s' has length %d but the inputs have %d rows", name, length(y), n),
-         call. = FALSE)
-  }
-  if (anyNA(y)) {
-    stop(sprintf("'%s' contains NA (%d of %d labels): remove those observations first",
-                 name, sum(is.na(y)), n), call. = FALSE)
-  }
-  two <- function(k, what) {
-    if (k != 2L) {
-      stop(sprintf("'%s' must have exactly two classes, but it has %d (%s)", name, k, what),
-           call. = FALSE)
-    }
-  }
-  if (is.factor(y)) {
-    used <- levels(y)[levels(y) %in% as.character(y)]
-    two(length(used), paste(used, collapse = ", "))
-    y01 <- as.numeric(as.character(y) == used[2L])
-    coding <- list(type = "factor", levels = used)
-  } else if (is.logical(y)) {
-    two(length(unique(y)), paste(unique(y), collapse = ", "))
-    y01 <- as.numeric(y)
-    coding <- list(type = "logical", levels = c("FALSE", "TRUE"))
-  } else if (is.numeric(y)) {
-    u <- sort(unique(y))
-    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
-      stop(sprintf("'%s' as a number must be coded 0/1 (or -1/+1); it has values %s", name,
-                   paste(utils::head(u, 5L), collapse = ", ")), call. = FALSE)
-    }
-    two(length(u), paste(u, collapse = ", "))
-    y01 <- as.numeric(y == 1)
-    coding <- list(type = "numeric", levels = as.character(u), values = u)
-  } else {
-    stop(sprintf("'%s' must be a two-level factor, a logical vector or a 0/1 vector, not %s",
-                 name, class(y)[1L]), call. = FALSE)
-  }
-  list(y01 = y01, ypm = 2 * y01 - 1, coding = coding)
-}
-
-# The starting value of a learned constant prior mean of a classifier: the
-# logit of the share of positive labels (kept within [0.01, 0.99]).
-.class_mean_start <- function(y01) stats::qlogis(min(max(mean(y01), 0.01), 0.99))
-
-# Class labels in the user's coding from the probability of the positive
-# class (p > 1/2; every probability method gives the same boundary mu = 0).
-.labels_from_prob <- function(p, coding) {
-  pos <- p > 0.5
-  out <- switch(coding$type,
-    factor = factor(coding$levels[1L + pos], levels = coding$levels),
-    logical = pos,
-    numeric = coding$values[1L + pos])
-  names(out) <- names(p)
-  out
-}
-
-# ---- probabilities ----------------------------------------------------------
-
-.gh_cache <- new.env(parent = emptyenv())
-
-# Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt (Golub and Welsch 1969:
-# the nodes are the eigenvalues of the Jacobi matrix of the Hermite
-# polynomials, the weights sqrt(pi) times the squared first components).
-.gauss_hermite <- function(n = 20L) {
-  key <- as.character(n)
-  if (!is.null(.gh_cache[[key]])) return(.gh_cache[[key]])
-  if (n == 1L) {
-    gh <- list(x = 0, w = sqrt(pi))
-  } else {
-    J <- matrix(0, n, n)
-    off <- sqrt(seq_len(n - 1L) / 2)
-    J[cbind(1:(n - 1L), 2:n)] <- off
-    J[cbind(2:n, 1:(n - 1L))] <- off
-    e <- eigen(J, symmetric = TRUE)
-    o <- order(e$values)
-    gh <- list(x = e$values[o], w = sqrt(pi) * e$vectors[1L, o]^2)
-  }
-  .gh_cache[[key]] <- gh
-  gh
-}
-
-# p(y = 1 | x) from the latent predictive N(mu, s2):
-#   "quadrature": int sigmoid(f) N(f; mu, s2) df by 20-point Gauss-Hermite,
-#   "probit":     sigmoid(mu / sqrt(1 + pi s2 / 8)) (MacKay 1992),
-#   "plugin":     sigmoid(mu), the choice of the code behind Passerello's
-#                 experiments (2022, chapter 5).
-.class_prob <- function(mu, s2, method, link = "logit") {
-  # probit link: int Phi(f) N(f; mu, s2) df = Phi(mu / sqrt(1 + s2)) exactly
-  if (identical(link, "probit")) {
-    return(if (method == "plugin") stats::pnorm(mu) else stats::pnorm(mu / sqrt(1 + pmax(s2, 0))))
-  }
-  switch(method,
-    plugin = stats::plogis(mu),
-    probit = stats::plogis(mu / sqrt(1 + pi * s2 / 8)),
-    quadrature = {
-      gh <- .gauss_hermite(20L)
-      s <- sqrt(pmax(s2, 0))
-      p <- numeric(length(mu))
-      for (i in seq_along(gh$x)) p <- p + gh$w[i] * stats::plogis(mu + sqrt(2) * s * gh$x[i])
-      p / sqrt(pi)
-    })
-}
+# Label coding (.as_labels(), .labels_from_prob()), Gauss-Hermite
+# quadrature and the probabilities of the binary links (.class_prob()) are
+# the likelihood layer's, in R/likelihoods.R.
 
 #' Polya-Gamma helper functions
 #'
@@ -268,9 +159,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 
 # The link of a classifier: "probit" for svgp(likelihood = "probit"), else
 # "logit" (pgpr and svgp's Bernoulli-logit).
-.class_link <- function(object) {
-  if (identical(object$likelihood, "probit")) "probit" else "logit"
-}
+.class_link <- function(object) .lik_of(object)$link
 
 # Training-set probabilities (padded for the rows that na.exclude dropped).
 .fitted_classifier <- function(object, method, cluster = NULL) {

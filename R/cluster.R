@@ -13,7 +13,8 @@
 #   sgpr, pgpr  .shard_collapsed(): the two passes of the collapsed bound
 #               (R/stream.R); pgpr's per-point c live on the workers
 #               (.shard_pg_update(), .shard_pg_c());
-#   svgp        .shard_svgp(): the expected log-likelihood and its adjoints
+#   svgp        .shard_uncollapsed() (R/uncollapsed.R) through
+#               .cluster_rows(): the data term of the ELBO and its adjoints
 #               on the worker's rows (or its rows of a minibatch);
 #   predict()   .shard_predict(): the latent predictive at the worker's rows
 #               of new data (no share: the fit's posterior is sent along).
@@ -260,71 +261,22 @@
   s$c
 }
 
-# ---- the uncollapsed SVGP -----------------------------------------------------
+# ---- row sums (the uncollapsed models) -----------------------------------------------
 
-# What a worker of svgp holds: the rows of the inputs and targets, with the
-# likelihood's settings.
-.shard_svgp_data <- function(fit) {
-  keep <- fit[c("likelihood", "quadrature", "whiten", "control", "kernel")]
-  function(rows) {
-    c(keep, list(x = fit$x[rows, , drop = FALSE], target = fit$target[rows]))
-  }
-}
-
-# On a worker: src/svgp.c on its rows `each` (NULL: all) with the minibatch
-# factor of the whole batch, and the contraction of the adjoints of its
-# Kuf and diag Kff. The q(u) gradient and Guu it returns include the KL
-# divergence's share (.svgp_cluster_call() takes it out).
-.shard_svgp <- function(s, a, each = NULL) {
-  r <- .svgp_call(s, a$params, a$grad, each, scale = a$scale)
-  out <- list(ell = r$ell, n = length(r$mu))
-  if (a$grad) {
-    out[c("gq_mu", "gq_sqrt", "Guu", "gmean", "gnoise")] <-
-      r[c("gq_mu", "gq_sqrt", "Guu", "gmean", "gnoise")]
-    out$gk <- .contract(r$kernel, r$x, a$params$Z, Gww = NULL, Gwf = r$Guf, gdiag = r$gdiag,
-                        Kwf = r$Kuf, want_W = a$want_W)
-  }
-  out
-}
-
-# The svgp evaluation on the cluster of fit$cluster, on the rows `batch` of
-# the data (NULL: all; the expected log-likelihood is then scaled by
-# N / |batch|, as in one process): each worker gets its rows of the batch.
-# The master computes the KL divergence and its gradient (src/svgp.c on no
-# rows) and the contraction of the adjoint of Kuu; the workers' q(u)
-# gradients and Guu each include the KL share once, so that
-# sum_w r_w - (w - 1) r_0 is the gradient of the whole ELBO. Returns what
-# .evaluate.svgp() reads of .svgp_call(), with `gk_data` the workers'
-# contraction of Kuf and diag Kff.
-.svgp_cluster_call <- function(fit, params, grad, batch = NULL) {
-  h <- fit$cluster
-  N <- sum(h$n)
-  scale <- 1
+# .shard_run(fun) on every worker, each on the rows of `batch` (indices
+# into the whole data; NULL: all) that fall in its share: the list of their
+# results (sums over those rows, which the caller adds up). A worker whose
+# share holds none of a minibatch gets no rows.
+.cluster_rows <- function(h, fun, a, batch = NULL) {
   each <- NULL
   if (!is.null(batch)) {
-    scale <- N / length(batch)
     ends <- cumsum(h$n)
     starts <- ends - h$n
     each <- lapply(seq_along(h$n), function(w) {
-      b <- batch[batch > starts[w] & batch <= ends[w]] - starts[w]
-      as.integer(b)
+      as.integer(batch[batch > starts[w] & batch <= ends[w]] - starts[w])
     })
   }
-  a <- list(params = params, grad = grad, scale = scale, want_W = .any_free(fit, "Z"))
-  r <- .cluster_call(h, ".shard_svgp", a, each)
-  r0 <- .svgp_call(fit, params, grad, integer(0), scale = scale)
-  out <- r0[c("kl", "jitter", "L", "kernel", "Kuu")]
-  out$ell <- sum(vapply(r, `[[`, 0, "ell"))
-  out$elbo <- out$ell - r0$kl
-  if (grad) {
-    w <- length(r)
-    sum_of <- function(nm) Reduce(`+`, lapply(r, `[[`, nm))
-    for (nm in c("gq_mu", "gq_sqrt", "Guu")) out[[nm]] <- sum_of(nm) - (w - 1) * r0[[nm]]
-    out$gmean <- sum_of("gmean")
-    out$gnoise <- sum_of("gnoise")
-    out$gk_data <- Reduce(.stream_add, lapply(r, `[[`, "gk"))
-  }
-  out
+  .cluster_call(h, fun, a, each)
 }
 
 # ---- prediction ---------------------------------------------------------------

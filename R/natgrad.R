@@ -89,73 +89,40 @@ natgrad_step <- function(fit, step = 1) {
 }
 
 # One natural-gradient step of size `step` on q(u) at `params` (on the rows
-# `batch`; NULL: all): list(params, value (the bound before the step),
-# halvings). With halve = TRUE an indefinite new precision halves the step
-# (up to 30 times, then q(u) is kept); with halve = FALSE, params is NULL.
+# `batch`; NULL: all), for every latent function: list(params, value (the
+# bound before the step), halvings). With halve = TRUE an indefinite new
+# precision halves the step (up to 30 times, then that q(u) is kept); with
+# halve = FALSE, params is NULL. The gradients come from the one evaluator
+# (.uc_natural(), R/uncollapsed.R); the basis (R/variational.R) gives q(u)
+# in the coordinates of u and stores the result in its own.
 .natgrad_q <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  UseMethod(".natgrad_q")
-}
-
-#' @export
-.natgrad_q.svgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  r <- .svgp_call(fit, params, grad = TRUE, batch = batch)
-  L <- r$L
-  whiten <- !isFALSE(fit$whiten)
-  W <- .svgp_qsqrt(params)
-  # current q(u) = N(m, S), S = R R'
-  m <- if (whiten) drop(L %*% params$q_mu) else params$q_mu
-  R <- if (whiten) L %*% W else W
-  P <- backsolve(L, forwardsolve(L, r$Kuf), upper.tri = FALSE, transpose = TRUE)  # Psi = Kuu^-1 Kuf: M x N
-  GS <- P %*% (r$gdiag * t(P))                                # Psi diag(h) Psi'
-  gm <- drop(P %*% r$gmu)
-  new <- .natgrad_move(m, R, chol2inv(t(L)), gm, GS, step, halve, if (whiten) L)
-  .natgrad_result(params, new, r$elbo, halve)
-}
-
-#' @export
-.natgrad_q.odvgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  if (!is.null(fit$basis) && fit$basis != "orthogonal") {
-    stop(sprintf("natural gradients are available for basis = \"orthogonal\" only, not \"%s\"",
-                 fit$basis), call. = FALSE)
-  }
-  r <- .odvgp_eval(fit, params, grad = TRUE, batch = batch, natural_only = TRUE)
-  Kinv <- r$natural$Kinv
-  qs <- .odvgp_q(params)
-  if (length(qs) == 1L) {
-    nat <- r$natural$latents[[1L]]
-    new <- .natgrad_move(params$q_mu, qs[[1L]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
-                         halve, NULL)
-    return(.natgrad_result(params, new, r$value, halve))
-  }
-  # one step per latent function (multiclass): the natural parameters of
-  # the K independent q(f_beta) blocks move independently
+  r <- .uc_natural(fit, params, batch)
+  nat <- .basis_natural(.basis_of(fit), params, r$ib)
   halvings <- 0L
-  for (j in seq_along(qs)) {
-    nat <- r$natural$latents[[j]]
-    new <- .natgrad_move(qs[[j]]$mb, qs[[j]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
-                         halve, NULL)
+  for (j in seq_along(nat)) {
+    q <- nat[[j]]
+    lat <- r$latents[[j]]
+    new <- .natgrad_move(q$m, q$R, r$Kinv, drop(r$Kinv %*% lat$r), lat$P, step, halve, q$Lw)
     halvings <- halvings + new$halvings
     if (is.null(new$b)) {
       if (!halve) return(list(params = NULL, value = r$value, halvings = halvings))
       next
     }
-    params$q_mu[, j] <- new$b
-    params$q_sqrt_diag[, j] <- diag(new$W)
-    params$q_sqrt_lower[, j] <- new$W[lower.tri(new$W)]
+    params <- .natgrad_set(params, j, new$b, new$W)
   }
   list(params = params, value = r$value, halvings = halvings)
 }
 
-# The parameters after a step from .natgrad_move(). No step (b = NULL):
-# after halvings (halve = TRUE) q(u) is kept, otherwise params is NULL.
-.natgrad_result <- function(params, new, value, halve = TRUE) {
-  if (is.null(new$b)) {
-    return(list(params = if (halve) params, value = value, halvings = new$halvings))
+# Column j of q(u)'s blocks set to the mean b and square root W.
+.natgrad_set <- function(params, j, b, W) {
+  set <- function(v, x) {
+    if (is.matrix(v)) v[, j] <- x else v[] <- x
+    v
   }
-  params$q_mu <- new$b
-  params$q_sqrt_diag <- diag(new$W)
-  params$q_sqrt_lower <- new$W[lower.tri(new$W)]
-  list(params = params, value = value, halvings = new$halvings)
+  params$q_mu <- set(params$q_mu, b)
+  params$q_sqrt_diag <- set(params$q_sqrt_diag, diag(W))
+  params$q_sqrt_lower <- set(params$q_sqrt_lower, W[lower.tri(W)])
+  params
 }
 
 # The step in the natural parameters theta1 = S^-1 m, Lam = S^-1 of
@@ -216,7 +183,7 @@ natgrad_step <- function(fit, step = 1) {
   iters <- ctrl$maxit
   tau <- if (is.null(ctrl$natgrad_step)) 0.005 else ctrl$natgrad_step
   warm <- ctrl$natgrad_warmup
-  if (is.null(warm)) warm <- if (fit$likelihood == "gaussian") 0L else 100L
+  if (is.null(warm)) warm <- if (.lik_of(fit)$conjugate) 0L else 100L
   lr <- ctrl$lr
   b1 <- 0.9
   b2 <- 0.999

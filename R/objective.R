@@ -176,10 +176,11 @@ objective.sparsevgp <- function(fit, ...) {
   list(lower = lower, upper = upper, parscale = scale, shift = shift)
 }
 
-# Whether the optimiser standardises by the response (its mean and spread;
-# a Gaussian likelihood, whose y is on the latent scale), see .optim_setup().
+# Whether the optimiser standardises by the response (its mean and spread):
+# for likelihoods whose y is on the scale of f (Gaussian), see
+# .optim_setup().
 .standardised <- function(fit) {
-  is.null(fit$labels) && is.numeric(fit$y) && length(fit$y) > 1L
+  .lik_of(fit)$location && is.numeric(fit$y) && length(fit$y) > 1L
 }
 
 # trace: NULL shows progress lines in interactive sessions for fits that
@@ -320,7 +321,7 @@ objective.sparsevgp <- function(fit, ...) {
 # standardising y, which the bound carries: scaling y by s lowers it by
 # N log s), 0 for classifiers.
 .objective_offset <- function(fit) {
-  if (!is.null(fit$labels) || !is.numeric(fit$y) || length(fit$y) < 2L) return(0)
+  if (!.standardised(fit)) return(0)
   s <- stats::sd(fit$y)
   if (is.finite(s) && s > 0) length(fit$y) * log(s) else 0
 }
@@ -550,7 +551,7 @@ objective.sparsevgp <- function(fit, ...) {
 # the noise variance, or whose every lengthscale is at least a thousand
 # times the range of its input, explains (almost) nothing by the inputs.
 .is_flat <- function(fit) {
-  if (!is.null(fit$labels) || is.null(fit$params$variance)) return(FALSE)
+  if (!.lik_of(fit)$location || is.null(fit$params$variance)) return(FALSE)
   noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
     fit$params$noise
   if (is.null(noise)) return(FALSE)

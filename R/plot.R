@@ -92,8 +92,7 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
                  sgpr = "SGPR",
                  osgpr = if (identical(object$type, "odvgp")) "ODGPR" else "SOLVE-GPR",
                  pgpr = "PGPR",
-                 svgp = sprintf("SVGP (%s)", c(bernoulli = "logit", probit = "probit",
-                                               gaussian = "Gaussian")[[object$likelihood]]),
+                 svgp = sprintf("SVGP (%s)", .lik_title(.lik_of(object))),
                  class(object)[1L])
   if (inherits(object, "osgpr")) {
     return(sprintf("%s, M = %d + %d", name, M, NROW(object$params$O)))

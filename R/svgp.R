@@ -212,121 +212,33 @@ svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 #' @rdname svgp
 #' @export
 svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
-                         threshold = NULL,
-                         likelihood = c("bernoulli", "gaussian", "probit", "robustmax", "softmax"),
-                         noise = NULL, mean = NULL,
+                         threshold = NULL, likelihood = NULL, noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
                          quadrature = 20L, offset = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "svgp")
   .dots_data(...)
-  if (missing(likelihood) && .svgp_many_classes(y)) likelihood <- "robustmax"
-  likelihood <- match.arg(likelihood)
-  if (likelihood %in% c("robustmax", "softmax")) {
-    # one latent function per class: the orthogonally decoupled model with
-    # no mean-only inputs is this SVGP (non-whitened), so it serves here
-    if (!missing(whiten) && isTRUE(whiten)) {
-      stop("'whiten = TRUE' is not available with more than one latent function: the multiclass SVGP is non-whitened",
-           call. = FALSE)
-    }
-    for (a in c("threshold", "q_u", "offset", "cluster")) {
-      if (!is.null(get(a))) {
-        stop(sprintf("'%s' is not available with the %s likelihood", a, likelihood),
-             call. = FALSE)
-      }
-    }
-    fit <- odvgp.default(x, y, kernel = kernel, inducing = inducing, M = M, orthogonal = 0L,
-                         likelihood = likelihood, mean = mean, optimize = optimize,
-                         optimize_inducing = optimize_inducing, fixed = fixed,
-                         control = control, start = start, batch_size = batch_size,
-                         quadrature = quadrature, ...)
-    fit$call <- call
-    fit$model <- sub("^Orthogonally decoupled SVGP \\(\\|beta\\| = ([0-9]+), \\|gamma\\| = 0\\)",
-                     "Uncollapsed non-whitened SVGP (M = \\1)", fit$model)
-    return(fit)
-  }
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  N <- nrow(x)
-  bern <- likelihood != "gaussian"
-  if (bern) {
-    lab <- .as_labels(y, N)
-    target <- lab$ypm
-  } else {
-    target <- .as_response(y, N)
-  }
-  if (!is.null(offset) && bern) {
-    stop("'offset' is for the Gaussian likelihood only", call. = FALSE)
-  }
-  wo <- .check_weights_offset(NULL, offset, N)
-  if (!is.null(wo$offset)) target <- target - wo$offset
-  kernel <- .check_kernel(kernel)
-  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
-  whiten <- .check_flag(whiten, "whiten")
-  quadrature <- .svgp_check_quadrature(quadrature, bern)
-  batch_size <- .svgp_check_batch(batch_size, N)
-  control <- .svgp_control(control, batch_size)
-  if (!is.null(.check_start(start, "svgp"))) {
-    kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    if (missing(inducing)) inducing <- start$params$Z
-  }
-  if (!bern && .check_flag(optimize, "optimize") && is.null(start)) {
-    st <- .start_regression(kernel, x, target, M = if (is.null(M)) 100L else M,
-                            noise_free = is.null(noise))
-    kernel <- st$kernel
-    if (is.null(noise)) noise <- st$noise
-  }
-  kernel <- .kern_init(kernel, x, if (bern) NULL else target)
-  spec <- .inducing_spec(inducing, M, threshold, x)
-  Z <- .select_by_spec(spec, x, kernel, warn_short = !is.null(M) || is.numeric(inducing))
-  M <- nrow(Z)
-  if (is.null(mean)) mean <- if (bern) 0 else "constant"
-  mn <- .mean_start(mean, if (bern) .class_mean_start(lab$y01) else mean(target))
-  params <- .kern_params(kernel)
-  transforms <- c(variance = "log", lengthscale = "log")
-  if (!bern) {
-    if (is.null(noise)) noise <- .noise_start(target)
-    params$noise <- .check_positive(noise, "noise", 1L)
-    transforms <- c(transforms, noise = "log")
-  } else if (!is.null(noise)) {
-    stop("'noise' applies to the Gaussian likelihood only", call. = FALSE)
-  }
-  params <- c(params, list(mean = mn$value, Z = Z, q_mu = numeric(M), q_sqrt_diag = rep(1, M),
-                           q_sqrt_lower = numeric(M * (M - 1L) / 2)))
-  transforms <- c(transforms, mean = "identity", Z = "identity", q_mu = "identity",
-                  q_sqrt_diag = "log", q_sqrt_lower = "identity")
-  if (!is.null(start)) {
-    # q(u)'s parameters mean different things in the two parameterisations
-    same_q <- identical(!isFALSE(start$whiten), whiten)
-    params <- .warm_params(params, start$params,
-                           skip = c("Z", if (mn$fixed) "mean",
-                                    if (!same_q) c("q_mu", "q_sqrt_diag", "q_sqrt_lower")))
-  }
-  copied <- !is.null(start) && identical(!isFALSE(start$whiten), whiten) &&
-    length(start$params$q_mu) == M
-  if (!is.null(q_u) && (!is.list(q_u) || is.null(q_u$cov))) {
-    stop("'q_u' must be list(mean, cov)", call. = FALSE)
-  }
-  if (!whiten && is.null(q_u) && !copied) {
-    # the prior q(u) = p(u): W = chol(Kuu), as the whitened start W = I
-    params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
-                          control, whiten)
-  }
-  if (!is.null(q_u)) params <- .svgp_set_q(q_u, params, kernel, control, whiten)
-  fit <- .new_fit("svgp", call, x, if (bern) lab$y01 else target, kernel, params, transforms,
-                  fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
-                  control = control,
-                  label = sprintf("Uncollapsed %s SVGP, %s likelihood%s",
-                                  if (whiten) "whitened" else "non-whitened",
-                                  if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
-                                                    if (likelihood == "probit") "probit" else "logit",
-                                                    quadrature)
-                                  else "Gaussian",
-                                  if (optimize_inducing) "" else ", fixed inducing inputs"),
-                  extra = list(target = target, labels = if (bern) lab$coding else NULL,
-                               likelihood = likelihood, whiten = whiten,
-                               quadrature = quadrature, batch_size = batch_size,
-                               offset = wo$offset))
-  if (!is.null(cluster) && control$optimizer == "natgrad") {
+  optimize <- .check_flag(optimize, "optimize")
+  if (is.null(likelihood)) likelihood <- .lik_choose(y, numeric = NULL)
+  r <- .uc_response(likelihood, y, nrow(x), quadrature, control, offset)
+  multi <- r$lik$latent > 1L
+  # several latent functions: the non-whitened SVGP (the orthogonal basis
+  # with no gamma), with the settings of the orthogonally decoupled model
+  if (multi) .svgp_multiclass_args(if (!missing(whiten)) whiten, threshold, q_u, offset, cluster)
+  whiten <- !multi && .check_flag(whiten, "whiten")
+  s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "svgp", ncol(x))
+  if (!is.null(start) && missing(inducing)) inducing <- start$params$Z
+  k <- .uc_kernel(s$kernel, x, r, optimize && is.null(start), M, noise, joint_noise = TRUE)
+  spec <- .inducing_spec(inducing, M, threshold, x, default = if (multi) "kmeans" else "greedy")
+  Z <- .select_by_spec(spec, x, k$kernel, warn_short = !is.null(M) || is.numeric(inducing))
+  fit <- .uc_fit("svgp", call, x, r, k$kernel, Z, NULL,
+                 basis = if (whiten) "whitened" else "orthogonal", mean = mean, noise = k$noise,
+                 fixed = fixed, optimize_inducing = s$optimize_inducing, control = s$control,
+                 batch_size = s$batch_size, start = start, q_u = q_u,
+                 label = sprintf("Uncollapsed %s SVGP (M = %d)",
+                                 if (whiten) "whitened" else "non-whitened", nrow(Z)))
+  if (!is.null(cluster) && fit$control$optimizer == "natgrad") {
     stop("natural-gradient steps (control$optimizer = \"natgrad\") need the whole N x M cross-covariance and do not run on a 'cluster': use \"lbfgsb\" or \"adam\"",
          call. = FALSE)
   }
@@ -334,12 +246,128 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   .cluster_fit(fit, optimize, cluster, .shard_svgp_data(fit))
 }
 
-# Whether y is a factor (or character vector) with more than two classes:
-# then the default likelihood is robust-max.
-.svgp_many_classes <- function(y) {
-  (is.factor(y) || is.character(y)) && length(unique(y[!is.na(y)])) > 2L
+# Arguments that do not apply to several latent functions.
+.svgp_multiclass_args <- function(whiten, threshold, q_u, offset, cluster) {
+  if (isTRUE(whiten)) {
+    stop("'whiten = TRUE' is not available with more than one latent function: the multiclass SVGP is non-whitened",
+         call. = FALSE)
+  }
+  args <- list(threshold = threshold, q_u = q_u, offset = offset, cluster = cluster)
+  for (a in names(args)) {
+    if (!is.null(args[[a]])) {
+      stop(sprintf("'%s' is not available with more than one latent function (several classes)",
+                   a), call. = FALSE)
+    }
+  }
+  invisible()
 }
 
+# ---- what svgp() and odvgp() share ------------------------------------------------
+
+# The likelihood and the response as it reads it (R/likelihoods.R), the
+# offset (for likelihoods on the scale of f), and the control without the
+# softmax's Monte Carlo setting: list(lik, y, target, labels, offset, control).
+.uc_response <- function(likelihood, y, N, quadrature, control, offset) {
+  quadrature <- .svgp_check_quadrature(quadrature)
+  mc_samples <- if (is.list(control)) control$mc_samples
+  if (is.list(control)) control$mc_samples <- NULL
+  lik <- .as_likelihood(likelihood, quadrature, mc_samples)
+  r <- .lik_read(lik, y, N)
+  if (!is.null(offset) && !r$lik$location) {
+    stop("'offset' is for the Gaussian likelihood only (or another whose link is the identity)",
+         call. = FALSE)
+  }
+  r$offset <- .check_weights_offset(NULL, offset, N)$offset
+  if (!is.null(r$offset)) {
+    r$target <- r$target - r$offset
+    r$y <- r$target
+  }
+  r$control <- control
+  r
+}
+
+# The checked settings of a model call (D input columns); a warm start's
+# kernel.
+.uc_settings <- function(kernel, optimize_inducing, batch_size, r, start, model, D) {
+  kernel <- .check_kernel(kernel)
+  if (!is.null(.check_start(start, model))) kernel <- .warm_kernel(kernel, start$params, D)
+  batch_size <- .svgp_check_batch(batch_size, length(r$y))
+  list(kernel = kernel, optimize_inducing = .check_flag(optimize_inducing, "optimize_inducing"),
+       batch_size = batch_size, control = .svgp_control(r$control, batch_size))
+}
+
+# The starting kernel (and noise) of an uncollapsed model: for a likelihood
+# on the scale of f fitted from scratch (`search`), the unset parameters at
+# the best point of the grid of R/start.R (svgp: the noise on the grid too,
+# unless given; odvgp: at its start, `joint_noise = FALSE`); then every
+# unset parameter from the data (variance 1 for the other likelihoods).
+.uc_kernel <- function(kernel, x, r, search, M, noise, joint_noise) {
+  location <- r$lik$location
+  if (location && search) {
+    Ms <- if (is.null(M)) 100L else M
+    if (joint_noise) {
+      st <- .start_regression(kernel, x, r$target, M = Ms, noise_free = is.null(noise))
+      kernel <- st$kernel
+      if (is.null(noise)) noise <- st$noise
+    } else {
+      if (is.null(noise)) noise <- .noise_start(r$target)
+      kernel <- .start_regression(kernel, x, r$target, M = Ms, noise_free = FALSE,
+                                  lambda = rep(.check_positive(noise, "noise", 1L),
+                                               nrow(x)))$kernel
+    }
+  }
+  list(kernel = .kern_init(kernel, x, if (location) r$target), noise = noise)
+}
+
+# The fit of an uncollapsed model: its parameters (kernel, likelihood,
+# prior mean, inducing inputs Z and O, the basis's variational blocks at the
+# prior, a warm start's where they fit, or q_u), with their roles.
+.uc_fit <- function(model, call, x, r, kernel, Z, O, basis, mean, noise, fixed,
+                    optimize_inducing, control, batch_size, start, q_u, label) {
+  lik <- r$lik
+  lb <- .lik_blocks(lik, r$target, noise)
+  mn <- .lik_mean(lik, mean, r$target)
+  bas <- .new_basis(basis)
+  qb <- .basis_blocks(bas, nrow(Z), NROW(O), lik$latent)
+  params <- c(.kern_params(kernel), lb$params, list(mean = mn$value, Z = Z),
+              if (!is.null(O)) list(O = O), qb$params)
+  transforms <- c(variance = "log", lengthscale = "log", lb$transforms, mean = "identity",
+                  Z = "identity", if (!is.null(O)) c(O = "identity"), qb$transforms)
+  params <- .uc_start_q(params, bas, start, q_u, kernel, control, mn$fixed, names(qb$params))
+  sets <- c("Z", if (!is.null(O)) "O")
+  fit <- .new_fit(model, call, x, r$y, kernel, params, transforms, fixed,
+                  always = c(if (mn$fixed) "mean", if (!optimize_inducing) sets),
+                  control = control, roles = lb$roles,
+                  label = sprintf("%s, %s likelihood%s", label, .lik_label(lik),
+                                  if (optimize_inducing) "" else ", fixed inducing inputs"),
+                  extra = list(target = r$target, labels = r$labels, lik = lik,
+                               likelihood = lik$family, basis = basis,
+                               whiten = basis == "whitened", quadrature = lik$quadrature,
+                               batch_size = batch_size, offset = r$offset,
+                               mc = if (!is.null(lik$mc)) lik$mc))
+  fit
+}
+
+# The variational parameters at the start: a previous fit's when the warm
+# start has the same basis and sizes, else the prior (or q_u, svgp only).
+.uc_start_q <- function(params, basis, start, q_u, kernel, control, mean_fixed, qb) {
+  copied <- FALSE
+  if (!is.null(start)) {
+    same <- identical(.basis_of(start)$name, basis$name) &&
+      identical(dim(start$params$Z), dim(params$Z)) && identical(dim(start$params$O), dim(params$O)) &&
+      all(vapply(qb, function(b) identical(dim(as.matrix(start$params[[b]])),
+                                           dim(as.matrix(params[[b]]))), TRUE))
+    params <- .warm_params(params, start$params,
+                           skip = c("Z", "O", if (mean_fixed) "mean", if (!same) qb))
+    copied <- same
+  }
+  if (!is.null(q_u)) {
+    if (!is.list(q_u) || is.null(q_u$cov)) stop("'q_u' must be list(mean, cov)", call. = FALSE)
+    return(.svgp_set_q(q_u, params, kernel, control, basis$name == "whitened"))
+  }
+  if (copied) return(params)
+  .basis_prior(basis, params, .svgp_chol(params, kernel, control))
+}
 # svgp's control: the shared settings with maxit = 1000 (per L-BFGS-B stage,
 # or Adam iterations) and Adam's step size `lr` (0.01 by default, the GPflow
 # tutorials' choice for SVGP; used only by Adam and natural gradients);
@@ -393,28 +421,24 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 }
 
 # The optimiser of control$optimizer; L-BFGS-B runs in two stages when the
-# inducing inputs (`hold`) are free (see below).
-.svgp_train <- function(fit, hold) {
+# inducing inputs are free (.fit_staged(): optimised jointly from the prior
+# q(u), Z tends to collapse into clusters of near-duplicate points while the
+# kernel variance is still small; on a 1-D logistic toy with N = 2000, M =
+# 15 the ELBO ended at -399 and -375 in two of six starts against -355.45
+# for the others); minibatch fits run Adam.
+#' @export
+.train.svgp <- function(fit) {
   opt <- fit$control$optimizer
   if (is.null(opt)) opt <- if (is.null(fit$batch_size)) "lbfgsb" else "adam"
   switch(opt,
-         lbfgsb = .fit_staged(fit, hold),
+         lbfgsb = .fit_staged(fit, intersect(c("Z", "O"), names(fit$params))),
          adam = .fit_adam(fit),
          natgrad = .fit_natgrad(fit))
 }
 
-# Full-batch fits run L-BFGS-B in two stages when the inducing inputs are
-# free (.fit_staged(): optimised jointly from the prior q(u), Z tends to
-# collapse into clusters of near-duplicate points while the kernel variance
-# is still small; on a 1-D logistic toy with N = 2000, M = 15 the ELBO ended
-# at -399 and -375 in two of six starts against -355.45 for the others);
-# minibatch fits run Adam.
-#' @export
-.train.svgp <- function(fit) .svgp_train(fit, "Z")
-
-# The Gauss-Hermite order: a whole number from 1 to 500 (used only by the
-# Bernoulli likelihood; the Gaussian expectations are exact).
-.svgp_check_quadrature <- function(quadrature, bern) {
+# The Gauss-Hermite order: a whole number from 1 to 500 (used by the
+# likelihoods whose expectations need quadrature).
+.svgp_check_quadrature <- function(quadrature) {
   if (!is.numeric(quadrature) || length(quadrature) != 1L || !is.finite(quadrature) ||
       quadrature < 1 || quadrature > 500 || quadrature != round(quadrature)) {
     stop("'quadrature' must be a whole number from 1 to 500", call. = FALSE)
@@ -432,192 +456,6 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   as.integer(min(batch_size, N))
 }
 
-# The whitened q(v) = N(b, W W') (or q(u) when not whitened) with
-# W = tril(diag = exp(log diag), lower).
-.svgp_qsqrt <- function(params) {
-  M <- length(params$q_mu)
-  W <- diag(params$q_sqrt_diag, M)
-  W[lower.tri(W)] <- params$q_sqrt_lower
-  W
-}
-
-# L = chol(Kuu + jitter I) at `params`, with the jitter of the bound.
-.svgp_chol <- function(params, kernel, control) {
-  Kuu <- .ffi_kern_matrix(.kernel_at(kernel, params), params$Z)
-  .ffi_chol(Kuu, control$jitter, control$jitter_cap)$L
-}
-
-# q(u) = N(mean, cov) (mean including the constant prior mean; cov = NULL
-# means Kuu, the prior) to the variational parameters: whitened
-# b = L^-1 (mean - m), W = chol(L^-1 cov L^-T); non-whitened b = mean - m,
-# W = chol(cov). L = chol(Kuu) with the same jitter as the bound.
-.svgp_set_q <- function(q_u, params, kernel, control, whiten) {
-  M <- length(params$q_mu)
-  if (!is.list(q_u) || is.null(q_u$mean) || length(q_u$mean) != M ||
-      any(!is.finite(q_u$mean)) ||
-      (!is.null(q_u$cov) && (!is.matrix(q_u$cov) || any(dim(q_u$cov) != M) ||
-                               any(!is.finite(q_u$cov))))) {
-    stop(sprintf("'q_u' must be list(mean, cov) with a mean of length %d and a %d x %d covariance",
-                 M, M, M), call. = FALSE)
-  }
-  L <- .svgp_chol(params, kernel, control)
-  b <- q_u$mean - params$mean
-  cov <- if (is.null(q_u$cov)) tcrossprod(L) else q_u$cov
-  if (whiten) {
-    b <- forwardsolve(L, b)
-    cov <- forwardsolve(L, t(forwardsolve(L, cov)))
-  }
-  cov <- (cov + t(cov)) / 2
-  W <- tryCatch(t(chol(cov)), error = function(e) {
-    stop("'q_u$cov' must be positive definite", call. = FALSE)
-  })
-  params$q_mu <- drop(b)
-  params$q_sqrt_diag <- diag(W)
-  params$q_sqrt_lower <- W[lower.tri(W)]
-  params
-}
-
-# One call of src/svgp.c at `params`, on the rows `batch` of the data
-# (NULL: all), with the data term scaled by N / |batch| (Hensman et al.
-# 2013) or by `scale` (a worker's rows of a minibatch, R/cluster.R).
-.svgp_call <- function(fit, params, grad, batch = NULL, scale = NULL) {
-  x <- fit$x
-  target <- fit$target
-  if (is.null(scale)) scale <- if (is.null(batch)) 1 else nrow(x) / length(batch)
-  if (!is.null(batch)) {
-    x <- x[batch, , drop = FALSE]
-    target <- target[batch]
-  }
-  k <- .kernel_at(fit$kernel, params)
-  Kuu <- .ffi_kern_matrix(k, params$Z)
-  Kuf <- .ffi_kern_matrix(k, params$Z, x)
-  kdiag <- .ffi_kern_diag(k, x)
-  gh <- .gauss_hermite(if (is.null(fit$quadrature)) 20L else fit$quadrature)
-  bern <- fit$likelihood != "gaussian"
-  r <- .ffi_svgp_elbo(Kuu, Kuf, kdiag, params$q_mu, .svgp_qsqrt(params), target,
-                      fit$likelihood, if (bern) 1 else params$noise, params$mean, gh,
-                      fit$control$jitter, fit$control$jitter_cap, !isFALSE(fit$whiten),
-                      scale, grad)
-  c(r, list(kernel = k, x = x, Kuu = Kuu, Kuf = Kuf))
-}
-
-# The ELBO at `params` (a minibatch estimate when `batch` is given) and its
-# gradient on the unconstrained scale: the variational blocks from
-# src/svgp.c directly, the kernel parameters and Z by the one contraction
-# of the adjoints Guu, Guf, gdiag (R/kernels.R).
-#' @export
-.evaluate.svgp <- function(fit, params, grad = TRUE, batch = NULL, ...) {
-  # on a cluster the workers hold the rows (R/cluster.R)
-  on <- !is.null(fit$cluster)
-  r <- if (on) .svgp_cluster_call(fit, params, grad, batch) else
-    .svgp_call(fit, params, grad, batch)
-  W <- .svgp_qsqrt(params)
-  bern <- fit$likelihood != "gaussian"
-  # terms sum to the bound: the expected log-likelihood and minus the KL
-  out <- list(value = r$elbo, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
-              jitter_scale = mean(diag(r$Kuu)),
-              posterior = list(L = r$L, q_mu = params$q_mu, q_sqrt = W,
-                               whiten = !isFALSE(fit$whiten)))
-  if (!grad) return(out)
-  gk <- if (on) {
-    .stream_add(.stream_contract_uu(r$kernel, fit$x, params$Z, r$Guu, r$jitter,
-                                    .any_free(fit, "Z")), r$gk_data)
-  } else {
-    .contract(r$kernel, r$x, params$Z, Gww = r$Guu, Gwf = r$Guf, gdiag = r$gdiag,
-              Kwf = r$Kuf, jitter = r$jitter, want_W = .any_free(fit, "Z"))
-  }
-  g <- list(variance = gk$variance, lengthscale = gk$lengthscale,
-            noise = if (bern) NULL else r$gnoise * params$noise,
-            mean = r$gmean, Z = gk$W,
-            q_mu = r$gq_mu,
-            q_sqrt_diag = diag(r$gq_sqrt) * params$q_sqrt_diag,
-            q_sqrt_lower = r$gq_sqrt[lower.tri(r$gq_sqrt)])
-  out$grad <- g[names(params)]
-  out
-}
-
-# q(f*) (Tiao 2020, Appendix II): A = L^-1 K_u*; whitened mean m + A' b,
-# variance k** - |A|^2 + |W' A|^2; non-whitened the same with
-# Psi = L^-T A in place of A in the mean and in W' Psi. Blocks of 1000 rows.
-#' @export
-.predict_latent.svgp <- function(fit, xnew, full_cov) {
-  k <- .kernel_at(fit$kernel, fit$params)
-  post <- fit$posterior
-  Z <- fit$params$Z
-  m <- fit$params$mean
-  proj <- function(Ku) {
-    A <- forwardsolve(post$L, Ku)
-    P <- if (isFALSE(post$whiten)) backsolve(t(post$L), A) else A
-    list(A = A, P = P, V = crossprod(post$q_sqrt, P))
-  }
-  if (full_cov) {
-    p <- proj(.ffi_kern_matrix(k, Z, xnew))
-    return(list(mean = drop(crossprod(p$P, post$q_mu)) + m,
-                cov = .ffi_kern_matrix(k, xnew) - crossprod(p$A) + crossprod(p$V)))
-  }
-  mean <- var <- numeric(nrow(xnew))
-  for (b in .row_blocks(nrow(xnew))) {
-    xb <- xnew[b, , drop = FALSE]
-    p <- proj(.ffi_kern_matrix(k, Z, xb))
-    mean[b] <- drop(crossprod(p$P, post$q_mu)) + m
-    var[b] <- .ffi_kern_diag(k, xb) - colSums(p$A^2) + colSums(p$V^2)
-  }
-  list(mean = mean, var = var)
-}
-
-#' @rdname predict.pgpr
-#' @export
-predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
-                         interval = c("none", "confidence", "prediction"), level = 0.95,
-                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
-                         cluster = NULL, ...) {
-  .check_dots("predict", ...)
-  gauss <- object$likelihood == "gaussian"
-  if (gauss && !is.null(method)) {
-    stop("'method' applies to the Bernoulli likelihood only (the Gaussian predictive is exact)",
-         call. = FALSE)
-  }
-  types <- if (gauss) c("latent", "response") else .classifier_types
-  type <- if (is.null(type)) types[1L] else match.arg(type, unique(types))
-  interval <- match.arg(interval)
-  if (!gauss) {
-    method <- if (is.null(method)) "quadrature" else
-      match.arg(method, c("quadrature", "probit", "plugin"))
-  }
-  if (!is.null(newdata) && NROW(newdata) == 0L) {
-    return(.svgp_predict_empty(object, type, .check_flag(full_cov, "full_cov")))
-  }
-  if (gauss) {
-    return(predict.sparsevgp(object, newdata, type = type, interval = interval, level = level,
-                             se.fit = se.fit, full_cov = full_cov, na.action = na.action,
-                             cluster = cluster))
-  }
-  .predict_classifier(object, newdata, type, method, interval, level, se.fit, full_cov, na.action,
-                      cluster = cluster)
-}
-
-# predict() on zero rows of new data: empty results of the usual shapes.
-.svgp_predict_empty <- function(object, type, full_cov) {
-  e <- setNames(numeric(0), character(0))
-  if (type == "class") return(.labels_from_prob(e, object$labels))
-  if (type %in% c("pg_variance", "prob", "response") && object$likelihood != "gaussian") return(e)
-  if (full_cov) {
-    if (!type %in% c("link", "latent", "response") ||
-        (object$likelihood != "gaussian" && type == "response")) {
-      stop("'full_cov = TRUE' is only available for type = \"link\"", call. = FALSE)
-    }
-    return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
-  }
-  list(mean = e, var = e)
-}
-
-#' @export
-fitted.svgp <- function(object, method = "quadrature", cluster = NULL, ...) {
-  if (object$likelihood == "gaussian") return(NextMethod())
-  .check_dots("fitted", ...)
-  .fitted_classifier(object, method, cluster)
-}
-
 # summary() of a minibatch fit says so.
 #' @export
 .report.svgp <- function(fit) {
@@ -629,13 +467,177 @@ fitted.svgp <- function(object, method = "quadrature", cluster = NULL, ...) {
   fit
 }
 
+# print()'s line on the likelihood's own parameters.
+#' @export
+.noise_label.svgp <- function(fit, digits) .lik_noise_label(.lik_of(fit), fit$params, digits)
+
+# ---- predictions ------------------------------------------------------------------
+
+#' Predictions from svgp and odvgp fits
+#'
+#' Predictions of \code{\link{svgp}()} and \code{\link{odvgp}()} fits at new
+#' inputs, for every likelihood (see \code{\link{gp_likelihood}}).
+#' \itemize{
+#'   \item Gaussian: the types, intervals and standard errors of
+#'     \code{\link{predict.sparsevgp}}.
+#'   \item Bernoulli (logit or probit link): those of
+#'     \code{\link{predict.pgpr}} (the latent function, class
+#'     probabilities by \code{method}, labels); \code{type = "pg_variance"}
+#'     too.
+#'   \item Several classes (robust-max, softmax): \code{type = "link"} gives
+#'     the marginals of the \eqn{K} latent functions, \code{list(mean, var)}
+#'     as \eqn{n \times K}{n x K} matrices; \code{"prob"} the matrix of class
+#'     probabilities; \code{"class"} the most probable class as a factor.
+#'     For robust-max the probabilities are
+#'     \eqn{(1 - \epsilon)P_k + \epsilon/(K - 1)(1 - P_k)} with
+#'     \eqn{P_k = P(\arg\max_j f_j = k)}{P_k = P(argmax_j f_j = k)} by
+#'     Gauss-Hermite quadrature (normalised to sum to one over \eqn{k}) and
+#'     \eqn{\epsilon = 10^{-3}}; for the softmax the Monte Carlo average of
+#'     \eqn{\exp(f_k) / \sum_j \exp(f_j)}{exp(f_k) / sum_j exp(f_j)} over the
+#'     fit's draws \eqn{f = \mu + \sqrt{s}\,\epsilon}{f = mu + sqrt(s) eps}
+#'     (see \code{\link{odvgp}()}), which sums to one over \eqn{k}.
+#' }
+#'
+#' @param object an \code{svgp} or \code{odvgp} fit.
+#' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
+#'   default the training inputs.
+#' @param type as for \code{\link{predict.sparsevgp}} (Gaussian) or
+#'   \code{\link{predict.pgpr}} (two classes); for several classes
+#'   \code{"link"} (the default), \code{"prob"} or \code{"class"}.
+#' @param method two classes only: as for \code{\link{predict.pgpr}}.
+#' @param interval,level,se.fit as for \code{\link{predict.sparsevgp}}
+#'   (Gaussian) and \code{\link{predict.pgpr}} (two classes); not for
+#'   several classes.
+#' @param full_cov not for several classes: the full covariance of the
+#'   latent function.
+#' @param na.action what to do with rows of \code{newdata} with missing
+#'   inputs: \code{na.pass} (the default) gives them \code{NA},
+#'   \code{na.omit} drops them, \code{na.exclude} pads them with \code{NA}.
+#' @param cluster a cluster from \code{parallel::makeCluster()} over whose
+#'   workers the rows of \code{newdata} are split (see \code{\link{scaling}}).
+#' @param ... not used: any argument here is an error.
+#' @return See \code{type}; rows are named by the row names of
+#'   \code{newdata}, columns of multiclass results by the classes.
+#' @aliases predict.odvgp
+#' @examples
+#' set.seed(1)
+#' x <- matrix(runif(120, -2, 2), 60, 2)
+#' y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
+#' fit <- odvgp(x, y, inducing = 5, orthogonal = 8,
+#'              control = list(optimizer = "natgrad", maxit = 50, natgrad_step = 0.1,
+#'                             natgrad_warmup = 10))
+#' round(predict(fit, x[1:3, ], type = "prob"), 3)
+#' predict(fit, x[1:3, ], type = "class")
+#' @export
+predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
+                         interval = c("none", "confidence", "prediction"), level = 0.95,
+                         se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
+                         cluster = NULL, ...) {
+  .check_dots("predict", ...)
+  a <- list(newdata = newdata, type = type, method = method, interval = match.arg(interval),
+            level = level, se.fit = se.fit, full_cov = .check_flag(full_cov, "full_cov"),
+            na.action = na.action, cluster = cluster)
+  .svgp_predict(.lik_of(object), object, a)
+}
+
+# predict() by the kind of likelihood: Gaussian, two classes, several
+# classes, and any other (R/likelihoods.R's moments and quantiles).
+.svgp_predict <- function(lik, object, a) UseMethod(".svgp_predict")
+
+#' @export
+.svgp_predict.lik_gaussian <- function(lik, object, a) {
+  if (!is.null(a$method)) {
+    stop("'method' applies to the Bernoulli likelihood only (the Gaussian predictive is exact)",
+         call. = FALSE)
+  }
+  type <- if (is.null(a$type)) "latent" else match.arg(a$type, c("latent", "response"))
+  if (!is.null(a$newdata) && NROW(a$newdata) == 0L) {
+    e <- setNames(numeric(0), character(0))
+    if (a$full_cov) return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
+    return(list(mean = e, var = e))
+  }
+  predict.sparsevgp(object, a$newdata, type = type, interval = a$interval, level = a$level,
+                    se.fit = a$se.fit, full_cov = a$full_cov, na.action = a$na.action,
+                    cluster = a$cluster)
+}
+
+#' @export
+.svgp_predict.lik_binary <- function(lik, object, a) {
+  type <- if (is.null(a$type)) "link" else match.arg(a$type, .classifier_types)
+  method <- if (is.null(a$method)) "quadrature" else
+    match.arg(a$method, c("quadrature", "probit", "plugin"))
+  if (!is.null(a$newdata) && NROW(a$newdata) == 0L) {
+    e <- setNames(numeric(0), character(0))
+    if (type == "class") return(.labels_from_prob(e, object$labels))
+    if (type %in% c("pg_variance", "prob", "response")) return(e)
+    if (a$full_cov) return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
+    return(list(mean = e, var = e))
+  }
+  .predict_classifier(object, a$newdata, type, method, a$interval, a$level, a$se.fit,
+                      a$full_cov, a$na.action, cluster = a$cluster)
+}
+
+#' @export
+.svgp_predict.lik_multiclass <- function(lik, object, a) {
+  type <- if (is.null(a$type)) "link" else match.arg(a$type, c("link", "latent", "prob", "class"))
+  if (!is.null(a$method)) stop("'method' applies to binary classifiers only", call. = FALSE)
+  if (a$full_cov) stop("'full_cov = TRUE' is not available for multiclass fits", call. = FALSE)
+  if (a$interval != "none" || isTRUE(a$se.fit)) {
+    stop("'interval' and 'se.fit' are not available for multiclass fits: use type = \"prob\"",
+         call. = FALSE)
+  }
+  pin <- .prediction_inputs(object, a$newdata, a$na.action)
+  xnew <- pin$x
+  lev <- object$labels$levels
+  # rows with missing inputs give NA (na.pass) and are padded back for
+  # na.exclude, as in predict.lm()
+  fill <- function(v) {
+    out <- matrix(NA_real_, nrow(xnew), ncol(v))
+    out[pin$ok, ] <- v
+    dimnames(out) <- list(rownames(xnew), lev)
+    stats::napredict(pin$na, out)
+  }
+  lat <- .predict_latent_on(object, xnew[pin$ok, , drop = FALSE], FALSE, a$cluster)
+  lat$var <- pmax(lat$var, 0)
+  if (type %in% c("link", "latent")) return(list(mean = fill(lat$mean), var = fill(lat$var)))
+  p <- fill(.lik_prob(lik, lat$mean, lat$var))
+  if (type == "prob") return(p)
+  cls <- factor(lev[max.col(replace(p, is.na(p), 0), ties.method = "first")], levels = lev)
+  cls[!stats::complete.cases(p)] <- NA
+  names(cls) <- rownames(p)
+  cls
+}
+
+#' @export
+fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
+  .check_dots("fitted", ...)
+  if (!is.null(object$labels)) {
+    return(predict(object, type = "prob", method = method, cluster = cluster))
+  }
+  if (!is.null(method)) stop("'method' is for classifiers", call. = FALSE)
+  .fitted_values(object, cluster)
+}
+
+#' @export
+residuals.svgp <- function(object, ...) {
+  if (.lik_of(object)$latent > 1L) {
+    stop("residuals() is not defined for multiclass fits: compare predict(fit, type = \"prob\") with the classes",
+         call. = FALSE)
+  }
+  NextMethod()
+}
+
 #' @rdname plot.pgpr
 #' @export
 plot.svgp <- function(x, which = c("fit", "convergence", "residuals"),
                       what = c("prob", "pg_variance"), n = 200L,
                       method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
                       xlab = NULL, ylab = NULL, main = NULL, ...) {
-  if (x$likelihood == "gaussian") {
+  if (.lik_of(x)$latent > 1L) {
+    stop("plot() is not available for multiclass fits: use predict(type = \"prob\")",
+         call. = FALSE)
+  }
+  if (is.null(x$labels)) {
     if (!missing(method)) stop("'method' is for classifiers: see ?plot.sparsevgp", call. = FALSE)
     return(plot.sparsevgp(x, which = which, what = if (missing(what)) "mean" else what, n = n,
                           level = level, inducing = inducing, xlab = xlab, ylab = ylab,

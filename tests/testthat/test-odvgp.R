@@ -454,7 +454,7 @@ test_that("parameter maps round-trip and the natural-gradient step is the expect
   m <- f$params$q_mu
   S <- odvgp_S(f)
   R <- t(chol(S))
-  nat <- sparsevgp:::.odvgp_eval(f, f$params, natural_only = TRUE)$natural
+  nat <- sparsevgp:::.uc_natural(f, f$params)
   Kinv <- nat$Kinv
   gm <- drop(Kinv %*% nat$latents[[1]]$r)
   P <- nat$latents[[1]]$P

@@ -428,7 +428,10 @@ test_that("multiclass svgp is the coupled multiclass model: robust-max by defaul
   expect_gt(mean(predict(a, type = "class") == y), 0.8)
   # update() refits through svgp() and keeps the class
   u <- suppressWarnings(update(a, control = list(maxit = 5)))
-  expect_s3_class(u, "odvgp")
+  # an svgp fit (issue 20: no longer an odvgp fit relabelled)
+  expect_s3_class(a, "svgp")
+  expect_false(inherits(a, "odvgp"))
+  expect_s3_class(u, "svgp")
   expect_identical(as.character(u$call[[1L]]), "svgp")
   expect_gte(u$bound, a$bound - 1e-8)
   # softmax: the same Monte Carlo draws as odvgp under the same seed

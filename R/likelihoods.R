@@ -1,0 +1,607 @@
+# The likelihoods of the uncollapsed models (svgp(), odvgp()): one small S3
+# class per family, "lik_<family>" (with "sparsevgp_likelihood"), holding
+# plain data (the family, the Gauss-Hermite order, the classes, Monte Carlo
+# draws, fixed parameters). Everything the models and the shared methods
+# need to know about a likelihood is one of the internal generics below;
+# no other file tests which likelihood a fit has. A new likelihood is a
+# new class here: its name in .lik_families and its methods.
+#
+#   .lik_read(lik, y, n)       the response as this family reads it:
+#                              list(lik, y (kept in fit$y), target (what
+#                              .lik_ell() reads), labels (class coding or
+#                              NULL)), with clear errors for values it
+#                              cannot take
+#   .lik_blocks(lik, target, noise)
+#                              the likelihood's own parameter blocks:
+#                              list(params, transforms, roles)
+#   .lik_ell(lik, MU, S, target, params, scale)
+#                              E_q[log p(y | f)] of the marginals
+#                              f_nk ~ N(MU_nk, S_nk) (n x K, K latent
+#                              functions) times `scale`, its derivatives g
+#                              and h in MU and S (n x K), and `grad`, its
+#                              gradient in the likelihood's own blocks on
+#                              the unconstrained scale
+#   .lik_moments(lik, mu, s, params)
+#                              mean and variance of a new y (regression
+#                              families)
+#   .lik_quantile(lik, mu, s, params, p)
+#                              quantiles of a new y (prediction intervals)
+#   .lik_draw(lik, f, params)  y drawn given latent values f
+#   .lik_prob(lik, MU, S)      class probabilities (classifiers)
+#   .lik_label(lik), .lik_title(lik), .lik_noise_label(lik, params, digits)
+#                              what print(), summary() and plots say
+#   .lik_mean(lik, mean, target)
+#                              the prior mean: list(value, fixed) from the
+#                              user's `mean` (NULL: the family's default)
+# and these fields: `family`, `latent` (the number of latent functions),
+# `location` (TRUE when y is on the scale of f: the optimiser standardises
+# by y and offsets apply), `conjugate` (Gaussian: a natural-gradient step
+# of size 1 is exact), `link` (the inverse link of predictions),
+# `quadrature` (Gauss-Hermite nodes, where used).
+
+.lik_families <- c("bernoulli", "gaussian", "probit", "robustmax", "softmax")
+
+# ---- construction -------------------------------------------------------------
+
+# A likelihood object of `family` with the quadrature order `quadrature`
+# and, for the softmax, `mc_samples` Monte Carlo draws.
+.new_lik <- function(family, quadrature = 20L, mc_samples = NULL) {
+  family <- match.arg(family, .lik_families)
+  fields <- switch(family,
+    gaussian = list(location = TRUE, conjugate = TRUE, link = "identity"),
+    bernoulli = list(link = "logit"),
+    probit = list(link = "probit"),
+    robustmax = list(link = "robustmax"),
+    softmax = list(link = "softmax", mc_samples = mc_samples))
+  base <- list(family = family, latent = 1L, location = FALSE, conjugate = FALSE,
+               quadrature = as.integer(quadrature))
+  cls <- c(paste0("lik_", family),
+           if (family %in% c("bernoulli", "probit")) "lik_binary",
+           if (family %in% c("robustmax", "softmax")) "lik_multiclass", "sparsevgp_likelihood")
+  structure(utils::modifyList(base, fields), class = cls)
+}
+
+# The likelihood of a model: a family name or a likelihood object (its
+# family's settings kept), with the model's quadrature order and Monte Carlo
+# draws; mc_samples is for the softmax only.
+.as_likelihood <- function(likelihood, quadrature = 20L, mc_samples = NULL) {
+  if (inherits(likelihood, "sparsevgp_likelihood")) {
+    lik <- likelihood
+    lik$quadrature <- as.integer(quadrature)
+  } else {
+    if (!is.character(likelihood) || length(likelihood) < 1L) {
+      stop(sprintf("'likelihood' must be one of %s", paste0("\"", .lik_families, "\"",
+                                                          collapse = ", ")), call. = FALSE)
+    }
+    lik <- .new_lik(match.arg(likelihood[1L], .lik_families), quadrature)
+  }
+  if (!is.null(mc_samples) && lik$family != "softmax") {
+    stop("'control$mc_samples' applies to the softmax likelihood only", call. = FALSE)
+  }
+  if (lik$family == "softmax") lik$mc_samples <- mc_samples
+  lik
+}
+
+# The family a response implies when the user names none: a factor (or
+# character vector) with more than two classes is multiclass (robust-max);
+# two classes (a factor, a logical, numbers coded 0/1 or -1/+1) are
+# Bernoulli; any other numbers are `numeric` ("gaussian" for odvgp(); NULL
+# for svgp(), which then reads them as labels and says which likelihood to
+# name).
+.lik_choose <- function(y, numeric = "gaussian") {
+  v <- y[!is.na(y)]
+  if ((is.factor(y) || is.character(y)) && length(unique(v)) > 2L) return("robustmax")
+  if (is.factor(y) || is.character(y) || is.logical(y)) return("bernoulli")
+  if (is.numeric(y) && length(v) && (all(v %in% c(0, 1)) || all(v %in% c(-1, 1)))) {
+    return("bernoulli")
+  }
+  if (is.null(numeric)) "bernoulli" else numeric
+}
+
+# The likelihood of any fit: the uncollapsed models keep theirs; the
+# collapsed ones are Gaussian, pgpr Bernoulli-logit.
+.lik_of <- function(fit) {
+  if (!is.null(fit$lik)) return(fit$lik)
+  .new_lik(if (is.null(fit$labels)) "gaussian" else "bernoulli")
+}
+
+# ---- the generics ---------------------------------------------------------------
+
+.lik_read <- function(lik, y, n) UseMethod(".lik_read")
+.lik_blocks <- function(lik, target, noise) UseMethod(".lik_blocks")
+.lik_ell <- function(lik, MU, S, target, params, scale) UseMethod(".lik_ell")
+.lik_moments <- function(lik, mu, s, params) UseMethod(".lik_moments")
+.lik_quantile <- function(lik, mu, s, params, p) UseMethod(".lik_quantile")
+.lik_draw <- function(lik, f, params) UseMethod(".lik_draw")
+.lik_prob <- function(lik, MU, S) UseMethod(".lik_prob")
+.lik_label <- function(lik) UseMethod(".lik_label")
+.lik_title <- function(lik) UseMethod(".lik_title")
+.lik_noise_label <- function(lik, params, digits) UseMethod(".lik_noise_label")
+.lik_mean <- function(lik, mean, target) UseMethod(".lik_mean")
+
+# Defaults: no parameters of its own (a `noise` is an error), no noise line,
+# a prior mean of 0 by default (classifiers), learned when asked.
+#' @export
+.lik_blocks.sparsevgp_likelihood <- function(lik, target, noise) {
+  if (!is.null(noise)) {
+    stop("'noise' applies to the Gaussian likelihood only", call. = FALSE)
+  }
+  list(params = list(), transforms = character(), roles = list())
+}
+
+#' @export
+.lik_noise_label.sparsevgp_likelihood <- function(lik, params, digits) NULL
+
+#' @export
+.lik_mean.sparsevgp_likelihood <- function(lik, mean, target) {
+  .mean_start(if (is.null(mean)) 0 else mean, 0)
+}
+
+#' @export
+.lik_moments.sparsevgp_likelihood <- function(lik, mu, s, params) {
+  stop(sprintf("the %s likelihood has no predictive mean and variance of y: use type = \"prob\"",
+               lik$family), call. = FALSE)
+}
+
+#' @export
+.lik_prob.sparsevgp_likelihood <- function(lik, MU, S) {
+  stop(sprintf("the %s likelihood has no class probabilities", lik$family), call. = FALSE)
+}
+
+# The nodes and weights of the expectation E[g(f)], f ~ N(mu, s2), as
+# sum_i w_i g(mu + sd u_i): Gauss-Hermite of order n rescaled to the normal.
+.gh_normal <- function(n) {
+  gh <- .gauss_hermite(n)
+  list(u = sqrt(2) * gh$x, w = gh$w / sqrt(pi))
+}
+
+# The expectation of a non-finite value is an error that names it (the
+# fitting loops step back from it).
+.lik_check <- function(ell) {
+  if (!is.finite(ell)) stop("the expected log-likelihood is not finite", call. = FALSE)
+  ell
+}
+
+# ---- Gaussian -------------------------------------------------------------------
+
+# y ~ N(f, sigma^2) with a learned noise variance sigma^2; the expectation
+# E[log N(y; f, sigma^2)] = log N(y; mu, sigma^2) - s / (2 sigma^2) is exact
+# (src/svgp.c).
+#' @export
+.lik_read.lik_gaussian <- function(lik, y, n) {
+  target <- .as_response(y, n)
+  list(lik = lik, y = target, target = target, labels = NULL)
+}
+
+#' @export
+.lik_blocks.lik_gaussian <- function(lik, target, noise) {
+  if (is.null(noise)) noise <- .noise_start(target)
+  list(params = list(noise = .check_positive(noise, "noise", 1L)),
+       transforms = c(noise = "log"), roles = list())
+}
+
+#' @export
+.lik_ell.lik_gaussian <- function(lik, MU, S, target, params, scale) {
+  e <- .ffi_svgp_ell(MU[, 1L], S[, 1L], target, "gaussian", params$noise,
+                     .gauss_hermite(1L), scale)
+  list(ell = e$ell, g = matrix(e$g, ncol = 1L), h = matrix(e$h, ncol = 1L),
+       grad = list(noise = e$gnoise * params$noise))
+}
+
+#' @export
+.lik_moments.lik_gaussian <- function(lik, mu, s, params) {
+  list(mean = mu, var = s + params$noise)
+}
+
+#' @export
+.lik_quantile.lik_gaussian <- function(lik, mu, s, params, p) {
+  mu + stats::qnorm(p) * sqrt(s + params$noise)
+}
+
+#' @export
+.lik_draw.lik_gaussian <- function(lik, f, params) {
+  f + sqrt(params$noise) * stats::rnorm(length(f))
+}
+
+#' @export
+.lik_label.lik_gaussian <- function(lik) "Gaussian"
+
+#' @export
+.lik_title.lik_gaussian <- function(lik) "Gaussian"
+
+#' @export
+.lik_noise_label.lik_gaussian <- function(lik, params, digits) {
+  sprintf("variance %s", format(params$noise, digits = digits))
+}
+
+#' @export
+.lik_mean.lik_gaussian <- function(lik, mean, target) {
+  .mean_start(if (is.null(mean)) "constant" else mean, mean(target))
+}
+
+# ---- Bernoulli (logit and probit links) -----------------------------------------
+
+# p(y | f) = sigmoid(y f) (logit) or Phi(y f) (probit) with y in {-1, +1};
+# expectations by Gauss-Hermite quadrature in src/svgp.c (their derivatives
+# are those of the quadrature sum).
+#' @export
+.lik_read.lik_binary <- function(lik, y, n) {
+  lab <- .as_labels(y, n, hint = "likelihood")
+  list(lik = lik, y = lab$y01, target = lab$ypm, labels = lab$coding)
+}
+
+#' @export
+.lik_ell.lik_binary <- function(lik, MU, S, target, params, scale) {
+  e <- .ffi_svgp_ell(MU[, 1L], S[, 1L], target, lik$family, 1, .gauss_hermite(lik$quadrature),
+                     scale)
+  list(ell = e$ell, g = matrix(e$g, ncol = 1L), h = matrix(e$h, ncol = 1L), grad = list())
+}
+
+#' @export
+.lik_prob.lik_binary <- function(lik, MU, S) .class_prob(MU, S, "quadrature", lik$link)
+
+#' @export
+.lik_draw.lik_binary <- function(lik, f, params) {
+  g <- if (lik$link == "probit") stats::pnorm else stats::plogis
+  as.numeric(stats::runif(length(f)) < g(f))
+}
+
+#' @export
+.lik_label.lik_binary <- function(lik) {
+  sprintf("Bernoulli-%s (%d-point Gauss-Hermite)", lik$link, lik$quadrature)
+}
+
+#' @export
+.lik_title.lik_binary <- function(lik) lik$link
+
+#' @export
+.lik_mean.lik_binary <- function(lik, mean, target) {
+  .mean_start(if (is.null(mean)) 0 else mean, .class_mean_start((target + 1) / 2))
+}
+
+# ---- several classes: robust-max and softmax -------------------------------------
+
+# K latent functions, one per class; y a factor (or character vector) with
+# at least two classes, read as the index of the class.
+#' @export
+.lik_read.lik_multiclass <- function(lik, y, n) {
+  lab <- .multiclass_labels(y, n)
+  lik$latent <- length(lab$coding$levels)
+  if (lik$family == "softmax") lik$mc <- .softmax_mc(lik$mc_samples, lik$latent)
+  list(lik = lik, y = lab$index, target = as.double(lab$index), labels = lab$coding)
+}
+
+# A constant shared by all classes does not change these likelihoods: the
+# prior mean is 0.
+#' @export
+.lik_mean.lik_multiclass <- function(lik, mean, target) {
+  if (!is.null(mean) && !identical(mean, 0) && !identical(mean, 0L)) {
+    stop("'mean' must be 0 for multiclass likelihoods (a constant shared by all classes does not change the likelihood)",
+         call. = FALSE)
+  }
+  .mean_start(0, 0)
+}
+
+#' @export
+.lik_draw.lik_multiclass <- function(lik, f, params) {
+  p <- .lik_prob(lik, f, matrix(0, nrow(f), ncol(f)))
+  u <- stats::runif(nrow(p))
+  1L + rowSums(u > t(apply(p, 1L, cumsum))[, -ncol(p), drop = FALSE])
+}
+
+# The robust-max likelihood (Hernandez-Lobato, Hernandez-Lobato and Dupont
+# 2011; the multiclass likelihood of Salimbeni et al. 2018, section 4):
+# p(y | f) = 1 - eps when y = argmax_k f_k, eps / (K - 1) otherwise, with
+# eps = 1e-3 (GPflow's default). Under independent marginals
+# f_k ~ N(mu_k, s_k), E[log p(y | f)] = log(eps / (K - 1)) + c P with
+# c = log(1 - eps) - log(eps / (K - 1)) and
+#   P = P(f_y > f_k for all k != y)
+#     = int N(u; 0, 1) prod_{k != y} Phi((mu_y + sd_y u - mu_k) / sd_k) du,
+# computed by Gauss-Hermite quadrature in u, with its exact derivatives in
+# mu and s (those of the quadrature sum; derived for this package and
+# checked against finite differences). Variances are floored at 1e-12.
+.robustmax_eps <- 1e-3
+
+.robustmax_P <- function(MU, S, y, gh, deriv = TRUE) {
+  n <- nrow(MU)
+  K <- ncol(MU)
+  sd <- sqrt(pmax(S, 1e-12))
+  iy <- cbind(seq_len(n), y)
+  my <- MU[iy]
+  sy <- sd[iy]
+  u <- sqrt(2) * gh$x
+  w <- gh$w / sqrt(pi)
+  P <- numeric(n)
+  dmu <- dsd <- matrix(0, n, K)
+  for (i in seq_along(u)) {
+    Zi <- (my + sy * u[i] - MU) / sd
+    lP <- stats::pnorm(Zi, log.p = TRUE)
+    lP[iy] <- 0
+    lF <- rowSums(lP)
+    P <- P + w[i] * exp(lF)
+    if (!deriv) next
+    # R = F phi(z) / Phi(z) for k != y, 0 for k = y
+    R <- exp(lF - lP + stats::dnorm(Zi, log = TRUE))
+    R[iy] <- 0
+    Rs <- R / sd
+    dmu <- dmu - w[i] * Rs
+    dsd <- dsd - w[i] * Rs * Zi
+    dmu[iy] <- dmu[iy] + w[i] * rowSums(Rs)
+    dsd[iy] <- dsd[iy] + w[i] * u[i] * rowSums(Rs)
+  }
+  list(P = P, dmu = dmu, ds = dsd / (2 * sd))
+}
+
+# list(ell, g, h, gnoise) with g and h n x K.
+.robustmax_ell <- function(MU, S, y, gh, scale) {
+  K <- ncol(MU)
+  eps <- .robustmax_eps
+  lo <- log(eps / (K - 1))
+  cc <- log(1 - eps) - lo
+  r <- .robustmax_P(MU, S, y, gh)
+  ell <- .lik_check(scale * sum(lo + cc * r$P))
+  list(ell = ell, g = scale * cc * r$dmu, h = scale * cc * r$ds, gnoise = 0)
+}
+
+# Class probabilities from the latent marginals: P(argmax = k) for every k
+# (normalised over k, which removes the quadrature's small error in their
+# sum), mixed with the label noise eps.
+.robustmax_prob <- function(MU, S, gh) {
+  K <- ncol(MU)
+  P <- vapply(seq_len(K), function(k) {
+    .robustmax_P(MU, S, rep(k, nrow(MU)), gh, deriv = FALSE)$P
+  }, numeric(nrow(MU)))
+  P <- matrix(P, nrow(MU), K)
+  P <- P / rowSums(P)
+  eps <- .robustmax_eps
+  (1 - eps) * P + eps / (K - 1) * (1 - P)
+}
+
+#' @export
+.lik_ell.lik_robustmax <- function(lik, MU, S, target, params, scale) {
+  e <- .robustmax_ell(MU, S, target, .gauss_hermite(lik$quadrature), scale)
+  list(ell = e$ell, g = e$g, h = e$h, grad = list())
+}
+
+#' @export
+.lik_prob.lik_robustmax <- function(lik, MU, S) {
+  .robustmax_prob(MU, S, .gauss_hermite(lik$quadrature))
+}
+
+#' @export
+.lik_label.lik_robustmax <- function(lik) {
+  sprintf("robust-max (%d classes, %d-point Gauss-Hermite)", lik$latent, lik$quadrature)
+}
+
+#' @export
+.lik_title.lik_robustmax <- function(lik) "robust-max"
+
+# p(y = k | f) = exp(f_k) / sum_j exp(f_j). Its expectation under independent
+# marginals f_j ~ N(mu_j, s_j) has no closed form; it is estimated by Monte
+# Carlo with a fixed S x K matrix of standard-normal draws eps (shared by all
+# rows, drawn once per fit), reparametrised as f = mu + sqrt(s) eps (Kingma
+# and Welling 2014), so that the estimate is a deterministic smooth function
+# of (mu, s) and its gradients below are exact for the fixed draws:
+#   d/dmu_k  = mean_s (1[k = y] - p_k(f_s)),
+#   d/ds_k   = mean_s (1[k = y] - p_k(f_s)) eps_sk / (2 sqrt(s_k)).
+
+# The seed (from the session's random stream, so reproducible under
+# set.seed()) and the draws, made without moving that stream further.
+.softmax_mc <- function(samples, K) {
+  if (is.null(samples)) samples <- 100L
+  if (!is.numeric(samples) || length(samples) != 1L || !is.finite(samples) ||
+      samples < 1 || samples != round(samples)) {
+    stop("'control$mc_samples' must be a whole number >= 1", call. = FALSE)
+  }
+  seed <- sample.int(.Machine$integer.max, 1L)
+  old <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", old, envir = globalenv()))
+  set.seed(seed)
+  list(seed = seed, draws = matrix(stats::rnorm(samples * K), samples, K))
+}
+
+# Row maxima of a matrix by K vectorised pmax() calls (apply() over n rows
+# would dominate the cost of the softmax expectation).
+.row_max <- function(A) {
+  m <- A[, 1L]
+  for (k in seq_len(ncol(A))[-1L]) m <- pmax(m, A[, k])
+  m
+}
+
+# The softmax of each draw, n x K, for row-wise latent values Fs (n x K).
+.softmax_rows <- function(Fs) {
+  E <- exp(Fs - .row_max(Fs))
+  E / rowSums(E)
+}
+
+# list(ell, g, h, gnoise) with g and h n x K.
+.softmax_ell <- function(MU, S, y, draws, scale) {
+  n <- nrow(MU)
+  K <- ncol(MU)
+  sd <- sqrt(pmax(S, 1e-12))
+  iy <- cbind(seq_len(n), y)
+  Y <- matrix(0, n, K)
+  Y[iy] <- 1
+  ns <- nrow(draws)
+  ell <- numeric(n)
+  g <- h <- matrix(0, n, K)
+  for (s in seq_len(ns)) {
+    Es <- matrix(draws[s, ], n, K, byrow = TRUE)
+    Fs <- MU + sd * Es
+    mx <- .row_max(Fs)
+    lse <- mx + log(rowSums(exp(Fs - mx)))
+    ell <- ell + Fs[iy] - lse
+    R <- Y - exp(Fs - lse)
+    g <- g + R
+    h <- h + R * Es
+  }
+  ell <- .lik_check(scale * sum(ell) / ns)
+  list(ell = ell, g = scale * g / ns, h = scale * h / (2 * sd * ns), gnoise = 0)
+}
+
+# Class probabilities: the Monte Carlo average of the softmax over the
+# fit's draws (each draw's probabilities sum to one, so their average does).
+.softmax_prob <- function(MU, S, draws) {
+  n <- nrow(MU)
+  K <- ncol(MU)
+  sd <- sqrt(pmax(S, 0))
+  P <- matrix(0, n, K)
+  for (s in seq_len(nrow(draws))) {
+    P <- P + .softmax_rows(MU + sd * matrix(draws[s, ], n, K, byrow = TRUE))
+  }
+  P / nrow(draws)
+}
+
+#' @export
+.lik_ell.lik_softmax <- function(lik, MU, S, target, params, scale) {
+  e <- .softmax_ell(MU, S, target, lik$mc$draws, scale)
+  list(ell = e$ell, g = e$g, h = e$h, grad = list())
+}
+
+#' @export
+.lik_prob.lik_softmax <- function(lik, MU, S) .softmax_prob(MU, S, lik$mc$draws)
+
+#' @export
+.lik_label.lik_softmax <- function(lik) {
+  sprintf("softmax (%d classes, %d Monte Carlo draws)", lik$latent, nrow(lik$mc$draws))
+}
+
+#' @export
+.lik_title.lik_softmax <- function(lik) "softmax"
+
+# ---- reading labels -------------------------------------------------------------
+
+# Two classes coded as y01 in {0, 1} and ypm = 2 y01 - 1 in {-1, +1} (the PG
+# formulas use y_n^2 = 1, Passerello 2022, chapter 4), plus what is needed to give
+# class predictions back in the user's coding. The positive class (1) is the
+# second factor level, TRUE, or 1, as in glm(). `hint` says what to do with
+# numbers that are not labels: "likelihood" (name another likelihood of an
+# uncollapsed model) or "sgpr" (a regression model).
+.as_labels <- function(y, n, name = "y", hint = "sgpr") {
+  if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
+  if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
+  if (!is.null(dim(y))) stop(sprintf("'%s' must be a vector, not a matrix", name), call. = FALSE)
+  if (length(y) != n) {
+    stop(sprintf("'%s' has length %d but the inputs have %d rows", name, length(y), n),
+         call. = FALSE)
+  }
+  if (anyNA(y)) {
+    stop(sprintf("'%s' contains NA (%d of %d labels): remove those observations first",
+                 name, sum(is.na(y)), n), call. = FALSE)
+  }
+  two <- function(k, what) {
+    if (k != 2L) {
+      stop(sprintf("'%s' must have exactly two classes, but it has %d (%s)", name, k, what),
+           call. = FALSE)
+    }
+  }
+  if (is.factor(y)) {
+    used <- levels(y)[levels(y) %in% as.character(y)]
+    two(length(used), paste(used, collapse = ", "))
+    y01 <- as.numeric(as.character(y) == used[2L])
+    coding <- list(type = "factor", levels = used)
+  } else if (is.logical(y)) {
+    two(length(unique(y)), paste(unique(y), collapse = ", "))
+    y01 <- as.numeric(y)
+    coding <- list(type = "logical", levels = c("FALSE", "TRUE"))
+  } else if (is.numeric(y)) {
+    u <- sort(unique(y))
+    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
+      stop(sprintf("'%s' as a number must be coded 0/1 (or -1/+1) for a classifier; it has values %s. %s",
+                   name, paste(utils::head(u, 5L), collapse = ", "),
+                   if (identical(hint, "likelihood"))
+                     "For a numeric response say so: likelihood = \"gaussian\" (regression)" else
+                     "For a numeric response use a regression model such as sgpr()"),
+           call. = FALSE)
+    }
+    two(length(u), paste(u, collapse = ", "))
+    y01 <- as.numeric(y == 1)
+    coding <- list(type = "numeric", levels = as.character(u), values = u)
+  } else {
+    stop(sprintf("'%s' must be a two-level factor, a logical vector or a 0/1 vector, not %s",
+                 name, class(y)[1L]), call. = FALSE)
+  }
+  list(y01 = y01, ypm = 2 * y01 - 1, coding = coding)
+}
+
+# Class labels for the multiclass likelihoods: a factor (or character
+# vector) with at least two classes; list(index (1..K), coding).
+.multiclass_labels <- function(y, n) {
+  if (is.character(y)) y <- factor(y)
+  if (!is.factor(y) || !is.null(dim(y))) {
+    stop("'y' must be a factor for multiclass likelihoods", call. = FALSE)
+  }
+  if (length(y) != n) {
+    stop(sprintf("'y' has length %d but the inputs have %d rows", length(y), n), call. = FALSE)
+  }
+  if (anyNA(y)) stop("'y' contains NA: remove those observations first", call. = FALSE)
+  used <- levels(y)[levels(y) %in% as.character(y)]
+  if (length(used) < 2L) {
+    stop(sprintf("'y' must have at least two classes, but it has %d", length(used)),
+         call. = FALSE)
+  }
+  list(index = match(as.character(y), used), coding = list(type = "multiclass", levels = used))
+}
+
+# The starting value of a learned constant prior mean of a classifier: the
+# logit of the share of positive labels (kept within [0.01, 0.99]).
+.class_mean_start <- function(y01) stats::qlogis(min(max(mean(y01), 0.01), 0.99))
+
+# Class labels in the user's coding from the probability of the positive
+# class (p > 1/2; every probability method gives the same boundary mu = 0).
+.labels_from_prob <- function(p, coding) {
+  pos <- p > 0.5
+  out <- switch(coding$type,
+    factor = factor(coding$levels[1L + pos], levels = coding$levels),
+    logical = pos,
+    numeric = coding$values[1L + pos])
+  names(out) <- names(p)
+  out
+}
+
+# ---- quadrature and binary probabilities ----------------------------------------
+
+.gh_cache <- new.env(parent = emptyenv())
+
+# Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt (Golub and Welsch 1969:
+# the nodes are the eigenvalues of the Jacobi matrix of the Hermite
+# polynomials, the weights sqrt(pi) times the squared first components).
+.gauss_hermite <- function(n = 20L) {
+  key <- as.character(n)
+  if (!is.null(.gh_cache[[key]])) return(.gh_cache[[key]])
+  if (n == 1L) {
+    gh <- list(x = 0, w = sqrt(pi))
+  } else {
+    J <- matrix(0, n, n)
+    off <- sqrt(seq_len(n - 1L) / 2)
+    J[cbind(1:(n - 1L), 2:n)] <- off
+    J[cbind(2:n, 1:(n - 1L))] <- off
+    e <- eigen(J, symmetric = TRUE)
+    o <- order(e$values)
+    gh <- list(x = e$values[o], w = sqrt(pi) * e$vectors[1L, o]^2)
+  }
+  .gh_cache[[key]] <- gh
+  gh
+}
+
+# p(y = 1 | x) from the latent predictive N(mu, s2):
+#   "quadrature": int sigmoid(f) N(f; mu, s2) df by 20-point Gauss-Hermite,
+#   "probit":     sigmoid(mu / sqrt(1 + pi s2 / 8)) (MacKay 1992),
+#   "plugin":     sigmoid(mu), the choice of the code behind Passerello's
+#                 experiments (2022, chapter 5).
+.class_prob <- function(mu, s2, method, link = "logit") {
+  # probit link: int Phi(f) N(f; mu, s2) df = Phi(mu / sqrt(1 + s2)) exactly
+  if (identical(link, "probit")) {
+    return(if (method == "plugin") stats::pnorm(mu) else stats::pnorm(mu / sqrt(1 + pmax(s2, 0))))
+  }
+  switch(method,
+    plugin = stats::plogis(mu),
+    probit = stats::plogis(mu / sqrt(1 + pi * s2 / 8)),
+    quadrature = {
+      gh <- .gauss_hermite(20L)
+      s <- sqrt(pmax(s2, 0))
+      p <- numeric(length(mu))
+      for (i in seq_along(gh$x)) p <- p + gh$w[i] * stats::plogis(mu + sqrt(2) * s * gh$x[i])
+      p / sqrt(pi)
+    })
+}
