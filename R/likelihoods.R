@@ -27,6 +27,7 @@
 #   .lik_quantile(lik, mu, s, params, p)
 #                              quantiles of a new y (prediction intervals)
 #   .lik_draw(lik, f, params)  y drawn given latent values f
+#   .lik_link_inverse(lik, f)  E[y | f] (the inverse link)
 #   .lik_prob(lik, MU, S)      class probabilities (classifiers)
 #   .lik_label(lik), .lik_title(lik), .lik_noise_label(lik, params, digits)
 #                              what print(), summary() and plots say
@@ -113,6 +114,7 @@
 .lik_moments <- function(lik, mu, s, params) UseMethod(".lik_moments")
 .lik_quantile <- function(lik, mu, s, params, p) UseMethod(".lik_quantile")
 .lik_draw <- function(lik, f, params) UseMethod(".lik_draw")
+.lik_link_inverse <- function(lik, f) UseMethod(".lik_link_inverse")
 .lik_prob <- function(lik, MU, S) UseMethod(".lik_prob")
 .lik_label <- function(lik) UseMethod(".lik_label")
 .lik_title <- function(lik) UseMethod(".lik_title")
@@ -142,6 +144,9 @@
   stop(sprintf("the %s likelihood has no predictive mean and variance of y: use type = \"prob\"",
                lik$family), call. = FALSE)
 }
+
+#' @export
+.lik_link_inverse.sparsevgp_likelihood <- function(lik, f) f
 
 #' @export
 .lik_prob.sparsevgp_likelihood <- function(lik, MU, S) {
@@ -241,9 +246,13 @@
 .lik_prob.lik_binary <- function(lik, MU, S) .class_prob(MU, S, "quadrature", lik$link)
 
 #' @export
+.lik_link_inverse.lik_binary <- function(lik, f) {
+  if (lik$link == "probit") stats::pnorm(f) else stats::plogis(f)
+}
+
+#' @export
 .lik_draw.lik_binary <- function(lik, f, params) {
-  g <- if (lik$link == "probit") stats::pnorm else stats::plogis
-  as.numeric(stats::runif(length(f)) < g(f))
+  as.numeric(stats::runif(length(f)) < .lik_link_inverse(lik, f))
 }
 
 #' @export

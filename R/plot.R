@@ -141,40 +141,22 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   pad <- 0.05 * diff(xr)
   if (pad == 0) pad <- 1
   grid <- matrix(seq(xr[1L] - pad, xr[2L] + pad, length.out = n), ncol = 1L)
-  z <- stats::qnorm((1 + level) / 2)
-  pf <- .grid_moments(object, grid)
   g <- grid[, 1L]
-  gy <- g
-  # the noise may be known only at the training inputs (a vector of
-  # variances, or a noise formula in variables other than the input): then
-  # the y band is drawn there
-  py <- if (!noise || identical(object$noise_model$kind, "known")) NULL else
-    tryCatch(.grid_moments(object, grid, noise = TRUE), error = function(e) NULL)
-  if (noise && is.null(py)) {
-    o <- order(object$x[, 1L])
-    gy <- object$x[o, 1L]
-    obj <- object
-    obj$offset <- NULL
-    p0 <- .predict_moments(obj, .prediction_inputs(obj), noise = TRUE)
-    py <- list(mean = p0$mean[o], var = p0$var[o], noise = p0$noise[o])
-  }
-  sf <- sqrt(pf$var)
-  sy <- if (noise) sqrt(py$var + py$noise)
+  b <- .plot_bands(.lik_of(object), object, grid, level, noise)
   yname <- .response_name(object)
   if (!is.null(object$offset)) yname <- paste(yname, "- offset")
   if (is.null(xlab)) xlab <- .input_names(object)[1L]
   if (is.null(ylab)) ylab <- yname
-  ylim <- range(object$y, pf$mean - z * sf, pf$mean + z * sf,
-                if (noise) c(py$mean - z * sy, py$mean + z * sy))
+  ylim <- range(object$y, b$f_lo, b$f_hi, if (noise) c(b$y_lo, b$y_hi))
   graphics::plot(object$x[, 1L], object$y, xlab = xlab, ylab = ylab, main = main,
                  ylim = ylim, pch = 16, cex = 0.6, col = grDevices::grey(0.45), ...)
-  graphics::polygon(c(g, rev(g)), c(pf$mean - z * sf, rev(pf$mean + z * sf)),
+  graphics::polygon(c(g, rev(g)), c(b$f_lo, rev(b$f_hi)),
                     col = grDevices::adjustcolor("steelblue", 0.3), border = NA)
   if (noise) {
-    graphics::lines(gy, py$mean - z * sy, lty = 2, col = "steelblue4")
-    graphics::lines(gy, py$mean + z * sy, lty = 2, col = "steelblue4")
+    graphics::lines(b$gy, b$y_lo, lty = 2, col = "steelblue4")
+    graphics::lines(b$gy, b$y_hi, lty = 2, col = "steelblue4")
   }
-  graphics::lines(g, pf$mean, lwd = 2, col = "steelblue4")
+  graphics::lines(g, b$mean, lwd = 2, col = "steelblue4")
   marks <- if (inducing) .inducing_marks(object) else list()
   # symbols on the lower edge, so that the two sets of an osgpr fit differ
   # in shape as well as colour (legible in grey scale)
@@ -193,9 +175,60 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
                    col = c(grDevices::grey(0.45), "steelblue4",
                            grDevices::adjustcolor("steelblue", 0.3), if (noise) "steelblue4",
                            vapply(marks, function(m) m$col, "")))
-  out <- data.frame(x = g, mean = unname(pf$mean), sd_f = unname(sf))
-  if (noise && length(gy) == length(g)) out$sd_y <- unname(sy)
+  out <- data.frame(x = g, mean = unname(b$mean), sd_f = unname(b$sd_f))
+  if (noise && length(b$gy) == length(g)) out$sd_y <- unname(b$sd_y)
   out
+}
+
+# The curve and the bands of a plot at the rows of `grid` (NULL: the
+# training inputs, with their offsets), of coverage `level`: the mean of y,
+# the band of the latent function on the scale of y (f_lo, f_hi) and, with
+# `noise`, that of a new y at the inputs `gy` (y_lo, y_hi), with the
+# standard deviations of f and of y.
+.plot_bands <- function(lik, object, grid, level, noise) UseMethod(".plot_bands")
+
+# Gaussian: mean -/+ z sd. The noise may be known only at the training
+# inputs (a vector of variances, or a noise formula in variables other than
+# the input): then the y band is drawn there.
+#' @export
+.plot_bands.lik_gaussian <- function(lik, object, grid, level, noise) {
+  z <- stats::qnorm((1 + level) / 2)
+  if (is.null(grid)) {
+    p <- .predict_moments(object, .prediction_inputs(object), noise = TRUE)
+    s <- sqrt(p$var + p$noise)
+    return(list(mean = p$mean, y_lo = p$mean - z * s, y_hi = p$mean + z * s, sd_y = s))
+  }
+  pf <- .grid_moments(object, grid)
+  gy <- grid[, 1L]
+  py <- if (!noise || identical(object$noise_model$kind, "known")) NULL else
+    tryCatch(.grid_moments(object, grid, noise = TRUE), error = function(e) NULL)
+  if (noise && is.null(py)) {
+    o <- order(object$x[, 1L])
+    gy <- object$x[o, 1L]
+    obj <- object
+    obj$offset <- NULL
+    p0 <- .predict_moments(obj, .prediction_inputs(obj), noise = TRUE)
+    py <- list(mean = p0$mean[o], var = p0$var[o], noise = p0$noise[o])
+  }
+  sf <- sqrt(pf$var)
+  sy <- if (noise) sqrt(py$var + py$noise)
+  list(mean = pf$mean, f_lo = pf$mean - z * sf, f_hi = pf$mean + z * sf, sd_f = sf, gy = gy,
+       y_lo = if (noise) py$mean - z * sy, y_hi = if (noise) py$mean + z * sy, sd_y = sy)
+}
+
+# Any other likelihood (R/likelihoods.R): the mean of y, the band of E[y |
+# f] (the inverse link of f's band) and the quantiles of a new y.
+#' @export
+.plot_bands.sparsevgp_likelihood <- function(lik, object, grid, level, noise) {
+  z <- stats::qnorm((1 + level) / 2)
+  p <- if (is.null(grid)) .predict_moments(object, .prediction_inputs(object)) else
+    .grid_moments(object, grid)
+  m <- .lik_moments(lik, p$mean, p$var, object$params)
+  sf <- sqrt(p$var)
+  q <- if (noise) .lik_quantile(lik, p$mean, p$var, object$params, (1 + c(-1, 1) * level) / 2)
+  list(mean = m$mean, f_lo = .lik_link_inverse(lik, p$mean - z * sf),
+       f_hi = .lik_link_inverse(lik, p$mean + z * sf), sd_f = sf,
+       gy = if (!is.null(grid)) grid[, 1L], y_lo = q[[1L]], y_hi = q[[2L]], sd_y = sqrt(m$var))
 }
 
 # Inducing inputs to mark on plots: list(list(at, col, pch, label)).
@@ -270,7 +303,9 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   g2 <- seq(r2[1L], r2[2L], length.out = n)
   grid <- as.matrix(expand.grid(g1, g2))
   p <- .grid_moments(object, grid)
-  z <- if (what == "mean") p$mean else sqrt(p$var)
+  # the mean of y (E[y] under the predictive: f itself for the Gaussian)
+  z <- if (what == "mean") .lik_moments(.lik_of(object), p$mean, p$var, object$params)$mean else
+    sqrt(p$var)
   zm <- matrix(z, n, n)
   nm <- .input_names(object)
   if (is.null(xlab)) xlab <- nm[1L]
@@ -298,20 +333,17 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
 }
 
 .plot_observed <- function(object, level, xlab, ylab, main, ...) {
-  p <- .predict_moments(object, .prediction_inputs(object), noise = TRUE)
-  s <- sqrt(p$var + p$noise)
-  z <- stats::qnorm((1 + level) / 2)
+  b <- .plot_bands(.lik_of(object), object, NULL, level, TRUE)
   y <- object$y + if (is.null(object$offset)) 0 else object$offset
   yname <- .response_name(object)
   if (is.null(xlab)) xlab <- paste("observed", yname)
   if (is.null(ylab)) ylab <- sprintf("predicted %s (%g%% interval)", yname, 100 * level)
-  lim <- range(y, p$mean - z * s, p$mean + z * s)
-  graphics::plot(y, p$mean, xlab = xlab, ylab = ylab, main = main,
+  lim <- range(y, b$y_lo, b$y_hi)
+  graphics::plot(y, b$mean, xlab = xlab, ylab = ylab, main = main,
                  xlim = range(y), ylim = lim, pch = 16, cex = 0.6, col = "steelblue4", ...)
-  graphics::segments(y, p$mean - z * s, y, p$mean + z * s,
-                     col = grDevices::adjustcolor("steelblue", 0.3))
+  graphics::segments(y, b$y_lo, y, b$y_hi, col = grDevices::adjustcolor("steelblue", 0.3))
   graphics::abline(0, 1, lty = 2, col = grDevices::grey(0.4))
-  data.frame(observed = unname(y), predicted = unname(p$mean), sd = unname(s))
+  data.frame(observed = unname(y), predicted = unname(b$mean), sd = unname(b$sd_y))
 }
 
 # Pearson residuals against fitted values (training rows used in the fit).

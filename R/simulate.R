@@ -83,32 +83,22 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   inp <- .prediction_inputs(object, newdata, na.action)
   ok <- inp$ok
   n <- nrow(inp$x)
-  if (is.null(joint)) joint <- sum(ok) <= max_joint
-  classifier <- !is.null(object$labels)
-  noise <- !classifier && type == "response"
-  p <- .predict_moments(object, inp, full_cov = joint, noise = noise)
-  f <- matrix(NA_real_, n, nsim)
-  if (any(ok)) {
-    m <- p$mean[ok]
-    z <- matrix(stats::rnorm(sum(ok) * nsim), sum(ok), nsim)
-    f[ok, ] <- m + if (joint) .chol_jitter(p$cov[ok, ok, drop = FALSE]) %*% z else
-      sqrt(p$var[ok]) * z
-  }
-  sims <- if (type != "response") {
-    as.data.frame(f)
-  } else if (!classifier) {
-    e <- matrix(stats::rnorm(n * nsim), n, nsim) * sqrt(p$noise)
-    as.data.frame(f + e)
+  lik <- .lik_of(object)
+  if (lik$latent > 1L) {
+    sims <- .simulate_multiclass(object, lik, inp, nsim, type, joint)
   } else {
-    g <- if (.class_link(object) == "probit") stats::pnorm else stats::plogis
-    u <- matrix(stats::runif(n * nsim), n, nsim)
-    as.data.frame(lapply(seq_len(nsim), function(j) {
-      lab <- .labels_from_prob(ifelse(u[, j] < g(f[, j]), 1, 0), object$labels)
-      lab[is.na(f[, j])] <- NA
-      lab
-    }))
+    if (is.null(joint)) joint <- sum(ok) <= max_joint
+    p <- .predict_moments(object, inp, full_cov = joint)
+    f <- matrix(NA_real_, n, nsim)
+    if (any(ok)) {
+      m <- p$mean[ok]
+      z <- matrix(stats::rnorm(sum(ok) * nsim), sum(ok), nsim)
+      f[ok, ] <- m + if (joint) .chol_jitter(p$cov[ok, ok, drop = FALSE]) %*% z else
+        sqrt(p$var[ok]) * z
+    }
+    sims <- if (type != "response") as.data.frame(f) else .draw_response(lik, object, f, inp)
+    names(sims) <- paste0("sim_", seq_len(nsim))
   }
-  names(sims) <- paste0("sim_", seq_len(nsim))
   rn <- rownames(inp$x)
   if (is.null(rn)) rn <- as.character(seq_len(n))
   rownames(sims) <- make.unique(rn)
@@ -122,6 +112,71 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
     rownames(sims) <- make.unique(full)
   }
   attr(sims, "seed") <- rng_state
+  sims
+}
+
+# Observations drawn given the latent draws f (n x nsim; NA at incomplete
+# rows), by the likelihood: a data frame, one column per draw.
+.draw_response <- function(lik, object, f, inp) UseMethod(".draw_response")
+
+# Gaussian noise with the fit's variances (divided by the prior weights at
+# the training inputs; a noise model's at new inputs).
+#' @export
+.draw_response.lik_gaussian <- function(lik, object, f, inp) {
+  noise <- .noise_vector(object, inp)
+  as.data.frame(f + matrix(stats::rnorm(length(f)), nrow(f), ncol(f)) * sqrt(noise))
+}
+
+# Labels with probability g(f), coded like the training labels.
+#' @export
+.draw_response.lik_binary <- function(lik, object, f, inp) {
+  g <- function(v) .lik_link_inverse(lik, v)
+  u <- matrix(stats::runif(length(f)), nrow(f), ncol(f))
+  as.data.frame(lapply(seq_len(ncol(f)), function(j) {
+    lab <- .labels_from_prob(ifelse(u[, j] < g(f[, j]), 1, 0), object$labels)
+    lab[is.na(f[, j])] <- NA
+    lab
+  }))
+}
+
+# Any other likelihood: its own draws given f (R/likelihoods.R).
+#' @export
+.draw_response.sparsevgp_likelihood <- function(lik, object, f, inp) {
+  as.data.frame(lapply(seq_len(ncol(f)), function(j) {
+    y <- rep(NA_real_, nrow(f))
+    ok <- !is.na(f[, j])
+    y[ok] <- .lik_draw(lik, f[ok, j], object$params)
+    y
+  }))
+}
+
+# Several classes: the K latent functions drawn independently at each input
+# (joint draws over inputs are not available), then classes by the
+# likelihood; type = "latent" gives one column per draw and class.
+.simulate_multiclass <- function(object, lik, inp, nsim, type, joint) {
+  if (isTRUE(joint)) {
+    stop("joint draws are not available for multiclass fits: use joint = FALSE", call. = FALSE)
+  }
+  ok <- inp$ok
+  n <- nrow(inp$x)
+  lev <- object$labels$levels
+  lat <- .predict_latent(object, inp$x[ok, , drop = FALSE], FALSE)
+  K <- length(lev)
+  out <- lapply(seq_len(nsim), function(i) {
+    f <- lat$mean + sqrt(pmax(lat$var, 0)) * matrix(stats::rnorm(sum(ok) * K), sum(ok), K)
+    if (type != "response") {
+      m <- matrix(NA_real_, n, K, dimnames = list(NULL, lev))
+      m[ok, ] <- f
+      return(as.data.frame(m))
+    }
+    cls <- factor(rep(NA_character_, n), levels = lev)
+    cls[ok] <- lev[.lik_draw(lik, f, object$params)]
+    data.frame(cls)
+  })
+  sims <- do.call(cbind, out)
+  names(sims) <- if (type != "response") {
+    paste(rep(paste0("sim_", seq_len(nsim)), each = K), lev, sep = "_")
+  } else paste0("sim_", seq_len(nsim))
   sims
 }
 

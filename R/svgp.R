@@ -608,6 +608,65 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
   cls
 }
 
+# Any other likelihood (counts, heavy tails): type = "latent" is f, with
+# confidence intervals; type = "response" is a new y, its mean and variance
+# (.lik_moments()), with confidence intervals for E[y | f] (the inverse link
+# of the interval of f) and prediction intervals from the quantiles of the
+# predictive distribution of y (.lik_quantile()).
+#' @export
+.svgp_predict.sparsevgp_likelihood <- function(lik, object, a) {
+  if (!is.null(a$method)) {
+    stop("'method' applies to the Bernoulli likelihood only", call. = FALSE)
+  }
+  type <- if (is.null(a$type)) "latent" else match.arg(a$type, c("latent", "link", "response"))
+  level <- .check_level(a$level)
+  se.fit <- .check_flag(a$se.fit, "se.fit")
+  if (a$full_cov && (type == "response" || a$interval != "none" || se.fit)) {
+    stop("'full_cov = TRUE' gives the covariance of the latent function: use type = \"latent\" without 'interval' or 'se.fit'",
+         call. = FALSE)
+  }
+  if (type != "response" && a$interval == "prediction") {
+    stop("a prediction interval is for a new observation y: use type = \"response\"",
+         call. = FALSE)
+  }
+  inp <- .prediction_inputs(object, a$newdata, a$na.action)
+  lat <- .predict_moments(object, inp, a$full_cov, cluster = a$cluster)
+  if (a$full_cov) return(list(mean = .pad(inp, lat$mean), cov = .pad(inp, lat$cov, cov = TRUE)))
+  mu <- lat$mean
+  s <- lat$var
+  m <- if (type == "response") .lik_moments(lik, mu, s, object$params) else list(mean = mu, var = s)
+  names(m$mean) <- names(m$var) <- names(mu)
+  if (a$interval == "none" && !se.fit) return(list(mean = .pad(inp, m$mean), var = .pad(inp, m$var)))
+  fit <- m$mean
+  if (a$interval != "none") {
+    z <- stats::qnorm((1 + level) / 2)
+    lu <- if (a$interval == "prediction") {
+      .response_quantiles(lik, mu, s, object$params, (1 + c(-1, 1) * level) / 2)
+    } else {
+      inv <- if (type == "response") function(f) .lik_link_inverse(lik, f) else identity
+      list(inv(mu - z * sqrt(s)), inv(mu + z * sqrt(s)))
+    }
+    fit <- .interval_matrix(m$mean, lu[[1L]], lu[[2L]])
+  }
+  fit <- .pad(inp, fit)
+  if (!se.fit) return(fit)
+  list(fit = fit, se.fit = .pad(inp, sqrt(m$var)))
+}
+
+# Quantiles p of a new y at the rows with a latent predictive (NA where
+# there is none): list, one vector per p.
+.response_quantiles <- function(lik, mu, s, params, p) {
+  ok <- !is.na(mu)
+  lapply(p, function(pp) {
+    q <- rep(NA_real_, length(mu))
+    if (any(ok)) q[ok] <- .lik_quantile(lik, mu[ok], s[ok], params, pp)
+    q
+  })
+}
+
+# Fitted values: class probabilities of a classifier, else the mean of y at
+# the training inputs (E[y] under the predictive: the expected count of a
+# Poisson fit).
 #' @export
 fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
   .check_dots("fitted", ...)
@@ -615,16 +674,30 @@ fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
     return(predict(object, type = "prob", method = method, cluster = cluster))
   }
   if (!is.null(method)) stop("'method' is for classifiers", call. = FALSE)
-  .fitted_values(object, cluster)
+  predict(object, type = "response", cluster = cluster)$mean
 }
 
+# Residuals of a regression likelihood against the predictive mean of y;
+# Pearson residuals divide by its predictive standard deviation
+# (.lik_moments(): for the Gaussian, that of the latent function and the
+# noise together, as for the other models).
 #' @export
-residuals.svgp <- function(object, ...) {
-  if (.lik_of(object)$latent > 1L) {
+residuals.svgp <- function(object, type = c("response", "pearson"), ...) {
+  lik <- .lik_of(object)
+  if (lik$latent > 1L) {
     stop("residuals() is not defined for multiclass fits: compare predict(fit, type = \"prob\") with the classes",
          call. = FALSE)
   }
-  NextMethod()
+  if (!is.null(object$labels)) return(NextMethod())
+  .check_dots("residuals", ...)
+  type <- match.arg(type)
+  inp <- .prediction_inputs(object)
+  p <- .predict_moments(object, inp)
+  m <- .lik_moments(lik, p$mean, p$var, object$params)
+  r <- object$y - (m$mean - if (is.null(object$offset)) 0 else object$offset)
+  if (type == "pearson") r <- r / sqrt(m$var)
+  names(r) <- rownames(object$x)
+  stats::naresid(object$na.action, r)
 }
 
 #' @rdname plot.pgpr
