@@ -160,6 +160,18 @@
   list(u = sqrt(2) * gh$x, w = gh$w / sqrt(pi))
 }
 
+# Quantiles p (a vector) of a new y at the points with a latent predictive
+# N(mu, s) (NA where there is none): a list, one vector per p.
+.lik_quantiles <- function(lik, mu, s, params, p) {
+  ok <- !is.na(mu) & !is.na(s)
+  lapply(p, function(pp) {
+    q <- rep(NA_real_, length(mu))
+    if (any(ok)) q[ok] <- .lik_quantile(lik, mu[ok], s[ok], params, pp)
+    names(q) <- names(mu)
+    q
+  })
+}
+
 # The expectation of a non-finite value is an error that names it (the
 # fitting loops step back from it).
 .lik_check <- function(ell) {

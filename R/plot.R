@@ -225,7 +225,7 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
     .grid_moments(object, grid)
   m <- .lik_moments(lik, p$mean, p$var, object$params)
   sf <- sqrt(p$var)
-  q <- if (noise) .lik_quantile(lik, p$mean, p$var, object$params, (1 + c(-1, 1) * level) / 2)
+  q <- if (noise) .lik_quantiles(lik, p$mean, p$var, object$params, (1 + c(-1, 1) * level) / 2)
   list(mean = m$mean, f_lo = .lik_link_inverse(lik, p$mean - z * sf),
        f_hi = .lik_link_inverse(lik, p$mean + z * sf), sd_f = sf,
        gy = if (!is.null(grid)) grid[, 1L], y_lo = q[[1L]], y_hi = q[[2L]], sd_y = sqrt(m$var))

@@ -641,7 +641,7 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
   if (a$interval != "none") {
     z <- stats::qnorm((1 + level) / 2)
     lu <- if (a$interval == "prediction") {
-      .response_quantiles(lik, mu, s, object$params, (1 + c(-1, 1) * level) / 2)
+      .lik_quantiles(lik, mu, s, object$params, (1 + c(-1, 1) * level) / 2)
     } else {
       inv <- if (type == "response") function(f) .lik_link_inverse(lik, f) else identity
       list(inv(mu - z * sqrt(s)), inv(mu + z * sqrt(s)))
@@ -651,17 +651,6 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
   fit <- .pad(inp, fit)
   if (!se.fit) return(fit)
   list(fit = fit, se.fit = .pad(inp, sqrt(m$var)))
-}
-
-# Quantiles p of a new y at the rows with a latent predictive (NA where
-# there is none): list, one vector per p.
-.response_quantiles <- function(lik, mu, s, params, p) {
-  ok <- !is.na(mu)
-  lapply(p, function(pp) {
-    q <- rep(NA_real_, length(mu))
-    if (any(ok)) q[ok] <- .lik_quantile(lik, mu[ok], s[ok], params, pp)
-    q
-  })
 }
 
 # Fitted values: class probabilities of a classifier, else the mean of y at
