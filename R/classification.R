@@ -161,6 +161,19 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 # "logit" (pgpr and svgp's Bernoulli-logit).
 .class_link <- function(object) .lik_of(object)$link
 
+# Residuals of a classifier (residuals() of pgpr and svgp fits): the 0/1
+# labels minus the probabilities of the positive class, divided by
+# sqrt(p (1 - p)) for type = "pearson"; padded for na.exclude.
+.residuals_classifier <- function(object, type = c("response", "pearson")) {
+  type <- match.arg(type)
+  p <- .predict_classifier(object, NULL, "prob", "quadrature", "none", 0.95, FALSE, FALSE,
+                           pad = FALSE)
+  r <- object$y - p
+  if (type == "pearson") r <- r / sqrt(p * (1 - p))
+  names(r) <- rownames(object$x)
+  stats::naresid(object$na.action, r)
+}
+
 # Training-set probabilities (padded for the rows that na.exclude dropped).
 .fitted_classifier <- function(object, method, cluster = NULL) {
   .predict_classifier(object, NULL, "prob", method, cluster = cluster)

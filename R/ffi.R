@@ -9,6 +9,10 @@
 
 .combo_codes <- c(sum = 1L, product = 2L)
 
+# Whether a kernel is a sum or product of kernels (R/kernels.R builds them):
+# such a kernel goes to the C routines as the list of its parts.
+.is_combo <- function(kernel) inherits(kernel, "sparsevgp_kernel_combo")
+
 # The list the C code reads: list(family code, variance, lengthscale), or
 # for a sum or product of kernels list(operator code, list(parts)) (read
 # by src/kernel_combo.c).

@@ -19,6 +19,10 @@
 # "random" in pgpr().
 .inducing_methods <- c("greedy", "hgv", "gv", "kmeans", "random")
 
+# The selection methods that are greedy conditional variance (plain or
+# heteroscedastic): they re-select in staged fits (R/training.R, R/pgpr.R).
+.greedy_methods <- c("greedy", "hgv", "gv")
+
 # What `inducing`, `M` and `threshold` ask for: list(method, M, threshold, Z)
 # with method "given" and Z for a matrix or a select_inducing() result, or a
 # selection method with Z = NULL. A number for `inducing` is M for the

@@ -426,8 +426,6 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
             class = c("sparsevgp_kernel_combo", "sparsevgp_kernel"))
 }
 
-.is_combo <- function(kernel) inherits(kernel, "sparsevgp_kernel_combo")
-
 # The single kernels of a kernel, left to right (depth first).
 .kern_leaves <- function(kernel) {
   if (!.is_combo(kernel)) return(list(kernel))

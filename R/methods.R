@@ -411,7 +411,6 @@ df.residual.sparsevgp <- function(object, ...) {
 #' @export
 fitted.sparsevgp <- function(object, cluster = NULL, ...) {
   .check_dots("fitted", ...)
-  if (!is.null(object$labels)) return(.fitted_classifier(object, "quadrature", cluster))
   .fitted_values(object, cluster)
 }
 
@@ -429,16 +428,9 @@ residuals.sparsevgp <- function(object, type = c("response", "pearson"), ...) {
   .check_dots("residuals", ...)
   type <- match.arg(type)
   inp <- .prediction_inputs(object)
-  if (!is.null(object$labels)) {
-    p <- .predict_classifier(object, NULL, "prob", "quadrature", "none", 0.95, FALSE, FALSE,
-                             pad = FALSE)
-    r <- object$y - p
-    if (type == "pearson") r <- r / sqrt(p * (1 - p))
-  } else {
-    pm <- .predict_moments(object, inp, noise = type == "pearson")
-    r <- object$y - (pm$mean - if (is.null(object$offset)) 0 else object$offset)
-    if (type == "pearson") r <- r / sqrt(pm$var + pm$noise)
-  }
+  pm <- .predict_moments(object, inp, noise = type == "pearson")
+  r <- object$y - (pm$mean - if (is.null(object$offset)) 0 else object$offset)
+  if (type == "pearson") r <- r / sqrt(pm$var + pm$noise)
   names(r) <- rownames(object$x)
   stats::naresid(object$na.action, r)
 }

@@ -171,40 +171,25 @@ natgrad_step <- function(fit, step = 1) {
   qb <- c("q_mu", "q_sqrt_diag", "q_sqrt_lower")
   cur <- fit$params
   trans <- fit$transforms
-  block <- rep(names(cur), lengths(cur))
-  if (any(fit$fixed[block %in% qb])) {
+  if (any(fit$fixed[.block_mask(fit, qb)])) {
     stop("natural gradients move all of q(u): 'fixed' must not name q_mu, q_sqrt_diag or q_sqrt_lower",
          call. = FALSE)
   }
-  free <- !fit$fixed & !(block %in% qb)
+  free <- !fit$fixed & !.block_mask(fit, qb)
   N <- nrow(fit$x)
   B <- if (is.null(fit$batch_size)) N else fit$batch_size
   ctrl <- fit$control
-  iters <- ctrl$maxit
   tau <- if (is.null(ctrl$natgrad_step)) 0.005 else ctrl$natgrad_step
   warm <- ctrl$natgrad_warmup
   if (is.null(warm)) warm <- if (.lik_of(fit)$conjugate) 0L else 100L
-  lr <- ctrl$lr
-  b1 <- 0.9
-  b2 <- 0.999
-  eps <- 1e-8
   progress <- .progress_new(fit, "natural gradients")
   snaps <- .snapshot_new(ctrl$snapshots)
-  full <- .pack(cur, trans)
-  if (any(free)) {
-    su <- .optim_setup(fit, full[free])
-    sc <- su$parscale
-    sh <- su$shift
-    s <- (full[free] - sh) / sc
-    lo <- (su$lower - sh) / sc
-    hi <- (su$upper - sh) / sc
-    m1 <- m2 <- numeric(length(s))
-  }
-  trace <- numeric(iters)
+  if (any(free)) adam <- .adam_new(fit, .pack(cur, trans)[free])
+  trace <- numeric(ctrl$maxit)
   halvings <- 0L
   done <- 0L
   start <- proc.time()[["elapsed"]]
-  interrupted <- identical(tryCatch(for (it in seq_len(iters)) {
+  interrupted <- identical(tryCatch(for (it in seq_len(ctrl$maxit)) {
     batch <- if (B < N) sort(sample.int(N, B)) else NULL
     step <- if (it <= warm) 1e-5 + (tau - 1e-5) * (it - 1) / warm else tau
     ng <- tryCatch(.natgrad_q(fit, cur, step, batch), error = function(e) {
@@ -215,23 +200,10 @@ natgrad_step <- function(fit, step = 1) {
     halvings <- halvings + ng$halvings
     value <- ng$value
     if (any(free)) {
-      r <- tryCatch(.evaluate(fit, cur, grad = TRUE, batch = batch), error = function(e) {
-        stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)", it,
-                     conditionMessage(e)), call. = FALSE)
-      })
-      g <- .flatten_grad(r$grad, cur)[free] * sc
-      if (!is.finite(r$value) || any(!is.finite(g))) {
-        stop(sprintf("iteration %d: the bound or its gradient is not finite (try a smaller control$lr)",
-                     it), call. = FALSE)
-      }
+      r <- .natgrad_adam(fit, cur, batch, free, adam, it)
+      adam <- r$adam
+      cur <- r$params
       value <- r$value
-      m1 <- b1 * m1 + (1 - b1) * g
-      m2 <- b2 * m2 + (1 - b2) * g^2
-      s <- s + lr * (m1 / (1 - b1^it)) / (sqrt(m2 / (1 - b2^it)) + eps)
-      s <- pmin(pmax(s, lo), hi)
-      full <- .pack(cur, trans)
-      full[free] <- s * sc + sh
-      cur <- .unpack(full, cur, trans)
     }
     trace[it] <- value
     done <- it
@@ -253,23 +225,39 @@ natgrad_step <- function(fit, step = 1) {
   fit
 }
 
-# Snapshots of the parameters during Adam and natural-gradient runs
-# (control$snapshots: the iterations to keep), each with the CPU time
-# (user + system) since the run started, for convergence studies.
-.snapshot_new <- function(at) {
-  list(at = if (is.null(at)) integer(0) else as.integer(at), start = .cpu_now(), list = list())
-}
-
-.snapshot_take <- function(snaps, it, params) {
-  if (it %in% snaps$at) {
-    snaps$list[[length(snaps$list) + 1L]] <- list(iteration = it,
-                                                  cpu = .cpu_now() - snaps$start,
-                                                  params = params)
+# The Adam step of iteration `it` on the free parameters other than q(u),
+# at the new q(u) `params`: list(params, value, adam).
+.natgrad_adam <- function(fit, params, batch, free, adam, it) {
+  r <- tryCatch(.evaluate(fit, params, grad = TRUE, batch = batch), error = function(e) {
+    stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)", it,
+                 conditionMessage(e)), call. = FALSE)
+  })
+  g <- .flatten_grad(r$grad, params)[free]
+  if (!is.finite(r$value) || any(!is.finite(g))) {
+    stop(sprintf("iteration %d: the bound or its gradient is not finite (try a smaller control$lr)",
+                 it), call. = FALSE)
   }
-  snaps
+  adam <- .adam_step(adam, g, it)
+  full <- .pack(params, fit$transforms)
+  full[free] <- adam$s * adam$sc + adam$sh
+  list(params = .unpack(full, params, fit$transforms), value = r$value, adam = adam)
 }
 
-.cpu_now <- function() {
-  t <- proc.time()
-  t[["user.self"]] + t[["sys.self"]]
+# Adam (Kingma and Ba 2015; beta1 = 0.9, beta2 = 0.999, eps = 1e-8) on the
+# free parameters `par` scaled and boxed as for L-BFGS-B (.optim_setup()):
+# its state, and one ascent step along the gradient g.
+.adam_new <- function(fit, par) {
+  su <- .optim_setup(fit, par)
+  list(sc = su$parscale, sh = su$shift, s = (par - su$shift) / su$parscale,
+       lo = (su$lower - su$shift) / su$parscale, hi = (su$upper - su$shift) / su$parscale,
+       m1 = numeric(length(par)), m2 = numeric(length(par)), lr = fit$control$lr)
+}
+
+.adam_step <- function(st, g, it, b1 = 0.9, b2 = 0.999, eps = 1e-8) {
+  g <- g * st$sc
+  st$m1 <- b1 * st$m1 + (1 - b1) * g
+  st$m2 <- b2 * st$m2 + (1 - b2) * g^2
+  st$s <- st$s + st$lr * (st$m1 / (1 - b1^it)) / (sqrt(st$m2 / (1 - b2^it)) + eps)
+  st$s <- pmin(pmax(st$s, st$lo), st$hi)
+  st
 }

@@ -434,6 +434,27 @@ objective.sparsevgp <- function(fit, ...) {
   fit
 }
 
+# Snapshots of the parameters during Adam and natural-gradient runs
+# (control$snapshots: the iterations to keep), each with the CPU time
+# (user + system) since the run started, for convergence studies.
+.snapshot_new <- function(at) {
+  list(at = if (is.null(at)) integer(0) else as.integer(at), start = .cpu_now(), list = list())
+}
+
+.snapshot_take <- function(snaps, it, params) {
+  if (it %in% snaps$at) {
+    snaps$list[[length(snaps$list) + 1L]] <- list(iteration = it,
+                                                  cpu = .cpu_now() - snaps$start,
+                                                  params = params)
+  }
+  snaps
+}
+
+.cpu_now <- function() {
+  t <- proc.time()
+  t[["user.self"]] + t[["sys.self"]]
+}
+
 # ---- progress ------------------------------------------------------------------
 
 # The trace level of a fit: control$trace, or, when it is NULL, 1 in

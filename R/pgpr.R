@@ -248,8 +248,6 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory)
 }
 
-# The greedy methods, which the double loop re-selects in every pass.
-.greedy_methods <- c("greedy", "hgv", "gv")
 
 #' @export
 .select_weights.pgpr <- function(fit) pg_theta(fit$c)
@@ -555,6 +553,12 @@ predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class
   .check_dots("predict", ...)
   .predict_classifier(object, newdata, type[1L], method[1L], interval[1L], level, se.fit,
                       full_cov, na.action, cluster = cluster)
+}
+
+#' @export
+residuals.pgpr <- function(object, type = c("response", "pearson"), ...) {
+  .check_dots("residuals", ...)
+  .residuals_classifier(object, type)
 }
 
 #' @export

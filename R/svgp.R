@@ -677,8 +677,8 @@ residuals.svgp <- function(object, type = c("response", "pearson"), ...) {
     stop("residuals() is not defined for multiclass fits: compare predict(fit, type = \"prob\") with the classes",
          call. = FALSE)
   }
-  if (!is.null(object$labels)) return(NextMethod())
   .check_dots("residuals", ...)
+  if (!is.null(object$labels)) return(.residuals_classifier(object, type))
   type <- match.arg(type)
   inp <- .prediction_inputs(object)
   p <- .predict_moments(object, inp)
