@@ -3,12 +3,11 @@
 # two sets of inducing inputs, beta (Z here, shared with the covariance, as
 # in svgp) and gamma (O here, mean only, projected onto the orthogonal
 # complement of span(beta)); the covariance is that of svgp on beta. With
-# no gamma it is the non-whitened svgp. The ELBO and its gradient are
-# computed here with BLAS matrix products (memory O(b (|beta| + |gamma|) +
-# (|beta| + |gamma|)^2) for a batch of b rows, nothing b x b); the expected
-# log-likelihood and its derivatives come from the svgp likelihoods in
-# src/svgp.c; the kernel parameters and the inducing inputs get their
-# gradients from the one contraction of R/kernels.R.
+# no gamma it is the non-whitened svgp. This file holds odvgp()'s
+# documentation and arguments; its ELBO and gradient are those of the one
+# evaluator of svgp() and odvgp() (R/uncollapsed.R), its bases (orthogonal,
+# hybrid, decoupled) the dispatch classes of R/variational.R, its
+# likelihoods those of R/likelihoods.R, and its methods svgp()'s.
 #
 # Parameters: q_mu = m_beta (the mean of f at beta, minus the constant prior
 # mean), q_sqrt = L_S (S = L_S L_S'), a_gamma; the paper's a_beta is
@@ -52,8 +51,9 @@
 #'
 #' Likelihoods and minibatches are those of \code{\link{svgp}()}: Gaussian
 #' (closed form), Bernoulli with the logit or probit link (Gauss-Hermite
-#' quadrature), and the unbiased minibatch estimate that scales the
-#' expected log-likelihood by \eqn{N/B}.
+#' quadrature), Poisson and Student-t (see \code{\link{gp_likelihood}}),
+#' and the unbiased minibatch estimate that scales the expected
+#' log-likelihood by \eqn{N/B}.
 #'
 #' Multiclass classification (a factor \code{y} with \eqn{K > 2} classes)
 #' uses \eqn{K} independent latent functions that share the kernel and both
@@ -132,17 +132,18 @@
 #'   \code{set.seed()}), or 0 for none. By default \eqn{\min(N, 2|\beta|)}{min(N, 2|beta|)}
 #'   random training inputs.
 #' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link),
-#'   \code{"probit"}, \code{"robustmax"} or \code{"softmax"} (several
-#'   classes). By default
-#'   \code{"robustmax"} when \code{y} is a factor with more than two
-#'   classes, \code{"bernoulli"} when it is a two-class factor or logical,
-#'   \code{"gaussian"} otherwise.
+#'   \code{"probit"}, \code{"poisson"}, \code{"student_t"} (or a
+#'   \code{\link{gp_likelihood}()}), \code{"robustmax"} or \code{"softmax"}
+#'   (several classes). By default \code{"robustmax"} when \code{y} is a
+#'   factor with more than two classes, \code{"bernoulli"} when it is a
+#'   two-class factor, a logical or numbers coded 0/1, \code{"gaussian"}
+#'   otherwise.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
 #'   a tenth of the variance of \code{y}, the paper's 0.1 for standardised
-#'   data).
+#'   data); Student-t: the starting squared scale.
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
-#'   it; by default \code{"constant"} for the Gaussian likelihood and 0 for
-#'   Bernoulli.
+#'   it; by default 0 for the classifiers and \code{"constant"} for the
+#'   others.
 #' @param fixed names of parameters to hold at their starting values, as in
 #'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"} (and, for
 #'   \code{basis = "decoupled"}, \code{"a_beta"} and \code{"L_B"} in place of
@@ -182,7 +183,7 @@
 #'
 #'   See also \link{sparsevgp-references}.
 #' @seealso \code{\link{svgp}}, \code{\link{natgrad_step}},
-#'   \code{\link{predict.odvgp}}
+#'   \code{\link{predict.svgp}}, \code{\link{gp_likelihood}}
 #' @examples
 #' set.seed(1)
 #' fit <- odvgp(y ~ x, data = snelson, inducing = 6, orthogonal = 20,

@@ -2,11 +2,15 @@
 # of Passerello 2022, sections 5.1.1-5.1.2): q(u) = N(L b, L W W' L') with
 # L = chol(Kuu) (whitened, the default)
 # or q(u) = N(b, W W') (whiten = FALSE), fitted jointly with the kernel
-# parameters by L-BFGS-B on the full batch or by Adam on minibatches
-# (R/optim_adam.R). The ELBO, its gradient in the variational parameters
-# and its adjoints for the kernel matrices are computed by src/svgp.c.
-# With a Bernoulli-logit likelihood it is Passerello's baseline classifier;
-# with a Gaussian likelihood it must agree with SGPR at SGPR's optimal q(u).
+# parameters by L-BFGS-B on the full batch, by Adam on minibatches
+# (R/objective.R) or by natural gradients (R/natgrad.R). The ELBO and its
+# gradient come from the one evaluator of svgp() and odvgp()
+# (R/uncollapsed.R), with the basis of q(u) (R/variational.R) and the
+# likelihood (R/likelihoods.R) as dispatch classes. This file holds
+# svgp()'s documentation and arguments, what svgp() and odvgp() share in
+# building a fit, and their methods. With a Bernoulli-logit likelihood it is
+# Passerello's baseline classifier; with a Gaussian likelihood it must agree
+# with SGPR at SGPR's optimal q(u).
 
 #' Stochastic variational Gaussian process (SVGP), uncollapsed
 #'
@@ -46,7 +50,10 @@
 #' quadrature and predictive probabilities
 #' \eqn{\Phi(\mu / \sqrt{1 + \sigma^2})}{Phi(mu / sqrt(1 + sigma^2))}, exact for any \code{method};
 #' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)}{N(y; f, sigma^2)} with a learned
-#' variance, whose expectations are exact. With the Gaussian likelihood and
+#' variance, whose expectations are exact; \code{"poisson"} for counts (log
+#' link, exact expectations) and \code{"student_t"} for data with outliers
+#' (see \code{\link{gp_likelihood}} for every family and its predictions).
+#' With the Gaussian likelihood and
 #' \eqn{q(u)} set to the optimal distribution of an \code{\link{sgpr}()} fit
 #' with the same parameters, the ELBO equals the SGPR bound; otherwise it is
 #' lower. \code{\link{natgrad_step}()} moves \eqn{q(u)} by a natural-gradient
@@ -71,7 +78,8 @@
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} and \code{"probit"} labels as in
 #'   \code{\link{pgpr}()} (a two-level factor, a logical or a 0/1 vector),
-#'   for \code{"gaussian"} a numeric vector, for \code{"robustmax"} and
+#'   for \code{"gaussian"} and \code{"student_t"} a numeric vector, for
+#'   \code{"poisson"} counts (whole numbers >= 0), for \code{"robustmax"} and
 #'   \code{"softmax"} a factor (or character vector). A factor with more than
 #'   two classes selects the robust-max likelihood unless \code{likelihood}
 #'   is given.
@@ -84,23 +92,31 @@
 #'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
 #'   greedy conditional variance. More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
-#' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"},
-#'   \code{"probit"} (Bernoulli with the probit link), or for more than two
-#'   classes \code{"robustmax"} (Hernandez-Lobato et al. 2011, by
-#'   Gauss-Hermite quadrature) or \code{"softmax"} (by Monte Carlo with
-#'   \code{control$mc_samples} draws, 100 by default, fixed per fit). The
+#' @param likelihood the likelihood (see \code{\link{gp_likelihood}}):
+#'   \code{"bernoulli"} (logit link), \code{"gaussian"}, \code{"probit"}
+#'   (Bernoulli with the probit link), \code{"poisson"} (counts, log link),
+#'   \code{"student_t"} (heavy tails; \code{gp_likelihood("student_t", df,
+#'   learn_df)} for other degrees of freedom), or for more than two classes
+#'   \code{"robustmax"} (Hernandez-Lobato et al. 2011, by Gauss-Hermite
+#'   quadrature) or \code{"softmax"} (by Monte Carlo with
+#'   \code{control$mc_samples} draws, 100 by default, fixed per fit). By
+#'   default \code{"robustmax"} for a factor with more than two classes, else
+#'   \code{"bernoulli"}: a numeric response that is not coded 0/1 is then an
+#'   error that says to name the likelihood. The
 #'   multiclass likelihoods fit one latent function per class sharing the
-#'   inducing inputs, with a non-whitened \eqn{q(u)} per class: this is
-#'   \code{\link{odvgp}(orthogonal = 0)}, and the fit has that class, so
-#'   \code{predict(type = "prob")} gives a matrix with a column per class and
-#'   \code{type = "class"} a factor (see \code{\link{predict.odvgp}}).
-#'   \code{whiten}, \code{threshold}, \code{q_u}, \code{offset} and
-#'   \code{cluster} do not apply to them.
+#'   inducing inputs, with a non-whitened \eqn{q(u)} per class (the model of
+#'   \code{\link{odvgp}(orthogonal = 0)}, with its k-means inducing inputs for
+#'   a count \code{inducing}); \code{predict(type = "prob")} gives a matrix
+#'   with a column per class and \code{type = "class"} a factor (see
+#'   \code{\link{predict.svgp}}). \code{whiten}, \code{threshold}, \code{q_u},
+#'   \code{offset} and \code{cluster} do not apply to them.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
-#'   a tenth of the variance of \code{y}).
+#'   a tenth of the variance of \code{y}); Student-t: the starting squared
+#'   scale.
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
-#'   it. By default 0 for Bernoulli (as in Passerello 2022) and \code{"constant"} for
-#'   Gaussian.
+#'   it. By default 0 for the classifiers (as in Passerello 2022) and
+#'   \code{"constant"} for the others (starting at the mean of \code{y}, its
+#'   median for Student-t, the log of its mean for Poisson).
 #' @param optimize_inducing if \code{TRUE} (the default, as in GPflow), the
 #'   inducing inputs are optimised with the other parameters; Passerello's
 #'   "SVGP K-means" baseline holds them at the k-means centres
@@ -116,9 +132,10 @@
 #'   constant prior mean), which is converted to the fit's parameterisation
 #'   (see \code{whiten}).
 #' @param fixed names of parameters to hold at their starting values:
-#'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
-#'   \code{"Z"}, \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or
-#'   single entries.
+#'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"} (Gaussian),
+#'   \code{"scale"} and \code{"df"} (Student-t), \code{"mean"}, \code{"Z"},
+#'   \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or single
+#'   entries.
 #' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000
 #'   (per L-BFGS-B stage; with \code{batch_size}, the number of Adam
 #'   iterations), and \code{lr} is Adam's step size (default 0.01; used only
@@ -146,13 +163,14 @@
 #'   log-likelihood and its gradient in every evaluation, full batch or
 #'   minibatch (see \code{\link{scaling}}); by default \code{NULL}, one
 #'   process. Not with \code{control$optimizer = "natgrad"}.
-#' @param quadrature the number of Gauss-Hermite points for the Bernoulli
-#'   expectations (1 to 500).
+#' @param quadrature the number of Gauss-Hermite points for the expectations
+#'   of the Bernoulli, robust-max and Student-t likelihoods (1 to 500).
 #' @return An object of class \code{c("svgp", "sparsevgp")}, with
 #'   \code{q(u)} in \code{params$q_mu}, \code{params$q_sqrt_diag} and
-#'   \code{params$q_sqrt_lower}; \code{predict()} is described in
-#'   \code{\link{predict.pgpr}} for the Bernoulli likelihoods and in
-#'   \code{\link{predict.sparsevgp}} for the Gaussian one.
+#'   \code{params$q_sqrt_lower} (one column per class with several classes)
+#'   and the likelihood in \code{fit$likelihood} (its name) and
+#'   \code{fit$lik}; \code{predict()} is described in
+#'   \code{\link{predict.svgp}}.
 #' @templateVar model svgp
 #' @templateVar classifier yes
 #' @template fit-value
@@ -194,6 +212,13 @@
 #' a <- svgp(y ~ x, data = snelson, inducing = s$params$Z, likelihood = "gaussian",
 #'           optimize_inducing = FALSE, batch_size = 50, control = list(maxit = 300, lr = 0.05))
 #' c(adam = logLik(a), sgpr = logLik(s))
+#'
+#' # counts: the Poisson likelihood (see ?gp_likelihood)
+#' set.seed(1)
+#' xc <- seq(0, 10, length.out = 150)
+#' yc <- rpois(150, exp(1 + sin(xc)))
+#' pc <- svgp(xc, yc, likelihood = "poisson", inducing = 12)
+#' head(predict(pc, type = "response", interval = "prediction"))
 #'
 #' # three classes: one latent function per class, robust-max likelihood
 #' set.seed(1)
