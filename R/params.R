@@ -73,20 +73,17 @@
 
 # The roles and scales of the blocks every model shares; a model or a
 # likelihood with blocks of its own passes theirs to .new_fit().
-.block_roles <- list(
+.block_roles <- c(list(
   variance = c(role = "variance", scale = "log_var_y"),
   lengthscale = c(role = "lengthscale", scale = "log_sd_x"),
   noise = c(role = "noise", scale = "log_var_y"),
   noise_coef = c(role = "noise", scale = "log_var_y_intercept"),
   mean = c(role = "mean", scale = "y"),
   Z = c(role = "inducing", scale = "x"),
-  O = c(role = "inducing", scale = "x"),
-  q_mu = c(role = "variational", scale = "none"),
-  q_sqrt_diag = c(role = "variational", scale = "none"),
-  q_sqrt_lower = c(role = "variational", scale = "none"),
-  a_gamma = c(role = "variational", scale = "none"),
-  a_beta = c(role = "variational", scale = "none"),
-  L_B = c(role = "variational", scale = "none"))
+  O = c(role = "inducing", scale = "x")),
+  # q(u) and the coefficients of the decoupled bases (R/variational.R)
+  stats::setNames(rep(list(c(role = "variational", scale = "none")), 6L),
+                  c("q_mu", "q_sqrt_diag", "q_sqrt_lower", "a_gamma", "a_beta", "L_B")))
 
 # The roles of blocks that are hyperparameters of the model (counted by
 # logLik()'s df and shown by coef() and summary()); inducing inputs and

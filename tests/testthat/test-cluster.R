@@ -103,6 +103,25 @@ test_that("a pgpr fit on a cluster ends where the fit in one process does", {
   expect_equal(b0$bound, a0$bound, tolerance = 1e-10)
 })
 
+test_that("svgp with counts and heavy tails on a cluster equals one process", {
+  cl <- cl_get()
+  d <- cl_data(N = 61)
+  N <- nrow(d$x)
+  Z <- d$x[c(4, 19, 33, 52), ]
+  set.seed(3)
+  for (lik in c("poisson", "student_t")) {
+    y <- if (lik == "poisson") rpois(N, exp(d$f)) else d$y
+    fit <- svgp(d$x, y, likelihood = lik, inducing = Z, optimize = FALSE)
+    fit$params$q_mu <- rnorm(4, sd = 0.5)
+    fit$params$q_sqrt_lower <- rnorm(6, sd = 0.1)
+    on <- cl_on(fit, cl, sparsevgp:::.shard_svgp_data)
+    expect_lt(cl_rel(cl_value_grad(fit), cl_value_grad(on)), 1e-10, label = lik)
+    batch <- sort(sample.int(N, 13))
+    expect_lt(cl_rel(cl_value_grad(fit, batch), cl_value_grad(on, batch)), 1e-10, label = lik)
+    sparsevgp:::.cluster_release(on$cluster)
+  }
+})
+
 test_that("svgp on a cluster: full batch and minibatches equal one process", {
   cl <- cl_get()
   d <- cl_data(N = 83)

@@ -340,7 +340,7 @@ test_that("bad arguments give clear errors", {
     expect_error(odvgp(d$x, d$y, orthogonal = bad, optimize = FALSE),
                  "'orthogonal' must be a whole number")
   }
-  expect_error(odvgp(d$x, d$y, likelihood = "poisson", optimize = FALSE), "should be one of")
+  expect_error(odvgp(d$x, d$y, likelihood = "bogus", optimize = FALSE), "should be one of")
   expect_error(odvgp(d$x, factor(d$y > 0), noise = 0.1, optimize = FALSE), "'noise'")
   expect_error(odvgp(d$x, d$y, control = list(optimizer = "bfgs"), optimize = FALSE),
                "'control\\$optimizer'")
