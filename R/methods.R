@@ -282,7 +282,7 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   keep <- names(object$params)[role[names(object$params)] %in% .hyper_roles]
   p <- object$params[keep]
   tr <- object$transforms[keep]
-  nm <- sub("^log_", "", .par_names(p, tr))
+  nm <- .par_names(p, tr, natural = TRUE)
   est <- unlist(lapply(p, as.vector), use.names = FALSE)
   fixed <- object$fixed[.par_names(p, tr)]
   data.frame(estimate = est, fixed = unname(fixed), row.names = nm)

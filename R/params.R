@@ -26,10 +26,12 @@
 # The y-scales apply to likelihoods whose response is on the latent scale
 # (Gaussian, Student-t); for the others they are the identity.
 
-.par_names <- function(params, transforms) {
+# The names of the entries: on the unconstrained scale ("log_variance",
+# "Z[3,1]"), or with natural = TRUE on the natural scale ("variance").
+.par_names <- function(params, transforms, natural = FALSE) {
   unlist(lapply(names(params), function(b) {
     v <- params[[b]]
-    nm <- if (transforms[[b]] == "log") paste0("log_", b) else b
+    nm <- if (!natural && transforms[[b]] == "log") paste0("log_", b) else b
     if (is.matrix(v)) {
       sprintf("%s[%d,%d]", nm, row(v), col(v))
     } else if (!is.null(names(v))) {
@@ -160,7 +162,7 @@
 .fixed_mask <- function(fixed, params, transforms, always = character()) {
   nm <- .par_names(params, transforms)
   block <- rep(names(params), vapply(params, length, 1L))
-  natural <- sub("^log_", "", nm)
+  natural <- .par_names(params, transforms, natural = TRUE)
   fixed <- c(always, fixed)
   if (is.null(fixed) || length(fixed) == 0L) return(setNames(rep(FALSE, length(nm)), nm))
   if (!is.character(fixed)) {
