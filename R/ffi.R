@@ -119,24 +119,10 @@
 
 .likelihood_codes <- c(bernoulli = 1L, gaussian = 2L, probit = 3L)
 
-# The uncollapsed ELBO of q(u) with mean q_mu and square root q_sqrt
-# (whitened or not), its gradient in them and the adjoints of Kuu, Kuf and
-# diag Kff. `gh` holds Gauss-Hermite nodes and weights; `ell_scale`
-# multiplies the expected log-likelihood (N / batch size on minibatches).
-# The C entry point takes q(u), the likelihood with its data and the
-# options as three lists (src/svgp.c checks them field by field).
-.ffi_svgp_elbo <- function(Kuu, Kuf, kdiag, q_mu, q_sqrt, y, likelihood, noise, mean, gh,
-                           jitter, jitter_cap, whiten, ell_scale, grad) {
-  q <- list(mu = as.double(q_mu), sqrt = q_sqrt, whiten = whiten)
-  lik <- list(type = .likelihood_codes[[likelihood]], y = y, noise = as.double(noise),
-              gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))
-  opts <- list(mean = as.double(mean), jitter = jitter, jitter_cap = jitter_cap)
-  .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, q, lik, opts, grad)
-}
-
-# The expected log-likelihood of the marginals N(mu_n, var_n) under the
-# likelihood of the svgp family (the same quadrature as .ffi_svgp_elbo()):
-# list(ell, g, h, gnoise), everything multiplied by ell_scale.
+# The expected log-likelihood of the marginals N(mu_n, var_n) under a
+# Gaussian or binary likelihood (Gauss-Hermite nodes and weights `gh` for the
+# latter; R/likelihoods.R): list(ell, g, h, gnoise), everything multiplied
+# by ell_scale (N / batch size on minibatches).
 .ffi_svgp_ell <- function(mu, var, y, likelihood, noise, gh, ell_scale) {
   lik <- list(type = .likelihood_codes[[likelihood]], y = y, noise = as.double(noise),
               gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))

@@ -42,8 +42,6 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
                     SEXP perm, SEXP tol, SEXP block, SEXP factor);
 SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor);
-SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q, SEXP lik,
-                   SEXP opts, SEXP grad);
 SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik);
 
 #endif

@@ -32,7 +32,6 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_pred_gaussian, 6),
     CALLDEF(ffi_sel_greedy, 9),
     CALLDEF(ffi_sel_trace, 6),
-    CALLDEF(ffi_svgp_elbo, 7),
     CALLDEF(ffi_svgp_ell, 3),
     {NULL, NULL, 0}
 };
