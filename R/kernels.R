@@ -301,7 +301,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 # built by .kern_params()).
 .kernel_at <- function(kernel, params) {
   if (.is_combo(kernel)) {
-    part <- sub(",.*$", "", names(params$lengthscale))
+    part <- .lengthscale_parts(names(params$lengthscale))
     return(.kern_map(kernel, function(k, i) {
       k$variance <- unname(params$variance[[i]])
       k$lengthscale <- unname(params$lengthscale[part == paste0("k", i)])
@@ -321,7 +321,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     P <- length(.kern_leaves(kernel))
     nm <- names(params$lengthscale)
     if (length(params$variance) != P || is.null(nm)) return(kernel)
-    n <- table(factor(sub(",.*$", "", nm), levels = paste0("k", seq_len(P))))
+    n <- table(factor(.lengthscale_parts(nm), levels = paste0("k", seq_len(P))))
     if (any(n == 0L | (n > 1L & n != D))) return(kernel)
     return(.kernel_at(kernel, params))
   }

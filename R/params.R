@@ -213,6 +213,11 @@
   params
 }
 
+# The part ("k2") of each entry of a kernel combination's lengthscale block,
+# whose entries .kern_params() names "k2" (one lengthscale) or "k2,3"
+# (input column 3).
+.lengthscale_parts <- function(nm) sub(",.*$", "", nm)
+
 # Flatten a gradient given as blocks shaped like `params` into one vector in
 # the order of .pack().
 .flatten_grad <- function(grad, params) {
