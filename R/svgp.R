@@ -360,17 +360,17 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   Z = "identity", if (!is.null(O)) c(O = "identity"), qb$transforms)
   params <- .uc_start_q(params, bas, start, q_u, kernel, control, mn$fixed, names(qb$params))
   sets <- c("Z", if (!is.null(O)) "O")
-  fit <- .new_fit(model, call, x, r$y, kernel, params, transforms, fixed,
-                  always = c(if (mn$fixed) "mean", if (!optimize_inducing) sets),
-                  control = control, roles = lb$roles,
-                  label = sprintf("%s, %s likelihood%s", label, .lik_label(lik),
-                                  if (optimize_inducing) "" else ", fixed inducing inputs"),
-                  extra = list(target = r$target, labels = r$labels, lik = lik,
-                               likelihood = lik$family, basis = basis,
-                               whiten = basis == "whitened", quadrature = lik$quadrature,
-                               batch_size = batch_size, offset = r$offset,
-                               mc = if (!is.null(lik$mc)) lik$mc))
-  fit
+  extra <- list(target = r$target, labels = r$labels, lik = lik, likelihood = lik$family,
+                basis = basis, whiten = basis == "whitened", quadrature = lik$quadrature,
+                batch_size = batch_size, offset = r$offset)
+  # the softmax's Monte Carlo draws, also where users find them (?odvgp)
+  if (!is.null(lik$mc)) extra$mc <- lik$mc
+  .new_fit(model, call, x, r$y, kernel, params, transforms, fixed,
+           always = c(if (mn$fixed) "mean", if (!optimize_inducing) sets),
+           control = control, roles = lb$roles,
+           label = sprintf("%s, %s likelihood%s", label, .lik_label(lik),
+                           if (optimize_inducing) "" else ", fixed inducing inputs"),
+           extra = extra)
 }
 
 # The variational parameters at the start: a previous fit's when the warm
@@ -393,6 +393,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   if (copied) return(params)
   .basis_prior(basis, params, .svgp_chol(params, kernel, control))
 }
+
 # svgp's control: the shared settings with maxit = 1000 (per L-BFGS-B stage,
 # or Adam iterations) and Adam's step size `lr` (0.01 by default, the GPflow
 # tutorials' choice for SVGP; used only by Adam and natural gradients);
