@@ -169,8 +169,9 @@
 #'            inducing = 15)
 #' coef(tl)
 #' @export
-gp_likelihood <- function(family = .lik_families, df = 4, learn_df = FALSE) {
-  family <- match.arg(family)
+gp_likelihood <- function(family = c("gaussian", "bernoulli", "probit", "poisson", "student_t",
+                                     "robustmax", "softmax"), df = 4, learn_df = FALSE) {
+  family <- match.arg(family, .lik_families)
   if (!is.numeric(df) || length(df) != 1L || !is.finite(df) || df <= 0) {
     stop("'df' must be one positive number", call. = FALSE)
   }
