@@ -171,7 +171,7 @@
 #' @export
 gp_likelihood <- function(family = c("gaussian", "bernoulli", "probit", "poisson", "student_t",
                                      "robustmax", "softmax"), df = 4, learn_df = FALSE) {
-  family <- match.arg(family, .lik_families)
+  family <- match.arg(family)
   if (!is.numeric(df) || length(df) != 1L || !is.finite(df) || df <= 0) {
     stop("'df' must be one positive number", call. = FALSE)
   }
