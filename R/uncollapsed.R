@@ -128,7 +128,7 @@
 # A diag(h) A' (M x M): one symmetric rank update when h <= 0 (the
 # log-concave likelihoods), else a general product.
 .uc_weighted_gram <- function(A, h) {
-  if (all(h <= 0)) return(-tcrossprod(A * rep(sqrt(-h), each = nrow(A))))
+  if (isTRUE(all(h <= 0))) return(-tcrossprod(A * rep(sqrt(-h), each = nrow(A))))
   tcrossprod(A * rep(h, each = nrow(A)), A)
 }
 
