@@ -62,12 +62,6 @@ fuzz_templates <- function() {
     ffi_pred_gaussian = function() list(bg$L, bg$LB, bg$v, K(Z, x[1:4, ]), rep(1.3, 4), FALSE),
     ffi_sel_greedy = function() list(kc, x, rep(1, 8), 3, 0, pm, 0, 2, TRUE),
     ffi_sel_trace = function() list(kc, x, rep(1, 8), Z, 0, TRUE),
-    ffi_svgp_elbo = function() {
-      list(Kuu, Kuf, kd, list(mu = c(0.1, -0.2, 0.3), sqrt = diag(0.5, 3), whiten = TRUE),
-           list(type = 1L, y = rep(c(1, -1), 4), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),
-                gh_w = c(0.2954, 1.1816, 0.2954), scale = 1),
-           list(mean = 0, jitter = 1e-8, jitter_cap = 1e-2), TRUE)
-    },
     ffi_svgp_ell = function() {
       list(c(0.1, -0.4, 1.2, 0), c(0.5, 1, 0.2, 2),
            list(type = 2L, y = c(1, -1, 0.5, 2), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),
@@ -81,7 +75,7 @@ fuzz_templates <- function() {
                   1e154, 1e300, 1.7e308, -1.7e308, 0.5, 2)
 
 # One mutation of the value `a`: list(value, label). A list (a kernel, or
-# the structured arguments of ffi_svgp_elbo) may lose, rename or null a
+# the structured likelihood argument of ffi_svgp_ell) may lose, rename or null a
 # field, or have one field mutated.
 fuzz_mutate <- function(a) {
   if (is.list(a) && length(a) > 0L && stats::runif(1) < 0.7) {
