@@ -521,17 +521,6 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
   list(variance = v, lengthscale = ls)
 }
 
-# The input column of each entry of the lengthscale block of .kern_params()
-# (ARD lengthscales 1..D of each part), NA for a lengthscale shared by all
-# columns: what the optimiser's scaling of the lengthscales reads
-# (R/objective.R), from the kernel's structure rather than from names.
-.kern_lengthscale_columns <- function(kernel) {
-  unlist(lapply(.kern_leaves(kernel), function(k) {
-    n <- length(k$lengthscale)
-    if (n > 1L) seq_len(n) else rep(NA_integer_, n)
-  }))
-}
-
 # The parameters a combination holds fixed (the variances of later factors
 # of a product), as names for .fixed_mask().
 .kern_held <- function(kernel) {

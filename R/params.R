@@ -127,10 +127,7 @@
   for (b in names(p)) {
     at <- which(block == b)
     if (r$scale[[b]] == "x" && is.matrix(p[[b]])) column[at] <- as.vector(col(p[[b]]))
-    if (r$scale[[b]] == "log_sd_x" && !is.null(fit$kernel)) {
-      cols <- .kern_lengthscale_columns(.kernel_at(fit$kernel, p))
-      if (length(cols) == length(at)) column[at] <- cols
-    }
+    if (r$scale[[b]] == "log_sd_x") column[at] <- .lengthscale_columns(p[[b]])
   }
   scale <- unname(r$scale[block])
   # the intercept of a log-linear noise model carries log var(y); its
@@ -217,6 +214,18 @@
 # whose entries .kern_params() names "k2" (one lengthscale) or "k2,3"
 # (input column 3).
 .lengthscale_parts <- function(nm) sub(",.*$", "", nm)
+
+# The input column of each entry of a lengthscale block, NA for a
+# lengthscale shared by all columns: 1..D for one ARD kernel (unnamed), the
+# number after the comma of a combination's "k2,3".
+.lengthscale_columns <- function(ls) {
+  nm <- names(ls)
+  if (is.null(nm)) return(if (length(ls) > 1L) seq_along(ls) else rep(NA_integer_, length(ls)))
+  out <- rep(NA_integer_, length(ls))
+  ard <- grepl(",", nm, fixed = TRUE)
+  out[ard] <- as.integer(sub("^.*,", "", nm[ard]))
+  out
+}
 
 # Flatten a gradient given as blocks shaped like `params` into one vector in
 # the order of .pack().
