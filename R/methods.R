@@ -308,7 +308,11 @@ coef.sparsevgp <- function(object, ...) {
 #' bound tighter, not the model more flexible (more of them can only bring
 #' the bound closer to the exact log marginal likelihood), so they are not
 #' counted, and AIC and BIC are comparable across models and numbers of
-#' inducing points. Parameters held by \code{fixed} are not counted.
+#' inducing points. Parameters held by \code{fixed} are not counted. Its
+#' attribute \code{kind} is \code{"bound"} (a lower bound on
+#' \eqn{\log p(y)}{log p(y)}) or \code{"likelihood"} (\code{gpr()});
+#' \code{\link{anova.sparsevgp}} tabulates fits of one model with what their
+#' differences mean.
 #' \code{nobs()} is the number of observations used, after
 #' \code{na.action} and \code{subset}.
 #'
@@ -332,13 +336,17 @@ coef.sparsevgp <- function(object, ...) {
 #' normal when the model is right. With \code{na.action = na.exclude} the
 #' fitted values and residuals are padded with \code{NA}.
 #'
-#' \strong{confint()} is an error: the hyperparameters are point estimates
+#' \strong{confint() and vcov()} are errors: the hyperparameters are point estimates
 #' that maximise a bound on the marginal likelihood (type-II maximum
 #' likelihood). For the sparse models the bound is not a likelihood, and
 #' even for \code{gpr()} the lengthscales and variances are often weakly
 #' identified, so Wald or profile intervals would suggest a precision they
-#' do not have. Intervals for the function and for new observations come
-#' from \code{predict(fit, interval = )}; a fully Bayesian treatment of the
+#' do not have; the curvature of a bound at its maximum is not the inverse
+#' covariance of the estimates. Intervals for the function and for new
+#' observations come from \code{predict(fit, interval = )} (and
+#' \code{se.fit}, \code{full_cov}, \code{simulate()}, and for \code{sgpr()}
+#' and \code{pgpr()} \code{posterior_inducing()}, the posterior of the
+#' function at the inducing inputs); a fully Bayesian treatment of the
 #' hyperparameters is outside this package.
 #'
 #' @param object a fitted model.
@@ -350,7 +358,7 @@ coef.sparsevgp <- function(object, ...) {
 #'   are split (see \code{\link{scaling}}); by default \code{NULL}.
 #' @param ... not used.
 #' @return \code{logLik()}: an object of class \code{"logLik"} with
-#'   attributes \code{df} and \code{nobs}. \code{deviance()},
+#'   attributes \code{df}, \code{nobs} and \code{kind}. \code{deviance()},
 #'   \code{df.residual()}, \code{nobs()}: one number. \code{fitted()},
 #'   \code{residuals()}, \code{weights()}: vectors named by observation.
 #'   \code{formula()}, \code{terms()}, \code{model.frame()}: as for
@@ -375,7 +383,7 @@ NULL
 #' @export
 logLik.sparsevgp <- function(object, ...) {
   structure(object$bound, df = .df_hyper(object), nobs = length(object$y),
-            class = "logLik")
+            kind = .loglik_kind(object), class = "logLik")
 }
 
 # The number of free hyperparameters (see ?"sparsevgp-methods"): every
