@@ -110,7 +110,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   call <- .model_call(match.call(), "gpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  y <- .as_response(y, nrow(x))
+  y <- .as_response(y, nrow(x), model = "gpr")
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)

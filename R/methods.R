@@ -556,7 +556,10 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
 #'   update changes \code{inducing} (or \code{orthogonal}, \code{q_u}), the
 #'   data or the formula; so \code{update(fit, optimize = FALSE)} reproduces
 #'   the fit. \code{pgpr()} re-selects its inducing inputs in every pass and
-#'   keeps its selection method.
+#'   keeps its selection method. A \code{start} given to \code{update()}
+#'   is used instead. The new fit's \code{call} is the old call with the
+#'   changes, \code{start} included when the user gave one (the warm start
+#'   from \code{object} itself is not written into it).
 #' @param evaluate if \code{FALSE}, return the updated call.
 #' @return The new fit, or its call.
 #' @examples
@@ -582,7 +585,9 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   }
   if (!evaluate) return(call)
   run <- call
-  if (.check_flag(warm_start, "warm_start")) {
+  # a `start` given here is the user's choice, and wins over the warm start
+  warm <- .check_flag(warm_start, "warm_start") && !("start" %in% nms)
+  if (warm) {
     # the old fit goes into the call as a value: evaluated in a new
     # environment holding it, the call would make that environment the
     # formulas' environment, and every new fit would carry all old ones
@@ -590,9 +595,10 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
     run <- .warm_inducing_args(run, object, nms)
   }
   fit <- eval(run, parent.frame())
-  # the record is the user's call with the changes, not the warm-start plumbing
+  # the record is the user's call with the changes (a `start` the user gave
+  # included), not the warm-start plumbing
   fit$call <- call
-  fit$call$start <- NULL
+  if (warm) fit$call$start <- NULL
   fit
 }
 

@@ -157,6 +157,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
+  .pgpr_check_classes(y)
   lab <- .as_labels(y, N)
   kernel <- .check_kernel(kernel)
   optimize <- .check_flag(optimize, "optimize")
@@ -193,6 +194,30 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                converged = NA))
   # with a cluster the data and c go to the workers once (R/cluster.R)
   .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
+}
+
+# The mix-ups a binary classifier meets first, with the function to use
+# instead: a numeric response that is not two classes coded 0/1 or -1/+1
+# (regression), and a factor of more than two classes. Other labels are
+# checked by .as_labels().
+.pgpr_check_classes <- function(y) {
+  if (is.numeric(y) && is.null(dim(y)) && !anyNA(y)) {
+    u <- sort(unique(y))
+    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
+      stop(sprintf("'y' as a number must be coded 0/1 (or -1/+1); it has values %s%s: pgpr() is a classifier of two classes, and for a numeric response sgpr() (or gpr() for small N) is the model to use",
+                   paste(format(utils::head(u, 5L), digits = 4L), collapse = ", "),
+                   if (length(u) > 5L) sprintf(", ... (%d in all)", length(u)) else ""),
+           call. = FALSE)
+    }
+  }
+  if (is.factor(y)) {
+    used <- levels(y)[levels(y) %in% as.character(y)]
+    if (length(used) > 2L) {
+      stop(sprintf("'y' must have exactly two classes, but it has %d (%s): pgpr() classifies two, and svgp() or odvgp() fit more",
+                   length(used), paste(utils::head(used, 5L), collapse = ", ")), call. = FALSE)
+    }
+  }
+  invisible()
 }
 
 # ---- set-up ---------------------------------------------------------------------
