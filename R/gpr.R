@@ -34,7 +34,9 @@
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   or single entries such as \code{"lengthscale[2]"}.
 #' @param control a list of settings:
-#'   \code{maxit} (L-BFGS-B evaluations per run, 1000), \code{factr} and
+#'   \code{maxit} (L-BFGS-B iterations per run, 1000; an iteration
+#'   evaluates the bound once or more, and \code{print()} reports the
+#'   evaluations), \code{factr} and
 #'   \code{pgtol} (L-BFGS-B's own tests, see \code{\link[stats]{optim}});
 #'   \code{min_gain} (a run stops when the bound has risen by less than
 #'   \code{min_gain} nats per observation over its last 25 evaluations,

@@ -270,6 +270,10 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   if (o$convergence == 0L) return("converged")
   # Adam runs a fixed number of iterations: there is nothing to converge
   if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
+  # L-BFGS-B's message for its iteration limit ("NEW_X") says nothing
+  if (isTRUE(o$convergence == 1L) && !length(o$method)) {
+    return("did not converge (stopped at the iteration limit, control$maxit)")
+  }
   msg <- if (nzchar(o$message)) paste0(": ", o$message) else ""
   sprintf("did not converge (code %d%s)", o$convergence, msg)
 }
