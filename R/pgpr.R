@@ -615,8 +615,13 @@ fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
 #' @param level the coverage of the band (one input).
 #' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
 #'   example when they are all the training inputs).
+#' @param points,inputs whether to draw the data, and which input goes on
+#'   which axis (two inputs), as for \code{\link{plot.sparsevgp}}: the data
+#'   shrink and fade as their number grows and are left out over a map when
+#'   they would hide it; inputs named like longitude and latitude are drawn
+#'   as a map.
 #' @param xlab,ylab,main axis labels and title.
-#' @param ... further graphical parameters.
+#' @param ... further graphical parameters (such as \code{asp}).
 #' @return The plotted data, invisibly.
 #' @examples
 #' d <- classification_data("banana")
@@ -630,9 +635,9 @@ fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
 plot.pgpr <- function(x, which = c("fit", "convergence", "residuals"),
                       what = c("prob", "pg_variance"), n = 200L,
                       method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
-                      xlab = NULL, ylab = NULL, main = NULL, ...) {
+                      points = NULL, inputs = NULL, xlab = NULL, ylab = NULL, main = NULL, ...) {
   what <- match.arg(what)
   method <- match.arg(method)
   .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
-                   .check_flag(inducing, "inducing"), ...)
+                   .check_flag(inducing, "inducing"), ..., points = points, inputs = inputs)
 }
