@@ -422,11 +422,8 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
                       if (has_Z) "black"),
               lty = c(NA, NA, if (boundary) 1, if (has_Z) NA),
               lwd = c(NA, NA, if (boundary) 2.5, if (has_Z) 1))
-  m <- .plot_margins(main, leg, right = .key_lines(format(ks$at)))
+  m <- .surface_plot(sg, ax, zm, col, ks, key, main, leg, xlab, ylab, ...)
   on.exit(graphics::par(m$op))
-  .surface_frame(sg, ax, xlab, ylab, ...)
-  .draw_surface(sg$g1, sg$g2, zm, col, ks$zlim)
-  .colour_key(ks, col, key)
   if (diff(range(zm)) > 0) {
     if (what == "pg_variance") {
       graphics::contour(sg$g1, sg$g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,

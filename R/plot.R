@@ -441,6 +441,20 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   do.call(graphics::plot, c(args, dots))
 }
 
+# Open a surface plot: the margins for the legend above and the key on the
+# right, the frame, the image of zm and its key. Returns the record of
+# .plot_margins() (the caller restores m$op once everything is drawn).
+.surface_plot <- function(sg, ax, zm, col, ks, key, main, legend, xlab, ylab, ...) {
+  m <- .plot_margins(main, legend, right = .key_lines(format(ks$at)))
+  done <- FALSE
+  on.exit(if (!done) graphics::par(m$op))
+  .surface_frame(sg, ax, xlab, ylab, ...)
+  .draw_surface(sg$g1, sg$g2, zm, col, ks$zlim)
+  .colour_key(ks, col, key)
+  done <- TRUE
+  m
+}
+
 # An image of zm (rows along g1, columns along g2) in the colours `col`
 # over zlim, as a raster that bitmap devices interpolate between grid
 # points (smooth at any size, no seams between cells).
@@ -530,11 +544,8 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
               pch = c(21, if (has_Z) 23, if (has_O) 24),
               pt.bg = c("white", if (has_Z) "gold", if (has_O) "darkorange"),
               col = c(grDevices::grey(0.15), if (has_Z) "black", if (has_O) "black"))
-  m <- .plot_margins(main, leg, right = .key_lines(format(ks$at)))
+  m <- .surface_plot(sg, ax, zm, col, ks, key, main, leg, xlab, ylab, ...)
   on.exit(graphics::par(m$op))
-  .surface_frame(sg, ax, xlab, ylab, ...)
-  .draw_surface(sg$g1, sg$g2, zm, col, ks$zlim)
-  .colour_key(ks, col, key)
   if (diff(range(z)) > 0) {
     graphics::contour(sg$g1, sg$g2, zm, add = TRUE, col = grDevices::grey(0.9, 0.8),
                       labcex = 0.6)
