@@ -48,7 +48,7 @@
     k <- length(unique(y[!is.na(y)]))
     what <- if (is.factor(y)) sprintf("a factor with %d levels", nlevels(y)) else
       sprintf("a %s vector with %d values", if (is.logical(y)) "logical" else "character", k)
-    stop(sprintf("'%s' is %s, but %s is regression for a numeric response: for classes use %s",
+    stop(sprintf("'%s' must be a numeric vector, not %s: %s is regression for a numeric response; for classes use %s",
                  name, what, if (is.null(model)) "this model" else paste0(model, "()"),
                  if (k > 2L) "svgp() or odvgp(), which fit more than two classes" else
                    "pgpr() or svgp(), the binary classifiers"), call. = FALSE)

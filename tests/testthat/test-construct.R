@@ -240,7 +240,8 @@ test_that("the mix-ups of a first hour name the model or argument to use", {
   }, error = conditionMessage)
   # classes given to a regression model: the classifiers are named
   m <- msg(sgpr(Species ~ Sepal.Length, data = iris))
-  expect_match(m, "'y' is a factor with 3 levels, but sgpr() is regression", fixed = TRUE)
+  expect_match(m, "'y' must be a numeric vector, not a factor with 3 levels: sgpr() is regression",
+               fixed = TRUE)
   expect_match(m, "svgp() or odvgp()", fixed = TRUE)
   two <- droplevels(iris[iris$Species != "setosa", ])
   expect_match(msg(sgpr(Species ~ Sepal.Length, data = two)), "pgpr() or svgp()", fixed = TRUE)
