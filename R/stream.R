@@ -141,7 +141,10 @@
 #' \itemize{
 #'   \item OpenBLAS with its default two threads: 148 s elapsed, 240 s of
 #'     CPU time (user and system; the BLAS kept both cores busy for much of
-#'     the run).
+#'     the run);
+#'   \item OpenBLAS on one thread (\code{OPENBLAS_NUM_THREADS=1}), so one
+#'     core: 138 s elapsed, 124 s of CPU time. On two cores the second BLAS
+#'     thread cost more CPU time than it saved elapsed time.
 #' }
 #' Elapsed time is what a user waits; CPU time is what the run costs the
 #' machine, and is close to what one core alone would take. The BLAS
