@@ -62,7 +62,7 @@
 #'   workshop, NIPS 2014.
 #' @importFrom stats anova vcov
 #' @seealso \code{\link{logLik.sparsevgp}} (\code{AIC()}, \code{BIC()}),
-#'   \code{\link{summary.sparsevgp}} for a fit's bound and upper bound.
+#'   \code{summary()} of an \code{\link{sgpr}()} fit for its bound and upper bound.
 #' @examples
 #' set.seed(1)
 #' x <- runif(200, -5, 5)
