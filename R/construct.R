@@ -37,13 +37,20 @@
   fit
 }
 
-# The call of a default method as recorded in the fit: the model's name,
-# without the warm start (update() supplies it).
+# The call of a default method as recorded in the fit: the call as run,
+# under the model's name, with `start` as the user wrote it (a fit given
+# as a value rather than by name, as do.call() gives it, is recorded as a
+# placeholder, so that a fit never carries another one in its call).
 .model_call <- function(call, model) {
   call[[1L]] <- as.name(model)
-  call$start <- NULL
+  call$start <- .start_record(call$start)
   call$.data <- NULL
   call
+}
+
+.start_record <- function(start) {
+  if (is.null(start) || is.language(start)) return(start)
+  as.name(sprintf("<%s fit>", class(start)[1L]))
 }
 
 # The `...` of a default method: only `.data` (from the formula method) is

@@ -34,7 +34,9 @@
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   or single entries such as \code{"lengthscale[2]"}.
 #' @param control a list of settings:
-#'   \code{maxit} (L-BFGS-B evaluations per run, 1000), \code{factr} and
+#'   \code{maxit} (L-BFGS-B iterations per run, 1000; an iteration
+#'   evaluates the bound once or more, and \code{print()} reports the
+#'   evaluations), \code{factr} and
 #'   \code{pgtol} (L-BFGS-B's own tests, see \code{\link[stats]{optim}});
 #'   \code{min_gain} (a run stops when the bound has risen by less than
 #'   \code{min_gain} nats per observation over its last 25 evaluations,
@@ -110,7 +112,7 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   call <- .model_call(match.call(), "gpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  y <- .as_response(y, nrow(x))
+  y <- .as_response(y, nrow(x), model = "gpr")
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)

@@ -270,6 +270,10 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
   if (o$convergence == 0L) return("converged")
   # Adam runs a fixed number of iterations: there is nothing to converge
   if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
+  # L-BFGS-B's message for its iteration limit ("NEW_X") says nothing
+  if (isTRUE(o$convergence == 1L) && !length(o$method)) {
+    return("did not converge (stopped at the iteration limit, control$maxit)")
+  }
   msg <- if (nzchar(o$message)) paste0(": ", o$message) else ""
   sprintf("did not converge (code %d%s)", o$convergence, msg)
 }
@@ -311,7 +315,11 @@ coef.sparsevgp <- function(object, ...) {
 #' bound tighter, not the model more flexible (more of them can only bring
 #' the bound closer to the exact log marginal likelihood), so they are not
 #' counted, and AIC and BIC are comparable across models and numbers of
-#' inducing points. Parameters held by \code{fixed} are not counted.
+#' inducing points. Parameters held by \code{fixed} are not counted. Its
+#' attribute \code{kind} is \code{"bound"} (a lower bound on
+#' \eqn{\log p(y)}{log p(y)}) or \code{"likelihood"} (\code{gpr()});
+#' \code{\link{anova.sparsevgp}} tabulates fits of one model with what their
+#' differences mean.
 #' \code{nobs()} is the number of observations used, after
 #' \code{na.action} and \code{subset}.
 #'
@@ -335,13 +343,17 @@ coef.sparsevgp <- function(object, ...) {
 #' normal when the model is right. With \code{na.action = na.exclude} the
 #' fitted values and residuals are padded with \code{NA}.
 #'
-#' \strong{confint()} is an error: the hyperparameters are point estimates
+#' \strong{confint() and vcov()} are errors: the hyperparameters are point estimates
 #' that maximise a bound on the marginal likelihood (type-II maximum
 #' likelihood). For the sparse models the bound is not a likelihood, and
 #' even for \code{gpr()} the lengthscales and variances are often weakly
 #' identified, so Wald or profile intervals would suggest a precision they
-#' do not have. Intervals for the function and for new observations come
-#' from \code{predict(fit, interval = )}; a fully Bayesian treatment of the
+#' do not have; the curvature of a bound at its maximum is not the inverse
+#' covariance of the estimates. Intervals for the function and for new
+#' observations come from \code{predict(fit, interval = )} (and
+#' \code{se.fit}, \code{full_cov}, \code{simulate()}, and for \code{sgpr()}
+#' and \code{pgpr()} \code{posterior_inducing()}, the posterior of the
+#' function at the inducing inputs); a fully Bayesian treatment of the
 #' hyperparameters is outside this package.
 #'
 #' @param object a fitted model.
@@ -353,7 +365,7 @@ coef.sparsevgp <- function(object, ...) {
 #'   are split (see \code{\link{scaling}}); by default \code{NULL}.
 #' @param ... not used.
 #' @return \code{logLik()}: an object of class \code{"logLik"} with
-#'   attributes \code{df} and \code{nobs}. \code{deviance()},
+#'   attributes \code{df}, \code{nobs} and \code{kind}. \code{deviance()},
 #'   \code{df.residual()}, \code{nobs()}: one number. \code{fitted()},
 #'   \code{residuals()}, \code{weights()}: vectors named by observation.
 #'   \code{formula()}, \code{terms()}, \code{model.frame()}: as for
@@ -378,7 +390,7 @@ NULL
 #' @export
 logLik.sparsevgp <- function(object, ...) {
   structure(object$bound, df = .df_hyper(object), nobs = length(object$y),
-            class = "logLik")
+            kind = .loglik_kind(object), class = "logLik")
 }
 
 # The number of free hyperparameters (see ?"sparsevgp-methods"): every
@@ -541,7 +553,10 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
 #'   update changes \code{inducing} (or \code{orthogonal}, \code{q_u}), the
 #'   data or the formula; so \code{update(fit, optimize = FALSE)} reproduces
 #'   the fit. \code{pgpr()} re-selects its inducing inputs in every pass and
-#'   keeps its selection method.
+#'   keeps its selection method. A \code{start} given to \code{update()}
+#'   is used instead. The new fit's \code{call} is the old call with the
+#'   changes, \code{start} included when the user gave one (the warm start
+#'   from \code{object} itself is not written into it).
 #' @param evaluate if \code{FALSE}, return the updated call.
 #' @return The new fit, or its call.
 #' @examples
@@ -567,7 +582,9 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   }
   if (!evaluate) return(call)
   run <- call
-  if (.check_flag(warm_start, "warm_start")) {
+  # a `start` given here is the user's choice, and wins over the warm start
+  warm <- .check_flag(warm_start, "warm_start") && !("start" %in% nms)
+  if (warm) {
     # the old fit goes into the call as a value: evaluated in a new
     # environment holding it, the call would make that environment the
     # formulas' environment, and every new fit would carry all old ones
@@ -575,9 +592,10 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
     run <- .warm_inducing_args(run, object, nms)
   }
   fit <- eval(run, parent.frame())
-  # the record is the user's call with the changes, not the warm-start plumbing
+  # the record is the user's call with the changes (a `start` the user gave
+  # included), not the warm-start plumbing
   fit$call <- call
-  fit$call$start <- NULL
+  if (warm) fit$call$start <- NULL
   fit
 }
 

@@ -350,6 +350,8 @@ objective.sparsevgp <- function(fit, ...) {
   fit$optim$capped <- isTRUE(first$convergence == 1L) || isTRUE(first$capped)
   stage_names <- c(paste0("fixed_", paste(hold, collapse = "_")), "all")
   fit$optim$stages <- setNames(c(first$value, fit$optim$value), stage_names)
+  fit$optim$stage_evals <- setNames(c(length(first$trail), length(fit$optim$trail) -
+                                        length(first$trail)), stage_names)
   fit$time <- fit$time + first_time
   fit
 }
@@ -536,9 +538,11 @@ objective.sparsevgp <- function(fit, ...) {
   }
   # the last run's cap only: a later stage that converged from a capped
   # earlier one did reach an optimum (o$capped keeps the record)
+  # control$maxit counts L-BFGS-B's iterations, each of which evaluates the
+  # bound once or more (line searches): the warning counts both
   if (!identical(o$method, "Adam") && isTRUE(o$convergence == 1L)) {
-    warning(sprintf("the optimiser stopped at its limit of %d evaluations (control$maxit) before the bound converged, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
-                    as.integer(fit$control$maxit)), call. = FALSE)
+    warning(sprintf("the optimiser stopped at its limit of %d iterations (control$maxit) before the bound converged, after %d evaluations of the bound in all, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
+                    as.integer(fit$control$maxit), as.integer(o$counts[[1L]])), call. = FALSE)
   }
   .line_search_warning(fit)
   .flat_fit_warning(fit)

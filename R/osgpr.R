@@ -167,7 +167,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   type <- match.arg(type)
   bound <- match.arg(bound)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  y <- .as_response(y, nrow(x))
+  y <- .as_response(y, nrow(x), model = "osgpr")
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)

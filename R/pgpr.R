@@ -157,6 +157,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
+  .pgpr_check_classes(y)
   lab <- .as_labels(y, N)
   kernel <- .check_kernel(kernel)
   optimize <- .check_flag(optimize, "optimize")
@@ -193,6 +194,30 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                converged = NA))
   # with a cluster the data and c go to the workers once (R/cluster.R)
   .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
+}
+
+# The mix-ups a binary classifier meets first, with the function to use
+# instead: a numeric response that is not two classes coded 0/1 or -1/+1
+# (regression), and a factor of more than two classes. Other labels are
+# checked by .as_labels().
+.pgpr_check_classes <- function(y) {
+  if (is.numeric(y) && is.null(dim(y)) && !anyNA(y)) {
+    u <- sort(unique(y))
+    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
+      stop(sprintf("'y' as a number must be coded 0/1 (or -1/+1); it has values %s%s: pgpr() is a classifier of two classes, and for a numeric response sgpr() (or gpr() for small N) is the model to use",
+                   paste(format(utils::head(u, 5L), digits = 4L), collapse = ", "),
+                   if (length(u) > 5L) sprintf(", ... (%d in all)", length(u)) else ""),
+           call. = FALSE)
+    }
+  }
+  if (is.factor(y)) {
+    used <- levels(y)[levels(y) %in% as.character(y)]
+    if (length(used) > 2L) {
+      stop(sprintf("'y' must have exactly two classes, but it has %d (%s): pgpr() classifies two, and svgp() or odvgp() fit more",
+                   length(used), paste(utils::head(used, 5L), collapse = ", ")), call. = FALSE)
+    }
+  }
+  invisible()
 }
 
 # ---- set-up ---------------------------------------------------------------------
@@ -596,8 +621,13 @@ fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
 #' @param level the coverage of the band (one input).
 #' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
 #'   example when they are all the training inputs).
+#' @param points,inputs whether to draw the data, and which input goes on
+#'   which axis (two inputs), as for \code{\link{plot.sparsevgp}}: the data
+#'   shrink and fade as their number grows and are left out over a map when
+#'   they would hide it; inputs named like longitude and latitude are drawn
+#'   as a map.
 #' @param xlab,ylab,main axis labels and title.
-#' @param ... further graphical parameters.
+#' @param ... further graphical parameters (such as \code{asp}).
 #' @return The plotted data, invisibly.
 #' @examples
 #' d <- classification_data("banana")
@@ -611,9 +641,9 @@ fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
 plot.pgpr <- function(x, which = c("fit", "convergence", "residuals"),
                       what = c("prob", "pg_variance"), n = 200L,
                       method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
-                      xlab = NULL, ylab = NULL, main = NULL, ...) {
+                      points = NULL, inputs = NULL, xlab = NULL, ylab = NULL, main = NULL, ...) {
   what <- match.arg(what)
   method <- match.arg(method)
   .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
-                   .check_flag(inducing, "inducing"), ...)
+                   .check_flag(inducing, "inducing"), ..., points = points, inputs = inputs)
 }

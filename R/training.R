@@ -132,9 +132,15 @@
   sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
   sub <- .train_staged(sub, sets, reselect, joint_first)
   fit$params <- sub$params
-  reports <- lapply(names(sub$optim$stages), function(s) {
-    list(value = sub$optim$stages[[s]], counts = c("function" = 0L, gradient = 0L),
-         failed_evaluations = 0L, convergence = 0L)
+  # each subsample stage with its part of the subsample's trail, so that
+  # plot(fit, which = "convergence") shows every stage
+  ev <- sub$optim$stage_evals
+  whole <- length(ev) == length(sub$optim$stages) && sum(ev) == length(sub$optim$trail)
+  part <- if (whole) split(sub$optim$trail, rep(seq_along(ev), ev)) else list()
+  reports <- lapply(seq_along(sub$optim$stages), function(k) {
+    list(value = sub$optim$stages[[k]], counts = c("function" = 0L, gradient = 0L),
+         failed_evaluations = 0L, convergence = 0L,
+         trail = if (whole) part[[as.character(k)]] else numeric(0))
   })
   names(reports) <- paste0("subsample_", names(sub$optim$stages))
   # the subsample's evaluations cost n / N of a full one each
@@ -163,8 +169,11 @@
   out$counts <- Reduce(`+`, lapply(reports, function(r) r$counts))
   out$failed_evaluations <- sum(vapply(reports, function(r) as.integer(r$failed_evaluations), 0L))
   out$stages <- vapply(reports, function(r) as.double(r$value), 0)
-  # the best bound after each evaluation, stage after stage
-  out$trail <- unlist(lapply(reports, function(r) r$trail), use.names = FALSE)
+  # the best bound after each evaluation, stage after stage, and how many
+  # evaluations each stage has in it
+  trails <- lapply(reports, function(r) r$trail)
+  out$trail <- unlist(trails, use.names = FALSE)
+  out$stage_evals <- lengths(trails)
   out$capped <- any(vapply(reports, function(r) isTRUE(r$convergence == 1L), TRUE))
   if (any(vapply(reports, function(r) isTRUE(r$interrupted), TRUE))) out$interrupted <- TRUE
   out$schedule <- schedule

@@ -38,9 +38,21 @@
   x
 }
 
-.as_response <- function(y, n, name = "y") {
+# The response of a regression model (`model`, for messages): a finite
+# numeric vector of length n. Classes (a factor, logical or character
+# vector) are the commonest mix-up: the error names the classifiers.
+.as_response <- function(y, n, name = "y", model = NULL) {
   if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
   if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
+  if ((is.factor(y) || is.logical(y) || is.character(y)) && is.null(dim(y))) {
+    k <- length(unique(y[!is.na(y)]))
+    what <- if (is.factor(y)) sprintf("a factor with %d levels", nlevels(y)) else
+      sprintf("a %s vector with %d values", if (is.logical(y)) "logical" else "character", k)
+    stop(sprintf("'%s' must be a numeric vector, not %s: %s is regression for a numeric response; for classes use %s",
+                 name, what, if (is.null(model)) "this model" else paste0(model, "()"),
+                 if (k > 2L) "svgp() or odvgp(), which fit more than two classes" else
+                   "pgpr() or svgp(), the binary classifiers"), call. = FALSE)
+  }
   if (!is.numeric(y) || !is.null(dim(y))) {
     stop(sprintf("'%s' must be a numeric vector", name), call. = FALSE)
   }
@@ -155,9 +167,36 @@
     stop(sprintf("%d of %d rows of the model frame have missing values, which na.action = na.pass keeps: use na.action = na.omit or na.exclude to drop them",
                  sum(incomplete), length(incomplete)), call. = FALSE)
   }
-  x <- .as_input_matrix(x, "formula inputs", min_rows)
+  .check_formula_inputs(x, formula, min_rows)
+  x <- .as_input_matrix(x, "inputs", min_rows)
   list(x = x, y = y, terms = tt, xlevels = stats::.getXlevels(tt, mf), frame = mf,
        na.action = attr(mf, "na.action"), weights = w, offset = off, noise = design)
+}
+
+# The inputs of a formula's model frame, with errors in the formula's
+# terms: no input at all (y ~ 1), infinite values (which na.action does not
+# drop), too few rows after subset and na.action.
+.check_formula_inputs <- function(x, formula, min_rows) {
+  if (ncol(x) == 0L) {
+    stop(sprintf("the formula %s has no inputs: a Gaussian process needs at least one variable on the right-hand side, as in %s ~ x",
+                 paste(deparse(formula, width.cutoff = 200L), collapse = " "),
+                 paste(deparse(formula[[2L]], width.cutoff = 60L), collapse = "")),
+         call. = FALSE)
+  }
+  bad <- !is.finite(x)
+  if (any(bad)) {
+    cols <- colnames(x)[colSums(bad) > 0L]
+    rows <- which(rowSums(bad) > 0L)
+    stop(sprintf("the input%s %s %s infinite values (in %d row%s, the first %s): na.action drops missing values only, so leave those rows out (for example subset = is.finite(%s))",
+                 if (length(cols) > 1L) "s" else "", paste(cols, collapse = ", "),
+                 if (length(cols) > 1L) "have" else "has", length(rows),
+                 if (length(rows) > 1L) "s" else "", rows[1L], cols[1L]), call. = FALSE)
+  }
+  if (nrow(x) < min_rows) {
+    stop(sprintf("the model frame has %d row%s after subset and na.action, and at least %d are needed",
+                 nrow(x), if (nrow(x) == 1L) "" else "s", min_rows), call. = FALSE)
+  }
+  invisible()
 }
 
 # Prior weights and an offset, checked against the number of observations:
@@ -284,12 +323,13 @@
 .fmt <- function(x, digits = 4L) formatC(x, digits = digits, format = "g")
 
 # The call of a formula method as the user would type it: gpr(y ~ x, ...),
-# without the name of the generic's first argument, so that update() works.
+# without the name of the generic's first argument, so that update() works;
+# `start` is kept as the user wrote it (.model_call()).
 .formula_call <- function(call, fun) {
   call[[1L]] <- as.name(fun)
   nm <- names(call)
   nm[nm == "x"] <- ""
   names(call) <- nm
-  call$start <- NULL
+  call$start <- .start_record(call$start)
   call
 }

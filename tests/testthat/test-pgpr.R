@@ -496,3 +496,17 @@ test_that("the double loop stops when the bound changes by less than tol; GV bre
   expect_false(f0$converged)
   expect_equal(f0$bound, max(f0$history$bound))
 })
+
+test_that("a numeric response or more than two classes name the models to use", {
+  msg <- function(expr) tryCatch({
+    expr
+    ""
+  }, error = conditionMessage)
+  skip_if_not_installed("MASS")
+  m <- msg(pgpr(accel ~ times, data = MASS::mcycle))
+  expect_match(m, "pgpr() is a classifier", fixed = TRUE)
+  expect_match(m, "sgpr()", fixed = TRUE)
+  m <- msg(pgpr(Species ~ Sepal.Length, data = iris))
+  expect_match(m, "it has 3 (setosa, versicolor, virginica)", fixed = TRUE)
+  expect_match(m, "svgp() or odvgp()", fixed = TRUE)
+})

@@ -120,8 +120,22 @@ test_that("a threshold chooses M anew at the fitted noise", {
 
 test_that("warnings: a capped fit and a flat fit say so in plain words", {
   d <- het_toy()
-  expect_warning(sgpr(y ~ x, data = d, inducing = 10, control = list(maxit = 2)),
-                 "stopped at its limit of 2 evaluations")
+  # control$maxit counts L-BFGS-B iterations, and the warning says so, with
+  # the evaluations that print() reports
+  msgs <- character()
+  capped <- withCallingHandlers(
+    sgpr(y ~ x, data = d, inducing = 10, control = list(maxit = 2)),
+    warning = function(w) {
+      msgs <<- c(msgs, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+  expect_match(msgs, "stopped at its limit of 2 iterations (control$maxit)", fixed = TRUE,
+               all = FALSE)
+  expect_match(msgs, sprintf("after %d evaluations of the bound", capped$optim$counts[[1L]]),
+               fixed = TRUE, all = FALSE)
+  expect_gt(capped$optim$counts[[1L]], 2L)
+  expect_output(print(capped), sprintf("iteration limit, control\\$maxit\\) \\(%d evaluations\\)",
+                                       capped$optim$counts[[1L]]))
   # a start far from the signal that the optimiser cannot leave
   expect_warning(sgpr(y ~ x, data = d, inducing = 10, kernel = kernel_rbf(lengthscale = 1e4)),
                  "no signal")
