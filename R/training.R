@@ -145,7 +145,7 @@
   if (!isTRUE(sub$optim$interrupted)) {
     pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
     fit$fixed[grepl(pat, names(fit$fixed))] <- TRUE
-    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held")
+    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held", from_start = FALSE)
     reports$all_data <- fit$optim
   } else {
     fit$optim <- sub$optim
