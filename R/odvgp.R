@@ -235,8 +235,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     if (missing(inducing)) inducing <- start$params$Z
     if (is.null(orthogonal)) orthogonal <- start$params$O
   }
-  k <- .uc_kernel(s$kernel, x, r, optimize && is.null(start), M, noise, joint_noise = FALSE)
-  spec <- .inducing_spec(inducing, M, NULL, x, default = "kmeans")
+  fresh <- optimize && is.null(start)
+  k <- .uc_kernel(s$kernel, x, r, fresh, M, noise, joint_noise = FALSE, mean = mean,
+                  auto_M = .uc_auto_spec(inducing, M))
+  spec <- .inducing_spec(inducing, if (is.null(k$M)) M else k$M, NULL, x, default = "kmeans")
   Z <- .select_by_spec(spec, x, k$kernel, warn_short = !is.null(M) || is.numeric(inducing))
   O <- .odvgp_orthogonal(orthogonal, x, nrow(Z))
   name <- c(orthogonal = "Orthogonally decoupled", hybrid = "Hybrid-basis decoupled",
@@ -244,7 +246,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   fit <- .uc_fit("odvgp", call, x, r, k$kernel, Z, O, basis = basis, mean = mean,
                  noise = k$noise, fixed = fixed, optimize_inducing = s$optimize_inducing,
                  control = s$control, batch_size = s$batch_size, start = start, q_u = NULL,
-                 label = sprintf("%s SVGP (|beta| = %d, |gamma| = %d)", name, nrow(Z), nrow(O)))
+                 label = sprintf("%s SVGP (|beta| = %d, |gamma| = %d)", name, nrow(Z), nrow(O)),
+                 schedule = fresh, kernel_given = s$kernel)
   class(fit) <- c("odvgp", "svgp", "sparsevgp")
   .build_or_fit(fit, optimize)
 }

@@ -236,7 +236,7 @@ svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 
 #' @rdname svgp
 #' @export
-svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
+svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
                          threshold = NULL, likelihood = NULL, noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
@@ -254,13 +254,19 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   whiten <- !multi && .check_flag(whiten, "whiten")
   s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "svgp", ncol(x))
   if (!is.null(start) && missing(inducing)) inducing <- start$params$Z
-  k <- .uc_kernel(s$kernel, x, r, optimize && is.null(start), M, noise, joint_noise = TRUE)
-  spec <- .inducing_spec(inducing, M, threshold, x, default = if (multi) "kmeans" else "greedy")
+  fresh <- optimize && is.null(start)
+  k <- .uc_kernel(s$kernel, x, r, fresh, M, noise, joint_noise = TRUE, mean = mean,
+                  auto_M = is.null(threshold) && .uc_auto_spec(inducing, M))
+  # classifiers: k-means centres by default (R/uncollapsed_training.R)
+  default <- if (!is.null(r$labels) && is.null(threshold)) "kmeans" else "greedy"
+  spec <- .inducing_spec(inducing, if (is.null(k$M)) M else k$M, threshold, x,
+                         default = default)
   Z <- .select_by_spec(spec, x, k$kernel, warn_short = !is.null(M) || is.numeric(inducing))
   fit <- .uc_fit("svgp", call, x, r, k$kernel, Z, NULL,
                  basis = if (whiten) "whitened" else "orthogonal", mean = mean, noise = k$noise,
                  fixed = fixed, optimize_inducing = s$optimize_inducing, control = s$control,
                  batch_size = s$batch_size, start = start, q_u = q_u,
+                 schedule = fresh && is.null(q_u), kernel_given = s$kernel,
                  label = sprintf("Uncollapsed %s SVGP (M = %d)",
                                  if (whiten) "whitened" else "non-whitened", nrow(Z)))
   if (!is.null(cluster) && fit$control$optimizer == "natgrad") {
@@ -321,13 +327,18 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
        batch_size = batch_size, control = .svgp_control(r$control, batch_size))
 }
 
-# The starting kernel (and noise) of an uncollapsed model: for a likelihood
-# on the scale of f fitted from scratch (`search`), the unset parameters at
-# the best point of the grid of R/start.R (svgp: the noise on the grid too,
-# unless given; odvgp: at its start, `joint_noise = FALSE`); then every
-# unset parameter from the data (variance 1 for the other likelihoods).
-.uc_kernel <- function(kernel, x, r, search, M, noise, joint_noise) {
+# The starting kernel (and noise) of an uncollapsed model fitted from
+# scratch (`search`): for a likelihood on the scale of f, the unset
+# parameters at the best point of the grid of R/start.R (svgp: the noise on
+# the grid too, unless given; odvgp: at its start, `joint_noise = FALSE`);
+# for a classifier, at the best point of the grid of
+# R/uncollapsed_training.R, which with `auto_M` also gives the number of
+# inducing inputs M; then every unset parameter from the data (variance 1
+# for the other likelihoods). list(kernel, noise, M (NULL: not chosen)).
+.uc_kernel <- function(kernel, x, r, search, M, noise, joint_noise, mean = NULL,
+                       auto_M = FALSE) {
   location <- r$lik$location
+  Mc <- NULL
   if (location && search) {
     Ms <- if (is.null(M)) 100L else M
     if (joint_noise) {
@@ -341,14 +352,26 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                                nrow(x)))$kernel
     }
   }
-  list(kernel = .kern_init(kernel, x, if (location) r$target), noise = noise)
+  if (search && !is.null(r$labels)) {
+    st <- .uc_start_classifier(kernel, x, r, M, mean, auto_M = auto_M)
+    kernel <- st$kernel
+    Mc <- st$M
+  }
+  list(kernel = .kern_init(kernel, x, if (location) r$target), noise = noise, M = Mc)
+}
+
+# Whether a classifier's M is left to the data: no M and a selection method
+# (not a number or given inducing inputs) for `inducing`.
+.uc_auto_spec <- function(inducing, M) {
+  is.null(M) && (is.null(inducing) || (is.character(inducing) && length(inducing) == 1L))
 }
 
 # The fit of an uncollapsed model: its parameters (kernel, likelihood,
 # prior mean, inducing inputs Z and O, the basis's variational blocks at the
 # prior, a warm start's where they fit, or q_u), with their roles.
 .uc_fit <- function(model, call, x, r, kernel, Z, O, basis, mean, noise, fixed,
-                    optimize_inducing, control, batch_size, start, q_u, label) {
+                    optimize_inducing, control, batch_size, start, q_u, label,
+                    schedule = FALSE, kernel_given = NULL) {
   lik <- r$lik
   lb <- .lik_blocks(lik, r$target, noise)
   mn <- .lik_mean(lik, mean, r$target)
@@ -365,6 +388,13 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                 batch_size = batch_size, offset = r$offset)
   # the softmax's Monte Carlo draws, also where users find them (?odvgp)
   if (!is.null(lik$mc)) extra$mc <- lik$mc
+  # a classifier fitted from scratch takes the schedule of
+  # R/uncollapsed_training.R, with one lengthscale for all inputs first when
+  # one per input is left to the data
+  if (schedule && !is.null(r$labels)) {
+    extra$classifier_start <- TRUE
+    extra$shared_stage <- !is.null(kernel_given) && .pgpr_shares(kernel_given, x, fixed)
+  }
   .new_fit(model, call, x, r$y, kernel, params, transforms, fixed,
            always = c(if (mn$fixed) "mean", if (!optimize_inducing) sets),
            control = control, roles = lb$roles,
@@ -456,6 +486,11 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 .train.svgp <- function(fit) {
   opt <- fit$control$optimizer
   if (is.null(opt)) opt <- if (is.null(fit$batch_size)) "lbfgsb" else "adam"
+  # classifiers fitted from scratch (R/uncollapsed_training.R)
+  if (isTRUE(fit$classifier_start)) {
+    if (opt == "lbfgsb") return(.uc_train_classifier(fit))
+    fit <- .uc_start_q_batch(fit)
+  }
   switch(opt,
          lbfgsb = .fit_staged(fit, intersect(c("Z", "O"), names(fit$params))),
          adam = .fit_adam(fit),
