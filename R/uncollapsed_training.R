@@ -274,9 +274,10 @@
 # (fit$inner_q) that exists only while the model trains, under the class
 # "svgp_inner". A few steps (two to five) reach the optimum within 1e-5
 # nats per observation.
-.uc_inner <- function(fit) {
+.uc_inner <- function(fit, tol = .uc_inner_tol) {
   st <- new.env(parent = emptyenv())
   st$evaluations <- 0L
+  st$tol <- tol * nrow(fit$x)
   fit$inner_q <- st
   class(fit) <- c("svgp_inner", class(fit))
   fit$fixed <- .uc_fixed(fit)
@@ -297,7 +298,7 @@
   st <- fit$inner_q
   p <- fit$params
   p[.uc_q_blocks] <- st$q
-  o <- .uc_q_optimum(fit, p, tol = .uc_inner_tol * nrow(fit$x), iters = 30L)
+  o <- .uc_q_optimum(fit, p, tol = st$tol, iters = 30L)
   st$evaluations <- st$evaluations + o$evaluations
   fit$params <- o$params
   fit
@@ -311,14 +312,15 @@
   fit
 }
 
-# The tolerance of the inner steps: nats per observation.
+# The tolerance of the inner steps: nats per observation (the last full
+# step gains less).
 .uc_inner_tol <- 1e-5
 
 #' @export
 .evaluate.svgp_inner <- function(fit, params, grad = TRUE, ...) {
   st <- fit$inner_q
   params[.uc_q_blocks] <- st$q
-  o <- .uc_q_optimum(fit, params, tol = .uc_inner_tol * nrow(fit$x), iters = 30L)
+  o <- .uc_q_optimum(fit, params, tol = st$tol, iters = 30L)
   st$evaluations <- st$evaluations + o$evaluations
   if (is.finite(o$value) && o$value > st$best) {
     st$best <- o$value
@@ -353,11 +355,12 @@
 
 # The most rows the schedule fits on before the full data: as many as
 # keep one evaluation near K n M^2 = 2e9 multiplications (20 000 for one
-# latent function at M = 100), at least 2000.
+# latent function at M = 100), at most 10 000 (pgpr()'s control$subsample)
+# and at least 2000.
 .uc_subsample_rows <- function(fit) {
   K <- .lik_of(fit)$latent
   M <- nrow(fit$params$Z) + NROW(fit$params$O)
-  as.integer(max(2000, min(20000, floor(2e9 / (K * M^2)))))
+  as.integer(max(2000, min(10000, floor(2e9 / (K * M^2)))))
 }
 
 # Many rows: the schedule on a random subsample, then q(u) at its
