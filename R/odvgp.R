@@ -49,6 +49,10 @@
 #' \code{a_gamma}. They start at the prior (\eqn{a = 0}, \eqn{S = K_\beta};
 #' Salimbeni et al. 2018, Appendix F).
 #'
+#' Classifiers fitted from scratch take the starting values and schedule of
+#' \code{\link{svgp}()} (see its Details), with the mean-only coefficients
+#' \eqn{a_\gamma} moved by L-BFGS-B with the kernel and the inducing inputs.
+#'
 #' Likelihoods and minibatches are those of \code{\link{svgp}()}: Gaussian
 #' (closed form), Bernoulli with the logit or probit link (Gauss-Hermite
 #' quadrature), Poisson and Student-t (see \code{\link{gp_likelihood}}),
@@ -125,7 +129,8 @@
 #'   covariance: a matrix, a number, a method name or a
 #'   \code{\link{select_inducing}()} result as in \code{\link{svgp}()}. By
 #'   default \eqn{\min(N, 100)}{min(N, 100)} k-means centres (Salimbeni et al. 2018,
-#'   Appendix F).
+#'   Appendix F); a classifier fitted from scratch with \code{M} left unset
+#'   chooses \eqn{M} as \code{\link{svgp}()} does.
 #' @param orthogonal the mean-only inducing inputs \eqn{\gamma}: a matrix,
 #'   a number (a uniform random subset of the distinct training inputs, as
 #'   in Salimbeni et al. 2018, Appendix F; reproducible under

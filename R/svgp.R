@@ -59,6 +59,40 @@
 #' lower. \code{\link{natgrad_step}()} moves \eqn{q(u)} by a natural-gradient
 #' step (of size 1, it lands on that optimum for the Gaussian likelihood).
 #'
+#' Classifiers fitted from scratch (two classes, or several with
+#' \code{"robustmax"} or \code{"softmax"}; \code{optimize = TRUE} and no
+#' \code{start}) take a schedule of their own, since from \eqn{q(u) = p(u)}
+#' and a kernel of variance 1 their ELBO has poor optima (a flat latent
+#' function, inputs switched off by ARD). The kernel parameters left
+#' \code{NULL} start at the best point of a grid of lengthscales (one
+#' multiple of \eqn{sd(x_d)\sqrt{D}}{sd(x_d) sqrt(D)} for every input) and
+#' variances (one for robust-max, whose ELBO does not depend on it), scored by
+#' the ELBO with \eqn{q(u)} at its conditional optimum on at most 1000 rows.
+#' With \code{M} left unset, \eqn{M} is the number of greedily selected
+#' points that brings \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}{sum_n w_n [Kff - Qff]_nn} below 0.01 nats per
+#' observation at that kernel, with \eqn{w_n} minus twice the derivative of
+#' the expected log-likelihood in the latent variance (the Polya-Gamma
+#' precision of \code{\link{pgpr}()}'s weighted trace for the logit link at
+#' \eqn{f = 0}), at most 100 (fewer for many classes). \eqn{q(u)} starts at
+#' its conditional optimum, reached by natural-gradient steps (see
+#' \code{\link{natgrad_step}()}), each shortened until it raises the ELBO. With
+#' one latent function, every L-BFGS-B evaluation then re-optimises
+#' \eqn{q(u)} in a few such steps, so that L-BFGS-B moves the kernel and the
+#' inducing inputs on \eqn{\max_q \mathrm{ELBO}}{max_q ELBO}, with the partial
+#' gradient at the optimal \eqn{q(u)} (the envelope theorem); several classes
+#' move \eqn{q(u)} with the other parameters. L-BFGS-B fits the kernel with the
+#' inducing inputs held, then everything; when one lengthscale per input is
+#' left to the data, both stages use one lengthscale for all inputs (in
+#' units of their standard deviations), and one per input is then fitted
+#' from there and kept only when its ELBO is higher by more than
+#' \eqn{(D - 1)\log(N)/2}{(D - 1) log(N) / 2} (the penalty of the Bayesian
+#' information criterion). \code{fit$optim$stages} gives the ELBO after each
+#' stage (\code{inducing_held}, \code{all}, \code{per_input}). With more
+#' than 10 000 rows the schedule runs on a random subsample and \eqn{q(u)} is
+#' then set at its conditional optimum on all the data. Minibatch fits start
+#' from the same kernel and inducing inputs with \eqn{q(u)} at its optimum on
+#' a subsample.
+#'
 #' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
 #' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
 #' \code{control$maxit} Adam iterations (Kingma and Ba 2015; \eqn{\beta_1 =
@@ -89,8 +123,11 @@
 #'   method name as in \code{\link{sgpr}()} (\code{"greedy"}, \code{"hgv"}
 #'   and \code{"gv"} are all plain greedy conditional variance here,
 #'   \code{"kmeans"}, \code{"random"}), or the result of
-#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
-#'   greedy conditional variance. More inducing inputs than data points
+#'   \code{\link{select_inducing}()}. By default (\code{NULL}) k-means
+#'   centres for the classifiers and greedy conditional variance for the
+#'   other likelihoods, \eqn{M = \min(N, 100)}{M = min(N, 100)}; a
+#'   classifier fitted from scratch with \code{M} left unset chooses \eqn{M}
+#'   (see Details). More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
 #' @param likelihood the likelihood (see \code{\link{gp_likelihood}}):
 #'   \code{"bernoulli"} (logit link), \code{"gaussian"}, \code{"probit"}
@@ -122,7 +159,7 @@
 #'   "SVGP K-means" baseline holds them at the k-means centres
 #'   (\code{FALSE}). With \code{TRUE}, full-batch fits run L-BFGS-B twice:
 #'   first with the inducing inputs held at their start, then with
-#'   everything free. Joint
+#'   everything free (for classifiers see Details). Joint
 #'   optimisation from the prior \eqn{q(u)} can collapse the inducing inputs
 #'   into clusters while the kernel variance is still small, a poor local
 #'   optimum that the first stage avoids; \code{fit$optim$stages} gives the
@@ -220,11 +257,12 @@
 #' pc <- svgp(xc, yc, likelihood = "poisson", inducing = 12)
 #' head(predict(pc, type = "response", interval = "prediction"))
 #'
-#' # three classes: one latent function per class, robust-max likelihood
+#' # three classes: one latent function per class, robust-max likelihood,
+#' # M chosen from the data
 #' set.seed(1)
-#' m <- svgp(Species ~ Petal.Length + Petal.Width, data = iris, inducing = 10,
-#'           control = list(maxit = 100))
+#' m <- svgp(Species ~ ., data = iris)
 #' table(predict(m, type = "class"), iris$Species)
+#' c(ELBO = logLik(m), constant = 150 * log(1 / 3))
 #' @export
 svgp <- function(x, ...) UseMethod("svgp")
 
