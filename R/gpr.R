@@ -41,7 +41,12 @@
 #'   \code{min_gain} (a run stops when the bound has risen by less than
 #'   \code{min_gain} nats per observation over its last 25 evaluations,
 #'   keeping the best point: default \eqn{10^{-3}}{10^-3}, 0 turns the rule off and
-#'   runs to L-BFGS-B's convergence); \code{trace} (\code{NULL}, the
+#'   runs to L-BFGS-B's convergence; a run from the starting values is not
+#'   stopped this way before some parameter has moved by a tenth of its
+#'   scale, about 10\% for a kernel parameter; such a stop is reported in
+#'   \code{fit$optim} as \code{convergence = 3} with a message beginning
+#'   "stopped: gain below control$min_gain", so that \code{convergence = 0}
+#'   always means that L-BFGS-B's own tests were met); \code{trace} (\code{NULL}, the
 #'   default, prints a progress line every 5 seconds in interactive sessions
 #'   once a run takes that long; 0 never, 1 every second, 2 and more also
 #'   \code{optim()}'s own trace); \code{jitter} and \code{jitter_cap}

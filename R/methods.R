@@ -268,6 +268,8 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 
 .optim_status <- function(o) {
   if (o$convergence == 0L) return("converged")
+  # the min_gain rule (R/objective.R): its own outcome, not a failure
+  if (o$convergence == .stop_code) return("stopped: gain below control$min_gain")
   # Adam runs a fixed number of iterations: there is nothing to converge
   if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
   # L-BFGS-B's message for its iteration limit ("NEW_X") says nothing

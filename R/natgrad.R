@@ -97,6 +97,16 @@ natgrad_step <- function(fit, step = 1) {
 # in the coordinates of u and stores the result in its own.
 .natgrad_q <- function(fit, params, step, batch = NULL, halve = TRUE) {
   r <- .uc_natural(fit, params, batch)
+  s <- .natgrad_apply(fit, params, r, step, halve)
+  list(params = s$params, value = r$value, halvings = s$halvings)
+}
+
+# The step of size `step` from `params`, given what .uc_natural() returned
+# there (`r`): list(params, halvings), params NULL when a step failed and
+# halve = FALSE. Steps of several sizes from one point share one
+# evaluation (R/uncollapsed_training.R tries smaller ones after a step
+# that lowers the bound).
+.natgrad_apply <- function(fit, params, r, step, halve = TRUE) {
   nat <- .basis_natural(.basis_of(fit), params, r$ib)
   halvings <- 0L
   for (j in seq_along(nat)) {
@@ -105,12 +115,12 @@ natgrad_step <- function(fit, step = 1) {
     new <- .natgrad_move(q$m, q$R, r$Kinv, drop(r$Kinv %*% lat$r), lat$P, step, halve, q$Lw)
     halvings <- halvings + new$halvings
     if (is.null(new$b)) {
-      if (!halve) return(list(params = NULL, value = r$value, halvings = halvings))
+      if (!halve) return(list(params = NULL, halvings = halvings))
       next
     }
     params <- .natgrad_set(params, j, new$b, new$W)
   }
-  list(params = params, value = r$value, halvings = halvings)
+  list(params = params, halvings = halvings)
 }
 
 # Column j of q(u)'s blocks set to the mean b and square root W.

@@ -42,8 +42,11 @@ objective.sparsevgp <- function(fit, ...) {
 # extreme trial point of the line search, say) returns a large finite value
 # and a zero gradient instead of an error, so L-BFGS-B backtracks; the
 # number of such evaluations is kept. `evaluate(par, ...)` passes its extra
-# arguments (a minibatch) to .evaluate().
-.objective <- function(fit, safe, progress = NULL) {
+# arguments (a minibatch) to .evaluate(). `arm`, for a run from the model's
+# starting values, holds the optimiser's scales of the parameters: the
+# stopping rule then waits until the best point has moved from the start by
+# .stop_move in those units (see .stop_move).
+.objective <- function(fit, safe, progress = NULL, arm = NULL) {
   template <- fit$params
   trans <- fit$transforms
   full <- .pack(template, trans)
@@ -59,6 +62,9 @@ objective.sparsevgp <- function(fit, ...) {
   window <- .stop_window
   stop_gain <- if (is.null(fit$control$min_gain)) 0 else
     fit$control$min_gain * max(1, length(fit$y))
+  # armed: the rule may stop the run (at once, unless the run starts from the
+  # model's starting values)
+  cache$armed <- is.null(arm)
   # a test hook: signal an interrupt, as Ctrl-C does, after this many
   # evaluations (tests of the interrupt handling)
   interrupt_after <- getOption("sparsevgp.interrupt_after")
@@ -101,14 +107,20 @@ objective.sparsevgp <- function(fit, ...) {
       return(invisible())
     }
     cache$value <- r$value
-    if (r$value > cache$best) cache$best_par <- par
+    if (r$value > cache$best) {
+      cache$best_par <- par
+      if (!cache$armed) {
+        cache$armed <- max(abs(par - arm$par0) / arm$scale) >= .stop_move
+      }
+    }
     cache$best <- max(cache$best, r$value)
     cache$grad <- r$grad
     cache$trail[cache$count] <- cache$best
-    if (stop_gain > 0 && cache$count > window &&
+    if (stop_gain > 0 && cache$armed && cache$count > window &&
         isTRUE(cache$best - cache$trail[cache$count - window] < stop_gain)) {
-      signalCondition(structure(class = c("sparsevgp_converged", "condition"),
-                                list(message = "converged", call = NULL)))
+      signalCondition(structure(class = c("sparsevgp_stopped", "condition"),
+                                list(message = "stopped: gain below control$min_gain",
+                                     call = NULL)))
     }
     invisible()
   }
@@ -188,12 +200,29 @@ objective.sparsevgp <- function(fit, ...) {
 # own trace (level trace - 1).
 # min_gain: a run stops when the bound has risen by less than min_gain per
 # observation over the last .stop_window evaluations (0: L-BFGS-B's own
-# tests only).
+# tests only). Such a run reports convergence code .stop_code, not 0.
 .default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = NULL,
                          min_gain = 1e-3, jitter = 1e-8, jitter_cap = 1e-2)
 
 # The window of the stopping rule (evaluations).
 .stop_window <- 25L
+
+# A run from the model's starting values is stopped by the rule only once
+# its best point has moved from the start by at least this much in the
+# optimiser's units (.optim_setup(): log-scale parameters by 0.1, a change
+# of about 10%; inducing inputs by a tenth of their input's standard
+# deviation; the mean by a tenth of sd(y)) in some coordinate. On a plateau
+# near the start (a classifier whose latent function is still flat, say) the
+# bound rises slowly at first, and without this the rule ended such fits
+# where they began and reported them converged. Later stages start from
+# fitted values, where not moving is the expected outcome.
+.stop_move <- 0.1
+
+# fit$optim$convergence of a run that the min_gain rule stopped: distinct
+# from L-BFGS-B's own codes (0 converged, 1 control$maxit reached, 51 and 52
+# warnings and errors of its line search), so that 0 always means that the
+# optimiser's own convergence tests were met.
+.stop_code <- 3L
 
 # The optimiser and jitter settings of `control` over `defaults` (a model's
 # own defaults for the shared entries); entries in `own` are a model's own
@@ -245,11 +274,22 @@ objective.sparsevgp <- function(fit, ...) {
 # relative convergence test (factr) independent of the units of y. An
 # interrupt (Ctrl-C) ends the run with the best parameters so far, marked
 # in the report (`interrupted`); `stage` names the run in progress lines.
-.fit_lbfgsb <- function(fit, stage = NULL) {
-  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage))
+# `from_start`: the run starts from the model's starting values (by default
+# when the fit has not been optimised yet), so that the min_gain rule waits
+# until the parameters have moved (.stop_move).
+.fit_lbfgsb <- function(fit, stage = NULL, from_start = is.null(fit$optim)) {
   start <- proc.time()[["elapsed"]]
+  su <- NULL
+  arm <- NULL
+  par_free <- .pack(fit$params, fit$transforms)[!fit$fixed]
+  if (length(par_free) > 0L) {
+    su <- .optim_setup(fit, par_free)
+    if (isTRUE(from_start)) {
+      arm <- list(par0 = pmin(pmax(par_free, su$lower), su$upper), scale = su$parscale)
+    }
+  }
+  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage), arm = arm)
   if (length(o$par) > 0L) {
-    su <- .optim_setup(fit, o$par)
     par0 <- pmin(pmax(o$par, su$lower), su$upper)
     offset <- .objective_offset(fit)
     # L-BFGS-B on u = (par - shift) / scale (see .optim_setup())
@@ -262,15 +302,16 @@ objective.sparsevgp <- function(fit, ...) {
                                  lower = (su$lower - su$shift) / su$parscale,
                                  upper = (su$upper - su$shift) / su$parscale, control = ctrl),
                     interrupt = function(e) NULL,
-                    sparsevgp_converged = function(e) "stopped",
+                    sparsevgp_stopped = function(e) "stopped",
                     error = function(e) .optim_error(e))
     if (identical(res, "stopped")) {
-      # the bound stopped rising (see .stop_window): the best point so far
+      # the bound stopped rising (see .stop_window): the best point so far,
+      # reported as its own outcome, not as the optimiser's convergence
       best <- o$best()
       n <- o$count()
-      res <- list(par = best$par, value = -best$value - offset, convergence = 0L,
+      res <- list(par = best$par, value = -best$value - offset, convergence = .stop_code,
                   counts = c("function" = n, gradient = n),
-                  message = sprintf("the bound rose by less than %s (control$min_gain per observation) over the last %d evaluations",
+                  message = sprintf("stopped: gain below control$min_gain (the bound rose by less than %s nats, control$min_gain per observation, over the last %d evaluations)",
                                     format(fit$control$min_gain * max(1, length(fit$y)),
                                            digits = 3L), .stop_window))
     } else if (!is.null(res)) {

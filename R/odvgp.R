@@ -49,6 +49,10 @@
 #' \code{a_gamma}. They start at the prior (\eqn{a = 0}, \eqn{S = K_\beta};
 #' Salimbeni et al. 2018, Appendix F).
 #'
+#' Classifiers fitted from scratch take the starting values and schedule of
+#' \code{\link{svgp}()} (see its Details), with the mean-only coefficients
+#' \eqn{a_\gamma} moved by L-BFGS-B with the kernel and the inducing inputs.
+#'
 #' Likelihoods and minibatches are those of \code{\link{svgp}()}: Gaussian
 #' (closed form), Bernoulli with the logit or probit link (Gauss-Hermite
 #' quadrature), Poisson and Student-t (see \code{\link{gp_likelihood}}),
@@ -125,7 +129,8 @@
 #'   covariance: a matrix, a number, a method name or a
 #'   \code{\link{select_inducing}()} result as in \code{\link{svgp}()}. By
 #'   default \eqn{\min(N, 100)}{min(N, 100)} k-means centres (Salimbeni et al. 2018,
-#'   Appendix F).
+#'   Appendix F); a classifier fitted from scratch with \code{M} left unset
+#'   chooses \eqn{M} as \code{\link{svgp}()} does.
 #' @param orthogonal the mean-only inducing inputs \eqn{\gamma}: a matrix,
 #'   a number (a uniform random subset of the distinct training inputs, as
 #'   in Salimbeni et al. 2018, Appendix F; reproducible under
@@ -235,8 +240,10 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
     if (missing(inducing)) inducing <- start$params$Z
     if (is.null(orthogonal)) orthogonal <- start$params$O
   }
-  k <- .uc_kernel(s$kernel, x, r, optimize && is.null(start), M, noise, joint_noise = FALSE)
-  spec <- .inducing_spec(inducing, M, NULL, x, default = "kmeans")
+  fresh <- optimize && is.null(start)
+  k <- .uc_kernel(s$kernel, x, r, fresh, M, noise, joint_noise = FALSE, mean = mean,
+                  auto_M = .uc_auto_spec(inducing, M))
+  spec <- .inducing_spec(inducing, if (is.null(k$M)) M else k$M, NULL, x, default = "kmeans")
   Z <- .select_by_spec(spec, x, k$kernel, warn_short = !is.null(M) || is.numeric(inducing))
   O <- .odvgp_orthogonal(orthogonal, x, nrow(Z))
   name <- c(orthogonal = "Orthogonally decoupled", hybrid = "Hybrid-basis decoupled",
@@ -244,7 +251,8 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   fit <- .uc_fit("odvgp", call, x, r, k$kernel, Z, O, basis = basis, mean = mean,
                  noise = k$noise, fixed = fixed, optimize_inducing = s$optimize_inducing,
                  control = s$control, batch_size = s$batch_size, start = start, q_u = NULL,
-                 label = sprintf("%s SVGP (|beta| = %d, |gamma| = %d)", name, nrow(Z), nrow(O)))
+                 label = sprintf("%s SVGP (|beta| = %d, |gamma| = %d)", name, nrow(Z), nrow(O)),
+                 schedule = fresh, kernel_given = s$kernel)
   class(fit) <- c("odvgp", "svgp", "sparsevgp")
   .build_or_fit(fit, optimize)
 }

@@ -163,13 +163,33 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   optimize <- .check_flag(optimize, "optimize")
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   control <- .pgpr_control(control)
+  # the loops' tolerance: by default 1e-4 nats per observation
+  if (is.null(control$tol)) control$tol <- 1e-4 * N
   c0 <- rep(control$c_init, N)
   if (!is.null(.check_start(start, "pgpr"))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (length(start$c) == N) c0 <- start$c
   }
-  kernel <- .kern_init(kernel, x, NULL)
+  # M chosen from the data (greedy selection without M or threshold): a
+  # first selection of M_start, then M by a threshold at the fitted kernel
+  # in each re-selection (R/pgpr_training.R)
+  auto <- is.null(M) && is.null(threshold) && is.character(inducing) &&
+    length(inducing) == 1L && inducing %in% .greedy_methods
   spec <- .inducing_spec(inducing, M, threshold, x)
+  if (auto) {
+    spec$auto <- TRUE
+    spec$M_start <- spec$M
+    spec$M_max <- .pgpr_max_inducing(min(N, control$subsample))
+  }
+  # one lengthscale per input left to the data: a first stage with one
+  # lengthscale for all inputs in units of their sd (R/pgpr_training.R)
+  shared <- optimize && is.null(start) && is.null(cluster) && .pgpr_shares(kernel, x, fixed)
+  # parameters left unset start at the best point of a grid scored by the
+  # bound (R/start_classification.R) when the model is fitted from scratch
+  if (optimize && is.null(start)) {
+    kernel <- .start_classifier(kernel, x, lab$ypm, M = spec$M)
+  }
+  kernel <- .kern_init(kernel, x, NULL)
   mn <- .mean_start(mean, .class_mean_start(lab$y01))
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
   # the greedy selections break ties in one order drawn once per fit and
@@ -191,7 +211,8 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   label = sprintf("Polya-Gamma sparse GP classification (PGPR), inducing inputs: %s",
                                   .pgpr_inducing_label(spec, optimize_inducing)),
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
-                               converged = NA))
+                               converged = NA, shared_stage = shared,
+                               shared_scale = if (shared) .column_sd(x)))
   # with a cluster the data and c go to the workers once (R/cluster.R)
   .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
 }
@@ -223,12 +244,37 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # ---- set-up ---------------------------------------------------------------------
 
 .pgpr_default_control <- list(maxit = 250L, inner_max = 10L, ci_iters = 10L, outer_max = 10L,
-                              tol = 1e-3, c_init = 0.1)
+                              tol = NULL, c_init = 0.1, subsample = 10000L)
+
+# Whether the first stage of training has one lengthscale for all inputs
+# (in units of their sd): a single kernel with one lengthscale per input
+# left to the data, none of them held.
+.pgpr_shares <- function(kernel, x, fixed) {
+  if (ncol(x) < 2L || .is_combo(kernel) || !is.null(kernel$lengthscale) ||
+      isFALSE(kernel$ard)) {
+    return(FALSE)
+  }
+  !any(grepl("lengthscale", as.character(fixed)))
+}
+
+# Standard deviations of the input columns (1 for constant columns).
+.column_sd <- function(x) {
+  s <- apply(x, 2L, stats::sd)
+  s[!is.finite(s) | s <= 0] <- 1
+  s
+}
+
+# The most inducing inputs an automatic M takes: about as many as keep one
+# evaluation near N M^2 = 4.5e8 multiplications (300 at N = 5000), at least
+# 100 and at most N.
+.pgpr_max_inducing <- function(N) {
+  as.integer(min(N, max(100, floor(sqrt(4.5e8 / N)))))
+}
 
 # The PGPR loop settings, then the shared optimiser and jitter settings.
 .pgpr_control <- function(control) {
   if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
-  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "memory")
+  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "subsample", "memory")
   ctrl <- utils::modifyList(.pgpr_default_control, control)
   for (nm in c("inner_max", "ci_iters", "outer_max", "maxit")) {
     v <- ctrl[[nm]]
@@ -236,8 +282,13 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
       stop(sprintf("'control$%s' must be a whole number >= 1", nm), call. = FALSE)
     }
   }
-  if (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L || !(ctrl$tol >= 0)) {
-    stop("'control$tol' must be one number >= 0", call. = FALSE)
+  if (!is.null(ctrl$tol) && (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L ||
+                             !(ctrl$tol >= 0))) {
+    stop("'control$tol' must be NULL or one number >= 0", call. = FALSE)
+  }
+  if (!is.numeric(ctrl$subsample) || length(ctrl$subsample) != 1L || is.na(ctrl$subsample) ||
+      ctrl$subsample < 100) {
+    stop("'control$subsample' must be one number >= 100 (Inf: never)", call. = FALSE)
   }
   if (!is.numeric(ctrl$c_init) || length(ctrl$c_init) != 1L || !is.finite(ctrl$c_init) ||
       ctrl$c_init < 0) {
@@ -276,17 +327,6 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 #' @export
 .select_weights.pgpr <- function(fit) pg_theta(fit$c)
-
-# reinit_inducing(): refit with new inducing inputs held fixed, by the inner
-# loop (L-BFGS-B on the kernel alternated with c updates).
-#' @export
-.refit_inducing.pgpr <- function(fit, Z) {
-  fit <- .set_inducing(fit, Z)
-  start <- proc.time()[["elapsed"]]
-  fit <- .pgpr_inner(fit)
-  fit$time <- proc.time()[["elapsed"]] - start
-  .finish(fit)
-}
 
 # ---- bound and gradient -----------------------------------------------------------
 
@@ -349,16 +389,18 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
 # under the current q*(f) (Passerello 2022, eqs. 4.9-4.11), repeated
-# `iters` times or until c stops moving. Each update is a coordinate ascent
+# `iters` times, until c stops moving, or until an update raises the bound
+# by less than `tol`. Each update is a coordinate ascent
 # step and never lowers the bound (derived for this package and checked
 # numerically; Passerello 2022, section 4.1.3, iterates the updates until
 # the bound converges). Returns the
 # fit with the new c and `bound` evaluated there.
 # On a cluster the workers update their own c, and only the largest change
 # comes back; fit$c is then stale until .pgpr_sync_c().
-.pgpr_update_c <- function(fit, iters) {
+.pgpr_update_c <- function(fit, iters, tol = 0) {
   r <- .evaluate(fit, fit$params, grad = FALSE)
   for (i in seq_len(iters)) {
+    before <- r$value
     if (is.null(fit$cluster)) {
       q <- .pgpr_qf_train(fit, r)
       cnew <- sqrt(q$mean^2 + q$var)
@@ -371,7 +413,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
       done <- max(u[, "change"]) <= 1e-10 * max(1, max(u[, "largest"]))
     }
     r <- .evaluate(fit, fit$params, grad = FALSE)
-    if (done) break
+    if (done || r$value - before < tol) break
   }
   fit$bound <- r$value
   fit
@@ -391,88 +433,6 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   fit
 }
 
-# ---- training -------------------------------------------------------------------------
-
-# L-BFGS-B runs at fixed c bound the kernel's log parameters above by 30. On
-# near-separable data the kernel variance grows without bound, and a line
-# search can step to values (variance ~ 1e22 with lengthscale ~ 1e8 on
-# crabs) where K_uu + jitter is numerically rank one and I + A A' cannot be
-# factorised; the bound keeps every trial point computable and is far beyond
-# any sensible optimum. Only upper bounds: when every variable has two
-# bounds L-BFGS-B takes a full first step to the Cauchy point, which can land
-# on a lower bound where the bound is flat (variance e^-30) and stall there.
-#' @export
-.optim_upper.pgpr <- function(fit, par) {
-  ifelse(.par_info(fit)[names(par), "transform"] == "log", 30, Inf)
-}
-
-# Inner loop (Passerello 2022, section 4.1.3): L-BFGS-B on the free parameters at fixed
-# c, then closed-form c updates, until the bound changes by less than tol.
-.pgpr_inner <- function(fit) {
-  ctrl <- fit$control
-  prev <- -Inf
-  evals <- 0L
-  rounds <- 0L
-  converged <- FALSE
-  for (it in seq_len(ctrl$inner_max)) {
-    fit <- .fit_lbfgsb(fit)
-    evals <- evals + as.integer(fit$optim$counts[[1L]])
-    fit <- .pgpr_update_c(fit, ctrl$ci_iters)
-    rounds <- it
-    if (abs(fit$bound - prev) <= ctrl$tol) {
-      converged <- TRUE
-      break
-    }
-    prev <- fit$bound
-  }
-  fit$inner <- list(rounds = rounds, evaluations = evals, converged = converged)
-  .pgpr_sync_c(fit)
-}
-
-# The double loop (Passerello 2022, sections 4.3.2 and 5.4): for the greedy methods,
-# re-select Z from scratch at the current kernel and c before each inner
-# loop, until the bound changes by less than tol or outer_max passes; keep
-# the best state.
-#' @export
-.train.pgpr <- function(fit) {
-  ctrl <- fit$control
-  spec <- fit$selection
-  reselect <- spec$method %in% .greedy_methods
-  passes <- if (reselect) ctrl$outer_max else 1L
-  start <- proc.time()[["elapsed"]]
-  best <- NULL
-  prev <- -Inf
-  hist <- vector("list", passes)
-  converged <- FALSE
-  for (pass in seq_len(passes)) {
-    if (reselect && pass > 1L) {
-      kern <- .kernel_at(fit$kernel, fit$params)
-      fit$params$Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c), fit$control$memory)
-      fit$fixed <- .fixed_from_spec(fit)
-    }
-    fit <- .pgpr_inner(fit)
-    hist[[pass]] <- data.frame(pass = pass, M = nrow(fit$params$Z), bound = fit$bound,
-                               inner_rounds = fit$inner$rounds,
-                               evaluations = fit$inner$evaluations)
-    if (is.null(best) || fit$bound > best$bound) best <- fit
-    if (abs(fit$bound - prev) <= ctrl$tol) {
-      converged <- TRUE
-      break
-    }
-    prev <- fit$bound
-  }
-  if (!reselect) converged <- fit$inner$converged
-  best$history <- do.call(rbind, hist[!vapply(hist, is.null, TRUE)])
-  # the optimiser report covers every inner L-BFGS-B run of every pass
-  total <- sum(best$history$evaluations)
-  best$optim$counts <- c("function" = total, gradient = total)
-  best$converged <- converged
-  best$time <- proc.time()[["elapsed"]] - start
-  # the workers' c are the last pass's: the final evaluation reads the best
-  if (!identical(best$c, fit$c)) .pgpr_sync_c(best, push = TRUE)
-  best
-}
-
 #' @export
 .report.pgpr <- function(fit) {
   fit$theta <- pg_theta(fit$c)
@@ -483,10 +443,23 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                                format(max(fit$theta), digits = 3L)))
   if (!is.null(fit$history)) {
     h <- fit$history
-    out[["Training"]] <- sprintf("%d selection pass%s, %s; best bound in pass %d",
-                                 nrow(h), if (nrow(h) == 1L) "" else "es",
+    passes <- sum(h$pass > 0L)
+    b <- which.max(h$bound)
+    out[["Training"]] <- sprintf("%s%d selection pass%s, %s; best bound %s",
+                                 if (any(h$pass == 0L)) "one lengthscale, then " else "",
+                                 passes, if (passes == 1L) "" else "es",
                                  if (isTRUE(fit$converged)) "converged" else "stopped at the cap",
-                                 h$pass[which.max(h$bound)])
+                                 if (h$pass[b] == 0L) "with one lengthscale" else
+                                   sprintf("in pass %d", h$pass[b]))
+    if (!is.null(fit$subsample)) {
+      out[["Training"]] <- sprintf("on a subsample of %d rows, then on all the data with the inducing inputs held",
+                                   fit$subsample$rows)
+    }
+  }
+  if (isTRUE(fit$selection$auto)) {
+    out[["Number of inducing inputs"]] <- sprintf(
+      "M = %d, chosen at the fitted kernel for an expected KL divergence below %g nats per observation (at most %d; give 'M' to choose)",
+      nrow(fit$params$Z), .pgpr_auto_kl, fit$selection$M_max)
   }
   fit$summary_extra <- out
   fit

@@ -59,6 +59,40 @@
 #' lower. \code{\link{natgrad_step}()} moves \eqn{q(u)} by a natural-gradient
 #' step (of size 1, it lands on that optimum for the Gaussian likelihood).
 #'
+#' Classifiers fitted from scratch (two classes, or several with
+#' \code{"robustmax"} or \code{"softmax"}; \code{optimize = TRUE} and no
+#' \code{start}) take a schedule of their own, since from \eqn{q(u) = p(u)}
+#' and a kernel of variance 1 their ELBO has poor optima (a flat latent
+#' function, inputs switched off by ARD). The kernel parameters left
+#' \code{NULL} start at the best point of a grid of lengthscales (one
+#' multiple of \eqn{sd(x_d)\sqrt{D}}{sd(x_d) sqrt(D)} for every input) and
+#' variances (one for robust-max, whose ELBO does not depend on it), scored by
+#' the ELBO with \eqn{q(u)} at its conditional optimum on at most 1000 rows.
+#' With \code{M} left unset, \eqn{M} is the number of greedily selected
+#' points that brings \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}{sum_n w_n [Kff - Qff]_nn} below 0.01 nats per
+#' observation at that kernel, with \eqn{w_n} minus twice the derivative of
+#' the expected log-likelihood in the latent variance (the Polya-Gamma
+#' precision of \code{\link{pgpr}()}'s weighted trace for the logit link at
+#' \eqn{f = 0}), at most 100 (fewer for many classes). \eqn{q(u)} starts at
+#' its conditional optimum, reached by natural-gradient steps (see
+#' \code{\link{natgrad_step}()}), each shortened until it raises the ELBO. With
+#' one latent function, every L-BFGS-B evaluation then re-optimises
+#' \eqn{q(u)} in a few such steps, so that L-BFGS-B moves the kernel and the
+#' inducing inputs on \eqn{\max_q \mathrm{ELBO}}{max_q ELBO}, with the partial
+#' gradient at the optimal \eqn{q(u)} (the envelope theorem); several classes
+#' move \eqn{q(u)} with the other parameters. L-BFGS-B fits the kernel with the
+#' inducing inputs held, then everything; when one lengthscale per input is
+#' left to the data, both stages use one lengthscale for all inputs (in
+#' units of their standard deviations), and one per input is then fitted
+#' from there and kept only when its ELBO is higher by more than
+#' \eqn{(D - 1)\log(N)/2}{(D - 1) log(N) / 2} (the penalty of the Bayesian
+#' information criterion). \code{fit$optim$stages} gives the ELBO after each
+#' stage (\code{inducing_held}, \code{all}, \code{per_input}). With more
+#' than 10 000 rows the schedule runs on a random subsample and \eqn{q(u)} is
+#' then set at its conditional optimum on all the data. Minibatch fits start
+#' from the same kernel and inducing inputs with \eqn{q(u)} at its optimum on
+#' a subsample.
+#'
 #' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
 #' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
 #' \code{control$maxit} Adam iterations (Kingma and Ba 2015; \eqn{\beta_1 =
@@ -89,8 +123,11 @@
 #'   method name as in \code{\link{sgpr}()} (\code{"greedy"}, \code{"hgv"}
 #'   and \code{"gv"} are all plain greedy conditional variance here,
 #'   \code{"kmeans"}, \code{"random"}), or the result of
-#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
-#'   greedy conditional variance. More inducing inputs than data points
+#'   \code{\link{select_inducing}()}. By default (\code{NULL}) k-means
+#'   centres for the classifiers and greedy conditional variance for the
+#'   other likelihoods, \eqn{M = \min(N, 100)}{M = min(N, 100)}; a
+#'   classifier fitted from scratch with \code{M} left unset chooses \eqn{M}
+#'   (see Details). More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
 #' @param likelihood the likelihood (see \code{\link{gp_likelihood}}):
 #'   \code{"bernoulli"} (logit link), \code{"gaussian"}, \code{"probit"}
@@ -122,7 +159,7 @@
 #'   "SVGP K-means" baseline holds them at the k-means centres
 #'   (\code{FALSE}). With \code{TRUE}, full-batch fits run L-BFGS-B twice:
 #'   first with the inducing inputs held at their start, then with
-#'   everything free. Joint
+#'   everything free (for classifiers see Details). Joint
 #'   optimisation from the prior \eqn{q(u)} can collapse the inducing inputs
 #'   into clusters while the kernel variance is still small, a poor local
 #'   optimum that the first stage avoids; \code{fit$optim$stages} gives the
@@ -220,11 +257,12 @@
 #' pc <- svgp(xc, yc, likelihood = "poisson", inducing = 12)
 #' head(predict(pc, type = "response", interval = "prediction"))
 #'
-#' # three classes: one latent function per class, robust-max likelihood
+#' # three classes: one latent function per class, robust-max likelihood,
+#' # M chosen from the data
 #' set.seed(1)
-#' m <- svgp(Species ~ Petal.Length + Petal.Width, data = iris, inducing = 10,
-#'           control = list(maxit = 100))
+#' m <- svgp(Species ~ ., data = iris)
 #' table(predict(m, type = "class"), iris$Species)
+#' c(ELBO = logLik(m), constant = 150 * log(1 / 3))
 #' @export
 svgp <- function(x, ...) UseMethod("svgp")
 
@@ -236,7 +274,7 @@ svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 
 #' @rdname svgp
 #' @export
-svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
+svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
                          threshold = NULL, likelihood = NULL, noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
@@ -254,13 +292,19 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   whiten <- !multi && .check_flag(whiten, "whiten")
   s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "svgp", ncol(x))
   if (!is.null(start) && missing(inducing)) inducing <- start$params$Z
-  k <- .uc_kernel(s$kernel, x, r, optimize && is.null(start), M, noise, joint_noise = TRUE)
-  spec <- .inducing_spec(inducing, M, threshold, x, default = if (multi) "kmeans" else "greedy")
+  fresh <- optimize && is.null(start)
+  k <- .uc_kernel(s$kernel, x, r, fresh, M, noise, joint_noise = TRUE, mean = mean,
+                  auto_M = is.null(threshold) && .uc_auto_spec(inducing, M))
+  # classifiers: k-means centres by default (R/uncollapsed_training.R)
+  default <- if (!is.null(r$labels) && is.null(threshold)) "kmeans" else "greedy"
+  spec <- .inducing_spec(inducing, if (is.null(k$M)) M else k$M, threshold, x,
+                         default = default)
   Z <- .select_by_spec(spec, x, k$kernel, warn_short = !is.null(M) || is.numeric(inducing))
   fit <- .uc_fit("svgp", call, x, r, k$kernel, Z, NULL,
                  basis = if (whiten) "whitened" else "orthogonal", mean = mean, noise = k$noise,
                  fixed = fixed, optimize_inducing = s$optimize_inducing, control = s$control,
                  batch_size = s$batch_size, start = start, q_u = q_u,
+                 schedule = fresh && is.null(q_u), kernel_given = s$kernel,
                  label = sprintf("Uncollapsed %s SVGP (M = %d)",
                                  if (whiten) "whitened" else "non-whitened", nrow(Z)))
   if (!is.null(cluster) && fit$control$optimizer == "natgrad") {
@@ -321,13 +365,18 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
        batch_size = batch_size, control = .svgp_control(r$control, batch_size))
 }
 
-# The starting kernel (and noise) of an uncollapsed model: for a likelihood
-# on the scale of f fitted from scratch (`search`), the unset parameters at
-# the best point of the grid of R/start.R (svgp: the noise on the grid too,
-# unless given; odvgp: at its start, `joint_noise = FALSE`); then every
-# unset parameter from the data (variance 1 for the other likelihoods).
-.uc_kernel <- function(kernel, x, r, search, M, noise, joint_noise) {
+# The starting kernel (and noise) of an uncollapsed model fitted from
+# scratch (`search`): for a likelihood on the scale of f, the unset
+# parameters at the best point of the grid of R/start.R (svgp: the noise on
+# the grid too, unless given; odvgp: at its start, `joint_noise = FALSE`);
+# for a classifier, at the best point of the grid of
+# R/uncollapsed_training.R, which with `auto_M` also gives the number of
+# inducing inputs M; then every unset parameter from the data (variance 1
+# for the other likelihoods). list(kernel, noise, M (NULL: not chosen)).
+.uc_kernel <- function(kernel, x, r, search, M, noise, joint_noise, mean = NULL,
+                       auto_M = FALSE) {
   location <- r$lik$location
+  Mc <- NULL
   if (location && search) {
     Ms <- if (is.null(M)) 100L else M
     if (joint_noise) {
@@ -341,14 +390,26 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                                nrow(x)))$kernel
     }
   }
-  list(kernel = .kern_init(kernel, x, if (location) r$target), noise = noise)
+  if (search && !is.null(r$labels)) {
+    st <- .uc_start_classifier(kernel, x, r, M, mean, auto_M = auto_M)
+    kernel <- st$kernel
+    Mc <- st$M
+  }
+  list(kernel = .kern_init(kernel, x, if (location) r$target), noise = noise, M = Mc)
+}
+
+# Whether a classifier's M is left to the data: no M and a selection method
+# (not a number or given inducing inputs) for `inducing`.
+.uc_auto_spec <- function(inducing, M) {
+  is.null(M) && (is.null(inducing) || (is.character(inducing) && length(inducing) == 1L))
 }
 
 # The fit of an uncollapsed model: its parameters (kernel, likelihood,
 # prior mean, inducing inputs Z and O, the basis's variational blocks at the
 # prior, a warm start's where they fit, or q_u), with their roles.
 .uc_fit <- function(model, call, x, r, kernel, Z, O, basis, mean, noise, fixed,
-                    optimize_inducing, control, batch_size, start, q_u, label) {
+                    optimize_inducing, control, batch_size, start, q_u, label,
+                    schedule = FALSE, kernel_given = NULL) {
   lik <- r$lik
   lb <- .lik_blocks(lik, r$target, noise)
   mn <- .lik_mean(lik, mean, r$target)
@@ -365,6 +426,13 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                 batch_size = batch_size, offset = r$offset)
   # the softmax's Monte Carlo draws, also where users find them (?odvgp)
   if (!is.null(lik$mc)) extra$mc <- lik$mc
+  # a classifier fitted from scratch takes the schedule of
+  # R/uncollapsed_training.R, with one lengthscale for all inputs first when
+  # one per input is left to the data
+  if (schedule && !is.null(r$labels)) {
+    extra$classifier_start <- TRUE
+    extra$shared_stage <- !is.null(kernel_given) && .pgpr_shares(kernel_given, x, fixed)
+  }
   .new_fit(model, call, x, r$y, kernel, params, transforms, fixed,
            always = c(if (mn$fixed) "mean", if (!optimize_inducing) sets),
            control = control, roles = lb$roles,
@@ -456,6 +524,11 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 .train.svgp <- function(fit) {
   opt <- fit$control$optimizer
   if (is.null(opt)) opt <- if (is.null(fit$batch_size)) "lbfgsb" else "adam"
+  # classifiers fitted from scratch (R/uncollapsed_training.R)
+  if (isTRUE(fit$classifier_start)) {
+    if (opt == "lbfgsb") return(.uc_train_classifier(fit))
+    fit <- .uc_start_q_batch(fit)
+  }
   switch(opt,
          lbfgsb = .fit_staged(fit, intersect(c("Z", "O"), names(fit$params))),
          adam = .fit_adam(fit),

@@ -149,7 +149,7 @@
   if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
   if (!isTRUE(sub$optim$interrupted)) {
     fit$fixed[.block_mask(fit, sets)] <- TRUE
-    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held")
+    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held", from_start = FALSE)
     reports$all_data <- fit$optim
   } else {
     fit$optim <- sub$optim

@@ -146,7 +146,11 @@ test_that("fitting SGPR on Snelson approaches the exact GP", {
   g <- gpr(y ~ x, data = snelson)
   set.seed(1)
   s <- sgpr(y ~ x, data = snelson, inducing = 15)
-  expect_equal(s$optim$convergence, 0L)
+  # L-BFGS-B's own convergence (0) or the min_gain rule's stop (3), said as such
+  expect_true(s$optim$convergence %in% c(0L, 3L))
+  if (s$optim$convergence == 3L) {
+    expect_match(s$optim$message, "^stopped: gain below control\\$min_gain")
+  }
   expect_lt(as.numeric(logLik(s)), as.numeric(logLik(g)))
   expect_gt(as.numeric(logLik(s)), as.numeric(logLik(g)) - 0.5)
   expect_gte(s$upper_bound, as.numeric(logLik(g)))
