@@ -384,7 +384,9 @@ logLik.sparsevgp <- function(object, ...) {
 # free parameter except the variational ones (inducing inputs, q(u)).
 .df_hyper <- function(object) {
   variational <- grepl("^([ZO]\\[|q_mu|log_q_sqrt_diag|q_sqrt_lower)", names(object$fixed))
-  sum(!object$fixed & !variational)
+  # pgpr's one lengthscale in units of each input's sd: one parameter
+  tied <- if (isTRUE(object$lengthscale_tied)) length(object$params$lengthscale) - 1L else 0L
+  sum(!object$fixed & !variational) - tied
 }
 
 #' @rdname sparsevgp-methods
