@@ -397,8 +397,12 @@ logLik.sparsevgp <- function(object, ...) {
 
 # The number of free hyperparameters (see ?"sparsevgp-methods"): every
 # free parameter whose role is a hyperparameter's (not the inducing inputs
-# or the variational parameters), the same count in every model.
-.df_hyper <- function(object) sum(!object$fixed & .role_mask(object, .hyper_roles))
+# or the variational parameters), the same count in every model; pgpr's one
+# lengthscale in units of each input's sd counts once.
+.df_hyper <- function(object) {
+  tied <- if (isTRUE(object$lengthscale_tied)) length(object$params$lengthscale) - 1L else 0L
+  sum(!object$fixed & .role_mask(object, .hyper_roles)) - tied
+}
 
 #' @rdname sparsevgp-methods
 #' @export

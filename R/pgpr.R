@@ -50,16 +50,67 @@
 #' and \eqn{c}; ties are broken in one random order drawn once per fit, so
 #' that a selection changes between passes only through the kernel and
 #' \eqn{c}. Both loops stop when the bound changes by less than
-#' \code{control$tol} or after \code{control$outer_max} and
-#' \code{control$inner_max} rounds; the outer loop keeps the state with the
-#' highest bound. The per-pass record is in \code{fit$history}.
+#' \code{control$tol} (by default \eqn{10^{-4}}{1e-4} nats per observation)
+#' or after \code{control$outer_max} and \code{control$inner_max} rounds;
+#' the outer loop keeps the state with the highest bound. The per-pass
+#' record is in \code{fit$history}.
+#'
+#' What the defaults add to the thesis's loop, so that a fit without
+#' settings can be trusted:
+#' \itemize{
+#'   \item \strong{Starting values found by the bound.} Kernel parameters
+#'     left \code{NULL} start at the best point of a small grid (lengthscales
+#'     \eqn{m \cdot sd(x_d) \sqrt{D}}{m sd(x_d) sqrt(D)} with one multiplier
+#'     \eqn{m \in 2^{-4}, \dots, 2^3}{m in 2^-4, ..., 2^3} for all inputs, variances 1,
+#'     4, 16, 64), each scored by the bound with \eqn{c} at its optimum, on
+#'     at most 1000 rows. Before any kernel parameter moves, \eqn{c} is
+#'     brought to its optimum for the starting kernel and inducing inputs
+#'     (from the thesis's \eqn{c_n = 0.1} every point has the same precision
+#'     \eqn{\theta_n}{theta_n}).
+#'   \item \strong{HGV as the thesis means it.} Its first selection is
+#'     weighted by the \eqn{\theta_n}{theta_n} of \eqn{c} fitted at the greedy-variance
+#'     selection, not by the equal weights of \eqn{c_n = 0.1} (with which it
+#'     is GV); so HGV and GV differ whenever the Polya-Gamma precisions do.
+#'   \item \strong{One lengthscale first.} With one lengthscale per input
+#'     left to the data (the default for several inputs), training first
+#'     fits one lengthscale for all inputs in units of their standard
+#'     deviations, and then one per input, but only when the sparse
+#'     approximation of that first fit is accurate (its weighted trace
+#'     \eqn{\sum_n \theta_n [K_{ff} - Q_{ff}]_{nn}}{sum_n theta_n [Kff - Qff]_nn} below \eqn{10^{-3}}{1e-3}
+#'     per observation): where it is not, the bound favours kernels its
+#'     inducing inputs can represent and switches off inputs that the data
+#'     need. The lengthscales reported are per input in either case.
+#'   \item \strong{M from the data.} Without \code{M} or \code{threshold},
+#'     the first selection takes \eqn{\min(N, 100)}{min(N, 100)} inducing inputs, and every
+#'     later selection, at the fitted kernel and \eqn{c}, adds inducing inputs
+#'     until the \eqn{\theta}{theta}-weighted trace is below \eqn{10^{-3}}{1e-3} nats per
+#'     observation: for fixed \eqn{c} the bound is that of heteroscedastic
+#'     regression with noise \eqn{1/\theta_n}{1/theta_n}, whose expected KL divergence from
+#'     the exact posterior lies between half the trace and the trace
+#'     (Passerello 2022, eq. 3.7), the same target as \code{\link{sgpr}()}'s.
+#'     At most \eqn{\max(100, \sqrt{4.5 \cdot 10^8 / N})}{max(100, sqrt(4.5e8 / N))} (300 at \eqn{N =
+#'     5000}) are taken. Among passes whose bounds are within that target of
+#'     the highest, the one with the fewest inducing inputs is kept.
+#'     \code{summary()} reports the \eqn{M} chosen.
+#'   \item \strong{Large data.} With more than \code{control$subsample}
+#'     (10 000) observations the schedule runs on a random subsample of that
+#'     many rows; then \eqn{c}, and so \eqn{q(u)}, are computed on all the data
+#'     (the kernel, mean and inducing inputs stay as fitted on the
+#'     subsample).
+#' }
+#' Given parameters, \code{M}, a \code{threshold} or a kernel with one
+#' lengthscale (\code{kernel_rbf(ard = FALSE)}) are respected as given;
+#' \code{control = list(tol = 1e-3)} with \code{kernel = kernel_rbf(1, 1)} and
+#' a given \code{M} is the thesis's protocol (\code{inst/bench/reproduce_pgpr.R}).
 #'
 #' @inheritParams sgpr
 #' @param y the labels: a factor with two levels (the second is the
 #'   positive class), a logical vector, or a numeric 0/1 (or -1/+1) vector.
-#' @param kernel a kernel; parameters left \code{NULL} start at variance 1
-#'   and the median distance between inputs. Passerello's experiments start
-#'   from \code{kernel_rbf(1, 1)} (GPflow's default) on standardised inputs.
+#' @param kernel a kernel; parameters left \code{NULL} start at the best
+#'   point of a grid scored by the bound (see Details), or, with
+#'   \code{optimize = FALSE}, at variance 1 and the median distance between
+#'   inputs. Passerello's experiments start from \code{kernel_rbf(1, 1)}
+#'   (GPflow's default) on standardised inputs.
 #' @param inducing how the inducing inputs are chosen: \code{"greedy"}
 #'   (heteroscedastic greedy variance, weighted by \eqn{\theta}{theta} and
 #'   re-selected in every outer pass; the default; \code{"hgv"} is the
@@ -72,13 +123,17 @@
 #'   (both held as given unless \code{optimize_inducing = TRUE}). The method
 #'   names are those of \code{\link{sgpr}()}.
 #' @param M the number of inducing inputs for the selection methods; by
-#'   default \eqn{\min(N, 100)}{min(N, 100)}. With a \code{threshold} it is the most that
-#'   greedy selection may take (by default no limit).
+#'   default chosen from the data for the greedy methods (see Details) and
+#'   \eqn{\min(N, 100)}{min(N, 100)} for \code{"kmeans"} and \code{"random"}. With a
+#'   \code{threshold} it is the most that greedy selection may take (by
+#'   default no limit).
 #' @param threshold for the greedy methods: stop adding inducing inputs
 #'   once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))}{tr(W(Kff - Qff))} falls
-#'   below it, so that \eqn{M} is chosen automatically (Passerello 2022,
-#'   section 7.1.3, suggests 1e-3 for small data; it should grow with
-#'   \eqn{N}).
+#'   below it, so that \eqn{M} is chosen in every selection pass
+#'   (Passerello 2022, section 7.1.3, suggests 1e-3 for small data; it
+#'   should grow with \eqn{N}: \code{kl_threshold(kl, N = N)} is
+#'   \code{kl} nats per observation, and the default without \code{M} or
+#'   \code{threshold} uses \eqn{10^{-3}}{1e-3} per observation at the fitted kernel).
 #' @param mean the prior mean of the latent function: a fixed number (0, as
 #'   in Passerello 2022, by default) or \code{"constant"} to learn it.
 #' @param optimize_inducing if \code{TRUE}, the inducing inputs are also
@@ -91,7 +146,11 @@
 #'   inner run, 250), \code{inner_max} (inner rounds of L-BFGS-B and c
 #'   updates, 10), \code{ci_iters} (c updates per round, 10),
 #'   \code{outer_max} (selection passes for \code{"hgv"}/\code{"gv"}, 10),
-#'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
+#'   \code{tol} (change of the bound that ends a loop; \code{NULL}, the
+#'   default, is \eqn{10^{-4}}{1e-4} nats per observation; the thesis used 1e-3),
+#'   \code{subsample} (observations beyond which training runs on a
+#'   random subsample of that many first, 10 000; \code{Inf} for never),
+#'   \code{c_init}
 #'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
 #'   experiments), \code{memory} (the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
@@ -150,7 +209,7 @@ pgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 #' @rdname pgpr
 #' @export
 pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
-                         threshold = NULL, mean = 0, optimize = TRUE,
+                         threshold = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = FALSE, fixed = NULL, control = list(),
                          start = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "pgpr")
@@ -179,19 +238,22 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   if (auto) {
     spec$auto <- TRUE
     spec$M_start <- spec$M
-    spec$M_max <- .pgpr_max_inducing(min(N, control$subsample))
+    spec$M_max <- .pgpr_max_inducing(N)
   }
-  # one lengthscale per input left to the data: a first stage with one
-  # lengthscale for all inputs in units of their sd (R/pgpr_training.R)
-  shared <- optimize && is.null(start) && is.null(cluster) && .pgpr_shares(kernel, x, fixed)
+  # lengthscales left to the data: one for all inputs in units of their sd,
+  # then (ard = TRUE) one per input (R/pgpr_training.R); a warm start from
+  # such a fit keeps its one lengthscale
+  ard_stage <- isTRUE(kernel$ard)
+  shared <- optimize && is.null(cluster) &&
+    (if (is.null(start)) .pgpr_shares(kernel, x, fixed) else isTRUE(start$lengthscale_tied))
+  mn <- .mean_start(mean, .class_mean_start(lab$y01))
+  if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
   # parameters left unset start at the best point of a grid scored by the
   # bound (R/start_classification.R) when the model is fitted from scratch
   if (optimize && is.null(start)) {
-    kernel <- .start_classifier(kernel, x, lab$ypm, M = spec$M)
+    kernel <- .start_classifier(kernel, x, lab$ypm, M = spec$M, mean = mn$value)
   }
   kernel <- .kern_init(kernel, x, NULL)
-  mn <- .mean_start(mean, .class_mean_start(lab$y01))
-  if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
   # the greedy selections break ties in one order drawn once per fit and
   # reused in every outer pass (see .pgpr_select)
   if (spec$method %in% .greedy_methods) spec$perm <- sample.int(N)
@@ -212,7 +274,10 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                   .pgpr_inducing_label(spec, optimize_inducing)),
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
                                converged = NA, shared_stage = shared,
-                               shared_scale = if (shared) .column_sd(x)))
+                               ard_stage = shared && ard_stage,
+                               shared_scale = if (shared) .column_sd(x),
+                               lengthscale_tied = isTRUE(start$lengthscale_tied) &&
+                                 !optimize))
   # with a cluster the data and c go to the workers once (R/cluster.R)
   .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
 }
@@ -246,9 +311,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 .pgpr_default_control <- list(maxit = 250L, inner_max = 10L, ci_iters = 10L, outer_max = 10L,
                               tol = NULL, c_init = 0.1, subsample = 10000L)
 
-# Whether the first stage of training has one lengthscale for all inputs
-# (in units of their sd): a single kernel with one lengthscale per input
-# left to the data, none of them held.
+# Whether training fits one lengthscale for all inputs (in units of their
+# sd) first: a single kernel with its lengthscales left to the data (ard
+# NULL or TRUE), none of them held, several inputs.
 .pgpr_shares <- function(kernel, x, fixed) {
   if (ncol(x) < 2L || .is_combo(kernel) || !is.null(kernel$lengthscale) ||
       isFALSE(kernel$ard)) {
@@ -443,18 +508,23 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                                format(max(fit$theta), digits = 3L)))
   if (!is.null(fit$history)) {
     h <- fit$history
-    passes <- sum(h$pass > 0L)
-    b <- which.max(h$bound)
-    out[["Training"]] <- sprintf("%s%d selection pass%s, %s; best bound %s",
-                                 if (any(h$pass == 0L)) "one lengthscale, then " else "",
-                                 passes, if (passes == 1L) "" else "es",
+    kept <- if (is.null(fit$kept_pass)) h$pass[which.max(h$bound)] else fit$kept_pass
+    out[["Training"]] <- sprintf("%d selection pass%s, %s; kept pass %d%s",
+                                 nrow(h), if (nrow(h) == 1L) "" else "es",
                                  if (isTRUE(fit$converged)) "converged" else "stopped at the cap",
-                                 if (h$pass[b] == 0L) "with one lengthscale" else
-                                   sprintf("in pass %d", h$pass[b]))
+                                 kept,
+                                 if (kept != h$pass[which.max(h$bound)])
+                                   " (the fewest inducing inputs within the target of the highest bound)" else
+                                   ", the highest bound")
     if (!is.null(fit$subsample)) {
-      out[["Training"]] <- sprintf("on a subsample of %d rows, then on all the data with the inducing inputs held",
+      out[["Training"]] <- sprintf("on a subsample of %d rows; then c (and q(u)) on all the data",
                                    fit$subsample$rows)
     }
+  }
+  if (isTRUE(fit$lengthscale_tied)) {
+    r <- fit$params$lengthscale / fit$shared_scale
+    out[["Lengthscales"]] <- sprintf("one for all inputs in units of their sd: %s sd (the kernel of kernlab's ksvm() on scaled inputs; kernel_rbf(ard = TRUE) fits one per input)",
+                                     format(exp(mean(log(r))), digits = 4L))
   }
   if (isTRUE(fit$selection$auto)) {
     out[["Number of inducing inputs"]] <- sprintf(

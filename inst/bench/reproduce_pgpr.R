@@ -7,7 +7,7 @@
 # the thesis leaves open taken from the author's public code):
 #   - inputs standardised with the training split's means and SDs;
 #   - RBF kernel with one shared lengthscale, starting at variance 1 and
-#     lengthscale 1; prior mean 0;
+#     lengthscale 1; prior mean 0 (pgpr()'s default learns a constant);
 #   - M and iteration budgets per data set from the metadata of the
 #     author's code: PGPR inner rounds, L-BFGS-B iterations per
 #     round, c updates per round; SVGP L-BFGS-B iterations;
@@ -111,9 +111,9 @@ run_one <- function(ds, method, split, xtr, ytr, xte, yte, Zkm, b) {
     ctrl <- list(maxit = b$opt_iters, inner_max = b$inner_iters, ci_iters = b$ci_iters,
                  outer_max = 10L, tol = 1e-3, c_init = 0.1)
     fit <- if (is.matrix(ind)) {
-      pgpr(xtr, ytr, kernel = k, inducing = ind, control = ctrl)
+      pgpr(xtr, ytr, kernel = k, inducing = ind, mean = 0, control = ctrl)
     } else {
-      pgpr(xtr, ytr, kernel = k, inducing = ind, M = b$M, control = ctrl)
+      pgpr(xtr, ytr, kernel = k, inducing = ind, M = b$M, mean = 0, control = ctrl)
     }
     passes <- nrow(fit$history)
     conv <- isTRUE(fit$converged)
