@@ -147,11 +147,14 @@ test_that("logLik's df counts the optimised hyperparameters, the same way in eve
                 svgp(d$x, d$y, inducing = Z, likelihood = "gaussian", optimize = FALSE))
   for (f in gauss) expect_equal(attr(logLik(f), "df"), 4L, label = class(f)[1L])
   # classifiers with a fixed mean: the kernel variance and lengthscale
-  for (f in list(pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE),
-                 pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE, optimize_inducing = TRUE),
+  for (f in list(pgpr(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE),
+                 pgpr(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE,
+                      optimize_inducing = TRUE),
                  svgp(dc$x, dc$y, inducing = Z, optimize = FALSE))) {
     expect_equal(attr(logLik(f), "df"), 2L, label = class(f)[1L])
   }
+  # pgpr learns a constant mean by default: one more
+  expect_equal(attr(logLik(pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE)), "df"), 3L)
   # the uncollapsed models on the same data count the same four: the
   # orthogonal inputs, q(u) and the decoupled bases' coefficients are
   # variational (issue 20: odvgp's df was 14-15 here)
