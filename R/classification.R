@@ -297,6 +297,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
                              inducing = TRUE, ...) {
   which <- match.arg(which, c("fit", "convergence", "residuals"))
   level <- .check_level(level)
+  n <- .check_grid_n(n)
   if (which == "convergence") return(invisible(.plot_convergence(object, xlab, ylab, main, ...)))
   if (which == "residuals") return(invisible(.plot_residuals(object, xlab, ylab, main, ...)))
   D <- ncol(object$x)

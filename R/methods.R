@@ -267,7 +267,10 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 }
 
 .optim_status <- function(o) {
-  if (o$convergence == 0L) return("converged")
+  if (isTRUE(o$interrupted)) {
+    return(if (nzchar(o$message)) o$message else "interrupted by the user")
+  }
+  if (isTRUE(o$convergence == 0L)) return("converged")
   # Adam runs a fixed number of iterations: there is nothing to converge
   if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
   msg <- if (nzchar(o$message)) paste0(": ", o$message) else ""
@@ -491,7 +494,8 @@ summary.sparsevgp <- function(object, ...) {
       all(object$fixed[grepl("^[ZO]\\[", names(object$fixed))]),
     bound = object$bound, bound_label = .bound_label(object),
     bound_terms = object$bound_terms, extra = object$summary_extra,
-    jitter = object$jitter, optim = object$optim, time = object$time,
+    jitter = object$jitter, jitter_relative = object$jitter_relative,
+    jitter_cost = object$jitter_cost, optim = object$optim, time = object$time,
     na.action = object$na.action),
     class = "summary.sparsevgp")
 }
@@ -520,8 +524,7 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
   if (length(x$extra)) {
     for (nm in names(x$extra)) cat(nm, ": ", x$extra[[nm]], "\n", sep = "")
   }
-  cat(sprintf("Jitter added to the Cholesky factorisation: %s\n",
-              format(x$jitter, digits = 3L)))
+  cat(sprintf("Jitter added to the Cholesky factorisation: %s\n", .jitter_line(x)))
   if (is.null(x$optim)) {
     cat("Not optimised (optimize = FALSE)\n")
   } else {
@@ -607,4 +610,22 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   # svgp: the starting q(u) of the original call gives way to the fitted one
   if (inherits(object, "svgp") && !("q_u" %in% changed)) run$q_u <- NULL
   run
+}
+
+# The jitter of a fit (or its summary) in words: its size, relative to the
+# mean diagonal, and what it changed in the bound (R/objective.R,
+# .finish()).
+.jitter_line <- function(x) {
+  j <- x$jitter
+  if (is.null(j) || all(j == 0)) return("none (the matrices were factorised as they are)")
+  out <- paste(format(j, digits = 3L), collapse = ", ")
+  if (!is.null(x$jitter_relative)) {
+    out <- sprintf("%s (%s times the mean diagonal)", out,
+                   paste(format(x$jitter_relative, digits = 3L), collapse = ", "))
+  }
+  if (!is.null(x$jitter_cost) && is.finite(x$jitter_cost)) {
+    out <- sprintf("%s, which changes the bound by about %s", out,
+                   format(x$jitter_cost, digits = 3L))
+  }
+  out
 }

@@ -261,7 +261,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   batch_size <- .svgp_check_batch(batch_size, N)
   control <- .svgp_control(control, batch_size)
   .odvgp_basis_control(basis, control)
-  if (!is.null(.check_start(start, "odvgp"))) {
+  if (!is.null(.check_start(start, "odvgp", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
     if (is.null(orthogonal)) orthogonal <- start$params$O

@@ -95,7 +95,7 @@
 #'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
 #'   experiments), \code{memory} (the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
-#'   selection runs on a subsample of rows, 256 MB; see
+#'   selection runs on a subsample of rows; by default an eighth of the machine's memory within 256 MB and 2 GB; see
 #'   \code{\link{scaling}}), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
@@ -163,7 +163,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   control <- .pgpr_control(control)
   c0 <- rep(control$c_init, N)
-  if (!is.null(.check_start(start, "pgpr"))) {
+  if (!is.null(.check_start(start, "pgpr", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (length(start$c) == N) c0 <- start$c
   }
@@ -192,7 +192,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
                                converged = NA))
   # with a cluster the data and c go to the workers once (R/cluster.R)
-  .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
+  .cluster_fit(fit, optimize, cluster)
 }
 
 # ---- set-up ---------------------------------------------------------------------
@@ -202,13 +202,15 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # The PGPR loop settings, then the shared optimiser and jitter settings.
 .pgpr_control <- function(control) {
-  if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
+  .check_control_list(control)
   own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "memory")
   ctrl <- utils::modifyList(.pgpr_default_control, control)
   for (nm in c("inner_max", "ci_iters", "outer_max", "maxit")) {
     v <- ctrl[[nm]]
-    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
-      stop(sprintf("'control$%s' must be a whole number >= 1", nm), call. = FALSE)
+    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v) ||
+        v > .Machine$integer.max) {
+      stop(sprintf("'control$%s' must be a whole number from 1 to %d", nm,
+                   .Machine$integer.max), call. = FALSE)
     }
   }
   if (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L || !(ctrl$tol >= 0)) {
@@ -244,8 +246,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # prior variances are equal, so GV's first pick is a tie among all inputs,
 # and a fresh order in each pass would change the selection by chance alone,
 # so that the bound kept moving and the loop seldom converged.
-.pgpr_select <- function(spec, x, kernel, theta, memory = NULL) {
-  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory)
+.pgpr_select <- function(spec, x, kernel, theta, memory = NULL, hook = "selection") {
+  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory,
+                  hook = hook)
 }
 
 # The greedy methods, which the double loop re-selects in every pass.
@@ -280,17 +283,10 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @export
 .evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
   N <- nrow(fit$x)
-  if (is.null(fit$cluster)) {
-    theta <- .ffi_pg_theta(fit$c)
-    ytil <- fit$ypm / (2 * theta) - params$mean
-    b <- .collapsed_bound(fit, params, params$Z, 1 / theta, ytil, grad)
-    pg <- c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
-            kl = sum(.ffi_pg_kl(fit$c)))
-  } else {
-    # on the workers of a cluster, which hold c (R/cluster.R)
-    b <- .cluster_bound(fit, params, grad)
-    pg <- b$pg
-  }
+  # in one piece, in chunks or on the workers of a cluster, which hold c
+  # (R/stream.R, R/cluster.R); the pseudo-targets are .targets.pgpr()
+  b <- .collapsed_eval(fit, params, params$Z, grad)
+  pg <- b$sums
   # the terms of Passerello (2022), eq. C.1 (they sum to the identity above)
   terms <- c(fit = b$fit + pg[["inv_theta"]] / 8,
              logdet = b$logdet - 0.5 * pg[["log_theta"]],
@@ -300,10 +296,25 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   out <- list(value = sum(terms), terms = terms, jitter = b$jitter,
               jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v),
-              gaussian = b$bound, Kuf = b$Kwf, kdiag = b$kdiag)
-  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$gytil, Z = b$gk$W)
+              gaussian = b$bound)
+  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W)
   out
 }
+
+# The pseudo-target form of the bound at the local parameters c: lambda =
+# 1 / theta, targets y / (2 theta) - m, and the sums of the terms that
+# depend on c only. The mean is the model's only own parameter.
+#' @export
+.targets.pgpr <- function(fit, params) {
+  theta <- .ffi_pg_theta(fit$c)
+  list(lambda = 1 / theta, y = fit$ypm / (2 * theta), shift = params$mean,
+       sums = c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
+                kl = sum(.ffi_pg_kl(fit$c))),
+       per_point = FALSE)
+}
+
+#' @export
+.targets_grad.pgpr <- function(fit, params, t, adj) list(mean = -adj$gytil)
 
 #' @export
 .predict_latent.pgpr <- function(fit, xnew, full_cov) {
@@ -311,17 +322,11 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 }
 
 # q*(f) at the training inputs (Passerello 2022, eq. C.2 with X* = X) from
-# an evaluation of the bound: list(mean, var).
+# an evaluation of the bound, in blocks of rows: list(mean, var).
 .pgpr_qf_train <- function(fit, r) {
-  if (is.null(r$Kuf)) {
-    # the bound went over row chunks (R/stream.R): predict in blocks
-    fit$posterior <- r$posterior
-    p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
-    return(list(mean = p$mean, var = pmax(p$var, 0)))
-  }
-  p <- .ffi_predict_gaussian(r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
-                             r$kdiag, FALSE)
-  list(mean = p$mean + fit$params$mean, var = pmax(p$var, 0))
+  fit$posterior <- r$posterior
+  p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
+  list(mean = p$mean, var = pmax(p$var, 0))
 }
 
 # Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
@@ -334,8 +339,22 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # On a cluster the workers update their own c, and only the largest change
 # comes back; fit$c is then stale until .pgpr_sync_c().
 .pgpr_update_c <- function(fit, iters) {
+  .stage_mark("updates of c")
   r <- .evaluate(fit, fit$params, grad = FALSE)
+  # Ctrl-C ends the updates with the last one completed (each update is
+  # whole: c changes only once it is computed; on a cluster the workers'
+  # answers always arrive, R/cluster.R)
+  fit <- .interruptible(.pgpr_update_c_run(fit, r, iters), "the updates of the local parameters c",
+                        function() {
+                          fit$bound <- r$value
+                          fit
+                        })
+  fit
+}
+
+.pgpr_update_c_run <- function(fit, r, iters) {
   for (i in seq_len(iters)) {
+    .interrupt_point("c_update")
     if (is.null(fit$cluster)) {
       q <- .pgpr_qf_train(fit, r)
       cnew <- sqrt(q$mean^2 + q$var)
@@ -392,8 +411,15 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   for (it in seq_len(ctrl$inner_max)) {
     fit <- .fit_lbfgsb(fit)
     evals <- evals + as.integer(fit$optim$counts[[1L]])
-    fit <- .pgpr_update_c(fit, ctrl$ci_iters)
     rounds <- it
+    # interrupted: no further update or run (R/interrupt.R); the bound is
+    # the run's best
+    if (.interrupt_pending()) {
+      fit$bound <- fit$optim$value
+      break
+    }
+    fit <- .pgpr_update_c(fit, ctrl$ci_iters)
+    if (.interrupt_pending()) break
     if (abs(fit$bound - prev) <= ctrl$tol) {
       converged <- TRUE
       break
@@ -422,7 +448,11 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   for (pass in seq_len(passes)) {
     if (reselect && pass > 1L) {
       kern <- .kernel_at(fit$kernel, fit$params)
-      fit$params$Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c), fit$control$memory)
+      Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c), fit$control$memory,
+                        hook = "reselection")
+      # interrupted: the best state so far is the fit
+      if (.interrupt_pending()) break
+      fit$params$Z <- Z
       fit$fixed <- .fixed_from_spec(fit)
     }
     fit <- .pgpr_inner(fit)
@@ -430,6 +460,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                inner_rounds = fit$inner$rounds,
                                evaluations = fit$inner$evaluations)
     if (is.null(best) || fit$bound > best$bound) best <- fit
+    if (.interrupt_pending()) break
     if (abs(fit$bound - prev) <= ctrl$tol) {
       converged <- TRUE
       break

@@ -70,6 +70,7 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   which <- match.arg(which)
   what <- match.arg(what)
   level <- .check_level(level)
+  n <- .check_grid_n(n)
   noise <- .check_flag(noise, "noise")
   inducing <- .check_flag(inducing, "inducing")
   if (which == "convergence") return(invisible(.plot_convergence(x, xlab, ylab, main, ...)))
@@ -410,4 +411,13 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
                     line = -1.2, adj = 0.02, cex = 0.7, col = grDevices::grey(0.4))
   }
   data.frame(evaluation = seq_along(tr), bound = tr)
+}
+
+# The number of grid points per input of a plot: a whole number >= 2.
+.check_grid_n <- function(n) {
+  if (!is.numeric(n) || length(n) != 1L || !is.finite(n) || n < 2 || n != round(n) ||
+      n > 1e5) {
+    stop("'n' must be a whole number of grid points per input, from 2 to 100000", call. = FALSE)
+  }
+  as.integer(n)
 }

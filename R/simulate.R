@@ -80,6 +80,9 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
     set.seed(seed)
     rng_state <- structure(seed, kind = as.list(RNGkind()))
   }
+  if (isTRUE(object$likelihood %in% c("robustmax", "softmax"))) {
+    return(.simulate_multiclass(object, nsim, newdata, type, joint, na.action, rng_state))
+  }
   inp <- .prediction_inputs(object, newdata, na.action)
   ok <- inp$ok
   n <- nrow(inp$x)
@@ -121,6 +124,38 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
     sims <- sims[rows, , drop = FALSE]
     rownames(sims) <- make.unique(full)
   }
+  attr(sims, "seed") <- rng_state
+  sims
+}
+
+# Labels of a multiclass fit drawn from its predictive class probabilities,
+# independently at each input (the latent functions of the classes are not
+# drawn: their joint predictive is not formed).
+.simulate_multiclass <- function(object, nsim, newdata, type, joint, na.action, rng_state) {
+  if (type != "response") {
+    stop(sprintf("simulate(type = \"%s\") is not available for multiclass fits: only labels (type = \"response\") are drawn, from the predictive class probabilities",
+                 type), call. = FALSE)
+  }
+  if (isTRUE(joint)) {
+    stop("'joint = TRUE' is not available for multiclass fits: their labels are drawn independently at each input",
+         call. = FALSE)
+  }
+  p <- predict(object, newdata, type = "prob", na.action = na.action)
+  lev <- colnames(p)
+  ok <- stats::complete.cases(p)
+  sims <- as.data.frame(lapply(seq_len(nsim), function(j) {
+    lab <- rep(NA_integer_, nrow(p))
+    if (any(ok)) {
+      cp <- p[ok, , drop = FALSE]
+      u <- stats::runif(nrow(cp))
+      lab[ok] <- 1L + rowSums(u > t(apply(cp, 1L, cumsum))[, -ncol(cp), drop = FALSE])
+    }
+    factor(lev[lab], levels = lev)
+  }))
+  names(sims) <- paste0("sim_", seq_len(nsim))
+  rn <- rownames(p)
+  if (is.null(rn)) rn <- as.character(seq_len(nrow(p)))
+  rownames(sims) <- make.unique(rn)
   attr(sims, "seed") <- rng_state
   sims
 }

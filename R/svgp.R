@@ -265,7 +265,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   quadrature <- .svgp_check_quadrature(quadrature, bern)
   batch_size <- .svgp_check_batch(batch_size, N)
   control <- .svgp_control(control, batch_size)
-  if (!is.null(.check_start(start, "svgp"))) {
+  if (!is.null(.check_start(start, "svgp", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
   }

@@ -91,8 +91,9 @@
     for (pass in seq_len(.train_reselect_passes)) {
       Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
                            weights = .select_weights(fit), perm = fit$selection$perm,
-                           memory = fit$control$memory)
-      if (identical(unname(Z), unname(fit$params$Z))) break
+                           memory = fit$control$memory, hook = "reselection")
+      # interrupted: the fit keeps the inducing inputs it has
+      if (.interrupt_pending() || identical(unname(Z), unname(fit$params$Z))) break
       cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
       reports[[sprintf("reselect_%d", pass)]] <- cand$optim
       if (isTRUE(cand$optim$interrupted) || !isTRUE(cand$optim$value > fit$optim$value + gain)) {
@@ -107,7 +108,7 @@
   # cover the signal, collapse the fit onto the noise), the joint fit starts
   # from the starting values instead of that flat point.
   fit$fixed <- .fixed_from_spec(fit)
-  if (z_free && !isTRUE(fit$optim$interrupted)) {
+  if (z_free && !isTRUE(fit$optim$interrupted) && !.interrupt_pending()) {
     from <- fit
     if (.is_flat(fit) && !.is_flat(initial)) {
       from$params <- initial$params
@@ -142,13 +143,14 @@
   reports[[1L]]$counts <- sub$optim$counts
   reports[[1L]]$failed_evaluations <- sub$optim$failed_evaluations
   if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
-  if (!isTRUE(sub$optim$interrupted)) {
+  if (!isTRUE(sub$optim$interrupted) && !.interrupt_pending()) {
     pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
     fit$fixed[grepl(pat, names(fit$fixed))] <- TRUE
     fit <- .fit_lbfgsb(fit, "all data, inducing inputs held")
     reports$all_data <- fit$optim
   } else {
     fit$optim <- sub$optim
+    if (is.null(fit$optim)) fit$optim <- reports[[1L]]
     reports[[1L]]$interrupted <- TRUE
   }
   fit$fixed <- .fixed_from_spec(fit)
@@ -213,6 +215,7 @@
 # vector of known variances, a formula); the returned `noise` is the
 # starting constant variance (NULL: the default).
 .start_collapsed <- function(kernel, x, y, noise, spec, search) {
+  .stage_mark("start search")
   if (!search) return(list(kernel = .kern_init(kernel, x, y), noise = NULL))
   learned <- is.null(noise) || inherits(noise, "formula")
   known <- if (is.numeric(noise) && length(noise) == nrow(x) && nrow(x) > 1L) noise

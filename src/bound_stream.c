@@ -22,6 +22,7 @@
  * the number of threads. The threads call the BLAS but no R API; memory is
  * allocated before they start.
  */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 #include <R.h>
@@ -357,4 +358,387 @@ SEXP ffi_bs_threads(SEXP want)
     nt = 1;
 #endif
     return ScalarInteger(nt < 1 ? 1 : nt);
+}
+
+/* ---- both passes over all rows, with a workspace held by the caller ----- */
+
+/* The two passes above take one chunk's kernel matrix from R, so every
+ * chunk of every evaluation allocated its buffers afresh (and the kernel
+ * matrix travelled through R). bs_pass_stats and bs_pass_grad instead run
+ * over all N rows of x themselves, in chunks of `rows` rows, with every
+ * buffer in a workspace that the caller allocates once per fit (an R
+ * double vector of bs_work_doubles() entries, R/stream.R) and hands to
+ * every evaluation: nothing is allocated per chunk or per evaluation but
+ * the small results. With one chunk (rows >= N) the kernel matrix K(W, x)
+ * and A = L^-1 K Lambda^-1/2 of pass 1 stay in the workspace, and pass 2
+ * of the same evaluation reuses them instead of recomputing them; a stamp
+ * of everything they depend on (sizes, kernel, W, L, lambda, targets, x)
+ * decides, so a stale workspace is never read. Single kernels only: the
+ * contraction of a sum or product of kernels is formed in R (R/kernels.R)
+ * and goes through bs_stats and bs_adjoints chunk by chunk.
+ *
+ * Workspace layout (doubles), for M inducing inputs, D columns, chunks of
+ * c rows and nt threads:
+ *   stamp   BS_STAMP           what the held K and A were computed from
+ *   Ws      D x M              W scaled by the lengthscales
+ *   xs      D x c              the chunk's points, scaled
+ *   K, A, G M x c each         K(W, chunk), L^-1 K Lambda^-1/2, dF/dK
+ *   lam, yt, kd, mu, gd, gl, gy   c each: the chunk's per-point values
+ *   acc     nt x (M^2 + M + 8) each thread's sums (pass 1 and pass 2)
+ *   kgw     the contraction's workspace (kern_grad_work). */
+#define BS_STAMP 16
+#define BS_ACC_EXTRA 8
+
+/* In doubles (exact below 2^53), so that no size overflows. */
+static double bs_work_doubles(int M, int D, int c, int nt, int nls)
+{
+    const double m = M, d = D, cc = c;
+    return BS_STAMP + d * m + cc * (d + 3.0 * m + 7.0) +
+        nt * (m * m + m + BS_ACC_EXTRA) + kern_grad_work(D, nls, m, cc, nt);
+}
+
+typedef struct {
+    int M, D, N, rows, nt, nlam;
+    spv_kernel k;
+    const double *x, *W, *L, *lam, *y;
+    double shift;
+    double *stamp, *Ws, *xs, *K, *A, *G, *lc, *yc, *kd, *mu, *gd, *gl, *gy,
+           *acc, *kgw;
+} bs_pass;
+
+/* Validates the arguments shared by both passes and lays out the
+ * workspace. lambda: length 1 (one variance for all points) or N; y:
+ * length N; ytil = y - shift. */
+static void bs_pass_setup(bs_pass *p, SEXP kern, SEXP W, SEXP x, SEXP L,
+                          SEXP lambda, SEXP y, SEXP shift, SEXP work,
+                          SEXP rows, SEXP threads)
+{
+    chk_real_matrix(W, "W", -1);
+    chk_finite(W, "W");
+    const int D = ncols(W), M = nrows(W);
+    chk_real_matrix(x, "x", D);
+    chk_finite(x, "x");
+    const int N = nrows(x);
+    chk_chol_factor(L, "L", M);
+    chk_kernel(kern, D, &p->k);
+    if (TYPEOF(lambda) != REALSXP || (XLENGTH(lambda) != 1 && XLENGTH(lambda) != N))
+        error("'lambda' must be a double vector of length 1 or %d", N);
+    chk_finite(lambda, "lambda");
+    for (R_xlen_t i = 0; i < XLENGTH(lambda); i++)
+        if (!(REAL(lambda)[i] > 0.0))
+            error("noise variances 'lambda' must be positive");
+    chk_real_vector(y, "y", N);
+    chk_finite(y, "y");
+    p->shift = chk_scalar(shift, "shift");
+    if (!isInteger(rows) || XLENGTH(rows) != 1 || INTEGER(rows)[0] == NA_INTEGER ||
+        INTEGER(rows)[0] < 1)
+        error("'rows' must be one whole number >= 1");
+    p->M = M;
+    p->D = D;
+    p->N = N;
+    p->rows = INTEGER(rows)[0] < N ? INTEGER(rows)[0] : (N > 0 ? N : 1);
+    p->nt = bs_threads(threads, p->rows);
+    p->nlam = (int) XLENGTH(lambda);
+    p->x = REAL(x);
+    p->W = REAL(W);
+    p->L = REAL(L);
+    p->lam = REAL(lambda);
+    p->y = REAL(y);
+    const double need = bs_work_doubles(M, D, p->rows, p->nt, p->k.nls);
+    if (TYPEOF(work) != REALSXP || (double) XLENGTH(work) < need)
+        error("'work' must be a double vector of at least %.0f entries "
+              "(bs_work_doubles)", need);
+    const size_t c = (size_t) p->rows;
+    double *q = REAL(work);
+    p->stamp = q;            q += BS_STAMP;
+    p->Ws = q;               q += (size_t) D * M;
+    p->xs = q;               q += (size_t) D * c;
+    p->K = q;                q += (size_t) M * c;
+    p->A = q;                q += (size_t) M * c;
+    p->G = q;                q += (size_t) M * c;
+    p->lc = q;               q += c;
+    p->yc = q;               q += c;
+    p->kd = q;               q += c;
+    p->mu = q;               q += c;
+    p->gd = q;               q += c;
+    p->gl = q;               q += c;
+    p->gy = q;               q += c;
+    p->acc = q;              q += (size_t) p->nt * ((size_t) M * M + M + BS_ACC_EXTRA);
+    p->kgw = q;
+    if (kern_scale_points(&p->k, p->W, (size_t) M, p->Ws))
+        kern_overflow_error(&p->k);
+}
+
+/* The stamp of what pass 1 computes K and A from (see above). */
+static void bs_stamp(const bs_pass *p, double *s)
+{
+    double sw = 0.0, sl = 0.0, sls = 0.0, slam = 0.0, sy = 0.0, sx = 0.0;
+    for (size_t i = 0; i < (size_t) p->M * p->D; i++) sw += p->W[i];
+    for (size_t i = 0; i < (size_t) p->M * p->M; i++) sl += p->L[i];
+    for (int i = 0; i < p->k.nls; i++) sls += p->k.lengthscale[i];
+    for (int i = 0; i < p->nlam; i++) slam += p->lam[i];
+    for (int i = 0; i < p->N; i++) sy += p->y[i];
+    for (size_t i = 0; i < (size_t) p->N * p->D; i++) sx += p->x[i];
+    const double v[BS_STAMP] = {1.0, (double) p->N, (double) p->rows,
+                                (double) p->M, (double) p->D,
+                                (double) p->k.family, p->k.variance, sls,
+                                (double) p->k.nls, sw, sl, slam,
+                                (double) p->nlam, sy, p->shift, sx};
+    memcpy(s, v, sizeof(v));
+}
+
+/* The chunk of rows [r0, r0 + c): scaled points, K(W, chunk) in threads
+ * (in pieces of fewer than 1024 columns, so that kern_K never checks for
+ * interrupts inside a thread), and the per-point lambda, ytil, k_nn. */
+static void bs_chunk_kernel(bs_pass *p, int r0, int c)
+{
+    const int M = p->M, D = p->D;
+    if (kern_scale_rows(&p->k, p->x, (size_t) p->N, (size_t) r0, (size_t) c, p->xs))
+        kern_overflow_error(&p->k);
+    const int nt = p->nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int j1 = (int) spv_first(c, t + 1, nt);
+        for (int j = (int) spv_first(c, t, nt); j < j1; j += BS_KERN_PIECE) {
+            const int nb = j1 - j < BS_KERN_PIECE ? j1 - j : BS_KERN_PIECE;
+            kern_K(&p->k, p->Ws, (size_t) M, p->xs + (size_t) D * j, (size_t) nb,
+                   p->K + (size_t) M * j);
+        }
+    }
+    for (int i = 0; i < c; i++) {
+        p->lc[i] = p->lam[p->nlam == 1 ? 0 : r0 + i];
+        p->yc[i] = p->y[r0 + i] - p->shift;
+        p->kd[i] = p->k.variance;
+    }
+}
+
+/* A <- L^-1 K Lambda^-1/2 on the chunk's columns, in threads; returns 1 if
+ * a column norm is not finite. */
+static int bs_chunk_solve(bs_pass *p, int c)
+{
+    const int M = p->M, nt = p->nt;
+    int bad = 0;
+    la_copy(p->A, p->K, (size_t) M * c);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1) reduction(|:bad)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int j0 = (int) spv_first(c, t, nt), nb = (int) spv_first(c, t + 1, nt) - j0;
+        double *Ab = p->A + (size_t) M * j0;
+        la_trsm_left(p->L, M, Ab, nb, 'N');
+        for (int i = 0; i < nb; i++) {
+            const double isl = 1.0 / sqrt(p->lc[j0 + i]);
+            double *an = Ab + (size_t) M * i, ss = 0.0;
+            for (int m = 0; m < M; m++) {
+                an[m] *= isl;
+                ss += an[m] * an[m];
+            }
+            if (!R_FINITE(ss)) bad = 1;
+        }
+    }
+    return bad;
+}
+
+/* Pass 1 over all rows: list(AA, w, yy, kl, trace, sumloglam, n), as the
+ * sum of bs_stats over the chunks. */
+SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
+                       SEXP y, SEXP shift, SEXP work, SEXP rows,
+                       SEXP threads)
+{
+    bs_pass p;
+    bs_pass_setup(&p, kern, W, x, L, lambda, y, shift, work, rows, threads);
+    const int M = p.M, N = p.N, nt = p.nt;
+    const size_t MM = (size_t) M * M, per = MM + M + BS_ACC_EXTRA;
+    memset(p.acc, 0, (size_t) nt * per * sizeof(double));
+    p.stamp[0] = 0.0;                  /* nothing held while this runs */
+    for (int r0 = 0; r0 < N; r0 += p.rows) {
+        R_CheckUserInterrupt();
+        const int c = N - r0 < p.rows ? N - r0 : p.rows;
+        bs_chunk_kernel(&p, r0, c);
+        if (bs_chunk_solve(&p, c)) bs_a_error();
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+        for (int t = 0; t < nt; t++) {
+            const int j0 = (int) spv_first(c, t, nt),
+                      nb = (int) spv_first(c, t + 1, nt) - j0;
+            double *AA = p.acc + per * t, *w = AA + MM, *s = w + M;
+            const double *Ab = p.A + (size_t) M * j0;
+            for (int i = 0; i < nb; i++) {
+                const int j = j0 + i;
+                const double isl = 1.0 / sqrt(p.lc[j]), yn = p.yc[j] * isl;
+                const double *an = Ab + (size_t) M * i;
+                double ss = 0.0;
+                for (int m = 0; m < M; m++) {
+                    ss += an[m] * an[m];
+                    w[m] += an[m] * yn;
+                }
+                s[0] += yn * yn;
+                s[1] += p.kd[j] / p.lc[j];
+                s[2] += p.kd[j] / p.lc[j] - ss;
+                s[3] += log(p.lc[j]);
+            }
+            la_syrk(Ab, M, nb, 1.0, 1.0, AA);
+        }
+    }
+
+    const char *names[] = {"AA", "w", "yy", "kl", "trace", "sumloglam", "n",
+                           ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names));
+    SEXP sAA = allocMatrix(REALSXP, M, M);
+    SET_VECTOR_ELT(out, 0, sAA);
+    SEXP sw = allocVector(REALSXP, M);
+    SET_VECTOR_ELT(out, 1, sw);
+    double *AA = REAL(sAA), *w = REAL(sw), s[4] = {0.0, 0.0, 0.0, 0.0};
+    memset(AA, 0, MM * sizeof(double));
+    memset(w, 0, (size_t) M * sizeof(double));
+    for (int t = 0; t < nt; t++) {
+        const double *a = p.acc + per * t, *wv = a + MM, *st = wv + M;
+        for (size_t i = 0; i < MM; i++) AA[i] += a[i];
+        for (int m = 0; m < M; m++) w[m] += wv[m];
+        for (int k = 0; k < 4; k++) s[k] += st[k];
+    }
+    la_symmetrize_lower(AA, M);
+    for (int k = 0; k < 4; k++)
+        if (!R_FINITE(s[k]))
+            error("the sums of the bound overflow: noise variances too small "
+                  "for the kernel variance or the targets");
+    chk_result(AA, MM, "statistic A A'");
+    chk_result(w, (size_t) M, "statistic A Lambda^-1/2 ytil");
+    for (int k = 0; k < 4; k++) SET_VECTOR_ELT(out, 2 + k, ScalarReal(s[k]));
+    SET_VECTOR_ELT(out, 6, ScalarReal((double) N));
+    /* one chunk: K and A stay for pass 2 of this evaluation */
+    if (p.rows >= N && N > 0) bs_stamp(&p, p.stamp);
+    UNPROTECT(1);
+    return out;
+}
+
+/* Pass 2 over all rows, from the M x M pieces E, alpha, vt of bs_value (or
+ * bso_value): list(theta, W, glambda, gytil, glambda_points) where theta
+ * is the contraction of dF/dK(W, x) and dF/d diag K(x, x) with the kernel
+ * derivatives (log variance, log lengthscales), W = dF/dW from K(W, x)
+ * (M x D; NULL unless want_W), glambda = sum_n lambda_n dF/dlambda_n (the
+ * derivative in the log of a common noise variance), gytil = sum_n
+ * dF/dytil_n, and glambda_points the N terms lambda_n dF/dlambda_n when
+ * per_point is TRUE (a noise model; else NULL). */
+SEXP ffi_bs_pass_grad(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP E, SEXP alpha,
+                      SEXP vt, SEXP lambda, SEXP y, SEXP shift, SEXP work,
+                      SEXP rows, SEXP threads, SEXP want_W, SEXP per_point)
+{
+    bs_pass p;
+    bs_pass_setup(&p, kern, W, x, L, lambda, y, shift, work, rows, threads);
+    const int M = p.M, N = p.N, D = p.D, nt = p.nt;
+    chk_real_matrix(E, "E", M);
+    if (nrows(E) != M)
+        error("'E' must have %d rows", M);
+    chk_finite(E, "E");
+    chk_real_vector(alpha, "alpha", M);
+    chk_finite(alpha, "alpha");
+    chk_real_vector(vt, "vt", M);
+    chk_finite(vt, "vt");
+    const int wW = chk_flag(want_W, "want_W"), pp = chk_flag(per_point, "per_point");
+    const size_t per = (size_t) M * M + M + BS_ACC_EXTRA;
+
+    /* the held K and A of pass 1, when its stamp is this evaluation's */
+    int held = 0;
+    if (p.rows >= N && N > 0 && p.stamp[0] == 1.0) {
+        double s[BS_STAMP];
+        bs_stamp(&p, s);
+        held = memcmp(s, p.stamp, sizeof(s)) == 0;
+    }
+
+    int nprot = 0;
+    const int npar = kern_npar(&p.k);
+    SEXP theta = PROTECT(allocVector(REALSXP, npar)); nprot++;
+    memset(REAL(theta), 0, (size_t) npar * sizeof(double));
+    SEXP dW = R_NilValue;
+    if (wW) {
+        dW = PROTECT(allocMatrix(REALSXP, M, D)); nprot++;
+        memset(REAL(dW), 0, (size_t) M * D * sizeof(double));
+    }
+    SEXP gpts = R_NilValue;
+    if (pp) {
+        gpts = PROTECT(allocVector(REALSXP, N)); nprot++;
+    }
+    const double *Ep = REAL(E), *al = REAL(alpha), *vtp = REAL(vt);
+    for (int t = 0; t < nt; t++) memset(p.acc + per * t, 0, 2 * sizeof(double));
+    for (int r0 = 0; r0 < N; r0 += p.rows) {
+        R_CheckUserInterrupt();
+        const int c = N - r0 < p.rows ? N - r0 : p.rows;
+        if (!held) {
+            bs_chunk_kernel(&p, r0, c);
+            if (bs_chunk_solve(&p, c)) bs_a_error();
+        }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+        for (int t = 0; t < nt; t++) {
+            const int j0 = (int) spv_first(c, t, nt),
+                      nb = (int) spv_first(c, t + 1, nt) - j0;
+            double *Ab = p.A + (size_t) M * j0, *Gb = p.G + (size_t) M * j0,
+                   *sums = p.acc + per * t;
+            la_gemv('T', Ab, M, nb, vtp, p.mu + j0);
+            la_gemm_nn(Ep, M, M, Ab, nb, Gb);
+            for (int i = 0; i < nb; i++) {
+                const int j = j0 + i;
+                const double isl = 1.0 / sqrt(p.lc[j]);
+                const double mu = p.mu[j] / isl;
+                const double r = (p.yc[j] - mu) / p.lc[j];
+                bg_point_adjoint(M, p.K + (size_t) M * j, Gb + (size_t) M * i,
+                                 isl, al, r, p.lc[j], p.kd[j], p.gd + j,
+                                 p.gl + j, p.gy + j);
+                p.gl[j] *= p.lc[j];
+                sums[0] += p.gl[j];
+                sums[1] += p.gy[j];
+            }
+        }
+        if (pp) la_copy(REAL(gpts) + r0, p.gl, (size_t) c);
+        kern_grad_given_work(&p.k, p.Ws, (size_t) M, p.xs, (size_t) c, p.G, p.K,
+                             REAL(theta), wW ? REAL(dW) : NULL, nt, p.kgw);
+        kern_grad_diag(&p.k, (size_t) c, p.gd, REAL(theta));
+    }
+    double gl = 0.0, gy = 0.0;
+    for (int t = 0; t < nt; t++) {
+        gl += p.acc[per * t];
+        gy += p.acc[per * t + 1];
+    }
+    chk_result(REAL(theta), (size_t) npar, "gradient in the kernel parameters");
+    if (wW) chk_result(REAL(dW), (size_t) M * D, "gradient in the inducing inputs");
+    if (pp) chk_result(REAL(gpts), (size_t) N, "adjoint of lambda");
+    if (!R_FINITE(gl)) error("the adjoint of lambda is not finite");
+    if (!R_FINITE(gy)) error("the adjoint of ytil is not finite");
+    const char *names[] = {"theta", "W", "glambda", "gytil", "glambda_points",
+                           ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, theta);
+    SET_VECTOR_ELT(out, 1, dW);
+    SET_VECTOR_ELT(out, 2, ScalarReal(gl));
+    SET_VECTOR_ELT(out, 3, ScalarReal(gy));
+    SET_VECTOR_ELT(out, 4, gpts);
+    UNPROTECT(nprot);
+    return out;
+}
+
+/* The doubles of the workspace of both passes for M inducing inputs, D
+ * input columns, chunks of `rows` rows and `threads` threads (with one
+ * lengthscale per column, the most a kernel has): a + b * rows, so that
+ * R/stream.R can find the rows that fit a memory budget. */
+SEXP ffi_bs_work(SEXP M, SEXP D, SEXP rows, SEXP threads)
+{
+    const double m = chk_scalar(M, "M"), d = chk_scalar(D, "D"),
+                 r = chk_scalar(rows, "rows");
+    if (m < 0 || m > INT_MAX || m != floor(m))
+        error("'M' must be a whole number from 0 to %d", INT_MAX);
+    if (d < 1 || d > INT_MAX || d != floor(d))
+        error("'D' must be a whole number from 1 to %d", INT_MAX);
+    if (r < 1 || r > INT_MAX || r != floor(r))
+        error("'rows' must be a whole number from 1 to %d", INT_MAX);
+    const int nt = bs_threads(threads, (int) r);
+    const double need = bs_work_doubles((int) m, (int) d, (int) r, nt, (int) d);
+    if (!(need < 4503599627370496.0))
+        error("the workspace of M = %.0f inducing inputs, D = %.0f columns and "
+              "%.0f rows per chunk is too large to address", m, d, r);
+    return ScalarReal(need);
 }
