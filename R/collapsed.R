@@ -19,14 +19,28 @@
 }
 
 # The predictive distribution of a collapsed model from its cached factors
-# (L, LB, v) and inducing inputs W (src/predict.c), in blocks of rows for the
-# diagonal path; the constant mean is added.
+# (L, LB, v) and inducing inputs W (src/predict.c), over chunks of rows for
+# the diagonal path (src/bound_stream.c; blocks of 1000 rows for a sum or
+# product of kernels); the constant mean is added.
 .collapsed_predict <- function(fit, W, xnew, full_cov) {
   k <- .kernel_at(fit$kernel, fit$params)
   post <- fit$posterior
   if (full_cov) {
     p <- .ffi_predict_gaussian(post$L, post$LB, post$v, .ffi_kern_matrix(k, W, xnew),
                                .ffi_kern_matrix(k, xnew), TRUE)
+    p$mean <- p$mean + fit$params$mean
+    return(p)
+  }
+  if (!.is_combo(k) && nrow(xnew) > 0L) {
+    # a pass over the rows with the workspace of the bound's passes
+    # (src/bound_stream.c): within the fit's memory budget, nothing
+    # allocated per block
+    at <- fit
+    at$x <- xnew
+    at$cluster <- NULL
+    plan <- .collapsed_plan(at, nrow(W))
+    ws <- .pass_work(fit$.work, plan, nrow(W), ncol(xnew))
+    p <- .ffi_pass_predict(k, W, xnew, post$L, post$LB, post$v, ws, plan$rows, plan$threads)
     p$mean <- p$mean + fit$params$mean
     return(p)
   }

@@ -192,6 +192,13 @@
         as.integer(threads), want_W, per_point)
 }
 
+# The latent predictive (without the constant mean) at every row of x,
+# over chunks with the workspace of the passes: list(mean, var).
+.ffi_pass_predict <- function(kernel, W, x, L, LB, v, work, rows, threads) {
+  .Call(ffi_bs_predict, .ffi_kernel(kernel), W, x, L, LB, v, work, as.integer(rows),
+        as.integer(threads))
+}
+
 # The number of doubles of the workspace of the passes.
 .ffi_pass_work <- function(M, D, rows, threads) {
   .Call(ffi_bs_work, as.double(M), as.double(D), as.double(rows), as.integer(threads))

@@ -134,7 +134,7 @@
   # Ctrl-C here, or earlier in the fit, gives a quick choice instead
   # (R/interrupt.R): callers that have inducing inputs already keep them
   if (.interrupt_pending()) return(.quick_inducing(spec, x))
-  .stage_mark(hook)
+  .stage_mark(hook, x)
   .interruptible({
     .interrupt_point(hook)
     .select_by_spec_run(spec, x, kernel, weights, perm, warn_short, name, memory)

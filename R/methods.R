@@ -128,6 +128,24 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   n <- nrow(inp$x)
   ok <- inp$ok
   rn <- rownames(inp$x)
+  if (!full_cov && n > 0L && all(ok)) {
+    # every row complete: no copies of the inputs or of the moments (the
+    # training inputs of a large fit)
+    p <- .predict_latent_on(object, inp$x, FALSE, cluster)
+    mean <- p$mean
+    if (!is.null(inp$offset)) mean <- mean + inp$offset
+    var <- p$var
+    lo <- min(var)
+    if (lo < -1e-10 * .signal_variance(object)) {
+      warning("some predictive variances are negative and were set to 0: the model is poorly conditioned",
+              call. = FALSE)
+    }
+    if (lo < 0) var <- pmax(var, 0)
+    names(mean) <- names(var) <- rn
+    out <- list(mean = mean, var = var, cov = NULL)
+    if (noise) out$noise <- .noise_vector(object, inp, weights)
+    return(out)
+  }
   mean <- rep(NA_real_, n)
   var <- rep(NA_real_, n)
   cov <- if (full_cov) matrix(NA_real_, n, n, dimnames = list(rn, rn))

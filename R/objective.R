@@ -327,7 +327,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # in the report (`interrupted`); `stage` names the run in progress lines.
 .fit_lbfgsb <- function(fit, stage = NULL) {
   .stage_mark(paste0("optimiser run", if (!is.null(stage)) paste0(" (", stage, ")"),
-                     if (nrow(fit$x) > 0L) sprintf(", N = %d", nrow(fit$x))))
+                     if (nrow(fit$x) > 0L) sprintf(", N = %d", nrow(fit$x))), fit$x)
   o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage))
   start <- proc.time()[["elapsed"]]
   if (length(o$par) > 0L) {
@@ -562,7 +562,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # record the jitter and warn once if a factorisation needed more than the
 # user asked for, and add the model's report.
 .finish <- function(fit) {
-  .stage_mark("final evaluation and report")
+  .stage_mark("final evaluation and report", fit$x)
   r <- .evaluate(fit, fit$params, grad = FALSE)
   fit$bound <- r$value
   fit$bound_terms <- r$terms

@@ -339,7 +339,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # On a cluster the workers update their own c, and only the largest change
 # comes back; fit$c is then stale until .pgpr_sync_c().
 .pgpr_update_c <- function(fit, iters) {
-  .stage_mark("updates of c")
+  .stage_mark("updates of c", fit$x)
   r <- .evaluate(fit, fit$params, grad = FALSE)
   # Ctrl-C ends the updates with the last one completed (each update is
   # whole: c changes only once it is computed; on a cluster the workers'

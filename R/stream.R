@@ -340,11 +340,19 @@ NULL
 # new. Reused while the sizes match.
 .pass_work <- function(work, plan, M, D) {
   key <- c(M, D, plan$rows, plan$threads)
-  if (!is.null(work) && identical(work$key, key)) return(work$ws)
   n <- .ffi_pass_work(M, D, plan$rows, plan$threads)
+  if (!is.null(work) && !is.null(work$ws)) {
+    # the workspace held serves any plan it is large enough for
+    if (length(work$ws) >= n && identical(work$key[c(1L, 2L, 4L)], key[c(1L, 2L, 4L)]) &&
+        work$key[3L] >= key[3L]) return(work$ws)
+    # a larger one replaces it: the old one is collected first, so that the
+    # two are never held at once (large ones only)
+    big <- 8 * length(work$ws) > 2^24
+    work$ws <- NULL
+    if (big) invisible(gc(verbose = FALSE))
+  }
   ws <- numeric(n)
   if (!is.null(work)) {
-    work$ws <- NULL
     work$key <- key
     work$ws <- ws
   }

@@ -215,7 +215,7 @@
 # vector of known variances, a formula); the returned `noise` is the
 # starting constant variance (NULL: the default).
 .start_collapsed <- function(kernel, x, y, noise, spec, search) {
-  .stage_mark("start search")
+  .stage_mark("start search", x)
   if (!search) return(list(kernel = .kern_init(kernel, x, y), noise = NULL))
   learned <- is.null(noise) || inherits(noise, "formula")
   known <- if (is.numeric(noise) && length(noise) == nrow(x) && nrow(x) > 1L) noise

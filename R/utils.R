@@ -242,8 +242,9 @@
                    paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
            call. = FALSE)
     }
-    kept <- na.action(as.data.frame(x))
-    na <- attr(kept, "na.action")
+    # (without missing inputs na.action has nothing to do: no data frame
+    # copy of x)
+    na <- if (anyNA(x)) attr(na.action(as.data.frame(x)), "na.action")
     if (length(na)) x <- x[-na, , drop = FALSE]
     data <- x
   }

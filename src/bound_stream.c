@@ -406,6 +406,9 @@ typedef struct {
            *acc, *kgw;
 } bs_pass;
 
+static void bs_pass_layout(bs_pass *p, SEXP W, SEXP x, SEXP L, SEXP work,
+                           SEXP rows, SEXP threads);
+
 /* Validates the arguments shared by both passes and lays out the
  * workspace. lambda: length 1 (one variance for all points) or N; y:
  * length N; ytil = y - shift. */
@@ -433,17 +436,27 @@ static void bs_pass_setup(bs_pass *p, SEXP kern, SEXP W, SEXP x, SEXP L,
     if (!isInteger(rows) || XLENGTH(rows) != 1 || INTEGER(rows)[0] == NA_INTEGER ||
         INTEGER(rows)[0] < 1)
         error("'rows' must be one whole number >= 1");
+    p->nlam = (int) XLENGTH(lambda);
+    p->lam = REAL(lambda);
+    p->y = REAL(y);
+    bs_pass_layout(p, W, x, L, work, rows, threads);
+}
+
+/* The sizes, the points and the workspace of a pass (shared by the two
+ * passes of the bound and the pass of the predictive): W, x and L
+ * checked, p->k set. */
+static void bs_pass_layout(bs_pass *p, SEXP W, SEXP x, SEXP L, SEXP work,
+                           SEXP rows, SEXP threads)
+{
+    const int D = ncols(W), M = nrows(W), N = nrows(x);
     p->M = M;
     p->D = D;
     p->N = N;
     p->rows = INTEGER(rows)[0] < N ? INTEGER(rows)[0] : (N > 0 ? N : 1);
     p->nt = bs_threads(threads, p->rows);
-    p->nlam = (int) XLENGTH(lambda);
     p->x = REAL(x);
     p->W = REAL(W);
     p->L = REAL(L);
-    p->lam = REAL(lambda);
-    p->y = REAL(y);
     const double need = bs_work_doubles(M, D, p->rows, p->nt, p->k.nls);
     if (TYPEOF(work) != REALSXP || (double) XLENGTH(work) < need)
         error("'work' must be a double vector of at least %.0f entries "
@@ -741,4 +754,78 @@ SEXP ffi_bs_work(SEXP M, SEXP D, SEXP rows, SEXP threads)
         error("the workspace of M = %.0f inducing inputs, D = %.0f columns and "
               "%.0f rows per chunk is too large to address", m, d, r);
     return ScalarReal(need);
+}
+
+/* The predictive distribution of the collapsed models (the latent mean
+ * without its constant, and the variance; predict.c, pred_gaussian) at
+ * every row of x, in chunks of `rows` rows with the workspace of the
+ * passes: P1 = L^-1 K(W, chunk), P2 = LB^-1 P1, mean = P2'v, var = k(x, x)
+ * - |P1|^2 + |P2|^2 per point. Nothing is allocated per chunk, so the
+ * training inputs of a large fit (PGPR's updates of c, fitted values) are
+ * predicted within the fit's budget. list(mean, var). */
+SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
+                    SEXP work, SEXP rows, SEXP threads)
+{
+    chk_real_matrix(W, "W", -1);
+    chk_finite(W, "W");
+    const int D = ncols(W), M = nrows(W);
+    chk_real_matrix(x, "x", D);
+    chk_finite(x, "x");
+    chk_chol_factor(L, "L", M);
+    chk_chol_factor(LB, "LB", M);
+    chk_real_vector(v, "v", M);
+    chk_finite(v, "v");
+    if (!isInteger(rows) || XLENGTH(rows) != 1 || INTEGER(rows)[0] == NA_INTEGER ||
+        INTEGER(rows)[0] < 1)
+        error("'rows' must be one whole number >= 1");
+    bs_pass p;
+    chk_kernel(kern, D, &p.k);
+    bs_pass_layout(&p, W, x, L, work, rows, threads);
+    const int N = p.N, nt = p.nt;
+    p.stamp[0] = 0.0;                  /* K and A are overwritten here */
+    int nprot = 0;
+    SEXP mean = PROTECT(allocVector(REALSXP, N)); nprot++;
+    SEXP var = PROTECT(allocVector(REALSXP, N)); nprot++;
+    const double *LBp = REAL(LB), *vp = REAL(v);
+    double *mp = REAL(mean), *vr = REAL(var);
+    for (int r0 = 0; r0 < N; r0 += p.rows) {
+        R_CheckUserInterrupt();
+        const int c = N - r0 < p.rows ? N - r0 : p.rows;
+        if (kern_scale_rows(&p.k, p.x, (size_t) N, (size_t) r0, (size_t) c, p.xs))
+            kern_overflow_error(&p.k);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+        for (int t = 0; t < nt; t++) {
+            const int j0 = (int) spv_first(c, t, nt),
+                      nb = (int) spv_first(c, t + 1, nt) - j0;
+            double *P1 = p.K + (size_t) M * j0, *P2 = p.A + (size_t) M * j0;
+            for (int j = 0; j < nb; j += BS_KERN_PIECE) {
+                const int nq = nb - j < BS_KERN_PIECE ? nb - j : BS_KERN_PIECE;
+                kern_K(&p.k, p.Ws, (size_t) M, p.xs + (size_t) D * (j0 + j), (size_t) nq,
+                       P1 + (size_t) M * j);
+            }
+            la_trsm_left(p.L, M, P1, nb, 'N');
+            la_copy(P2, P1, (size_t) M * nb);
+            la_trsm_left(LBp, M, P2, nb, 'N');
+            la_gemv('T', P2, M, nb, vp, mp + r0 + j0);
+            for (int i = 0; i < nb; i++) {
+                const double *a1 = P1 + (size_t) M * i, *a2 = P2 + (size_t) M * i;
+                double s1 = 0.0, s2 = 0.0;
+                for (int m = 0; m < M; m++) {
+                    s1 += a1[m] * a1[m];
+                    s2 += a2[m] * a2[m];
+                }
+                vr[r0 + j0 + i] = p.k.variance - s1 + s2;
+            }
+        }
+    }
+    chk_result(mp, (size_t) N, "predictive mean");
+    chk_result(vr, (size_t) N, "predictive variance");
+    const char *names[] = {"mean", "var", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, mean);
+    SET_VECTOR_ELT(out, 1, var);
+    UNPROTECT(nprot);
+    return out;
 }

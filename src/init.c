@@ -16,6 +16,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_bs_kern_cross, 4),
     CALLDEF(ffi_bs_pass_grad, 15),
     CALLDEF(ffi_bs_pass_stats, 10),
+    CALLDEF(ffi_bs_predict, 9),
     CALLDEF(ffi_bs_stats, 6),
     CALLDEF(ffi_bs_threads, 1),
     CALLDEF(ffi_bs_value, 6),
