@@ -103,6 +103,43 @@ static void bs_stats_block(int M, int nb, const double *L, double *A,
     s[0] = yy; s[1] = kl; s[2] = trace; s[3] = sll; s[4] = bad;
 }
 
+/* The statistics of pass 1 as R returns them, list(AA, w, yy, kl, trace,
+ * sumloglam, n), from nt threads' partial sums: thread t's A A' (lower) at
+ * AA0 + sa t, its w at w0 + sw t and its four sums at s0 + ss t, added in
+ * thread order. AA is returned full (both triangles). */
+static SEXP bs_stats_list(int M, int nt, const double *AA0, size_t sa, const double *w0,
+                          size_t sw, const double *s0, size_t ss, double n)
+{
+    const size_t MM = (size_t) M * M;
+    const char *names[] = {"AA", "w", "yy", "kl", "trace", "sumloglam", "n",
+                           ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names));
+    SEXP sAA = allocMatrix(REALSXP, M, M);
+    SET_VECTOR_ELT(out, 0, sAA);
+    SEXP sw_ = allocVector(REALSXP, M);
+    SET_VECTOR_ELT(out, 1, sw_);
+    double *AA = REAL(sAA), *w = REAL(sw_), s[4] = {0.0, 0.0, 0.0, 0.0};
+    memset(AA, 0, MM * sizeof(double));
+    memset(w, 0, (size_t) M * sizeof(double));
+    for (int t = 0; t < nt; t++) {
+        const double *a = AA0 + sa * t, *wv = w0 + sw * t, *st = s0 + ss * t;
+        for (size_t i = 0; i < MM; i++) AA[i] += a[i];
+        for (int m = 0; m < M; m++) w[m] += wv[m];
+        for (int k = 0; k < 4; k++) s[k] += st[k];
+    }
+    la_symmetrize_lower(AA, M);
+    for (int k = 0; k < 4; k++)
+        if (!R_FINITE(s[k]))
+            error("the sums of the bound overflow: noise variances too small "
+                  "for the kernel variance or the targets");
+    chk_result(AA, MM, "statistic A A'");
+    chk_result(w, (size_t) M, "statistic A Lambda^-1/2 ytil");
+    for (int k = 0; k < 4; k++) SET_VECTOR_ELT(out, 2 + k, ScalarReal(s[k]));
+    SET_VECTOR_ELT(out, 6, ScalarReal(n));
+    UNPROTECT(1);
+    return out;
+}
+
 /* Pass 1 over one chunk: list(AA, w, yy, kl, trace, sumloglam, n). AA is
  * full (both triangles). */
 SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
@@ -129,35 +166,7 @@ SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
     }
     for (int t = 0; t < nt; t++)
         if (st[5 * t + 4] != 0.0) bs_a_error();
-
-    const char *names[] = {"AA", "w", "yy", "kl", "trace", "sumloglam", "n",
-                           ""};
-    SEXP out = PROTECT(mkNamed(VECSXP, names));
-    SEXP sAA = allocMatrix(REALSXP, M, M);
-    SET_VECTOR_ELT(out, 0, sAA);
-    SEXP sw = allocVector(REALSXP, M);
-    SET_VECTOR_ELT(out, 1, sw);
-    double *AA = REAL(sAA), *w = REAL(sw), s[4] = {0.0, 0.0, 0.0, 0.0};
-    la_copy(AA, acc, MM);
-    la_copy(w, wt, (size_t) M);
-    for (int k = 0; k < 4; k++) s[k] = st[k];
-    for (int t = 1; t < nt; t++) {
-        const double *a = acc + MM * t, *wv = wt + (size_t) M * t;
-        for (size_t i = 0; i < MM; i++) AA[i] += a[i];
-        for (int m = 0; m < M; m++) w[m] += wv[m];
-        for (int k = 0; k < 4; k++) s[k] += st[5 * t + k];
-    }
-    la_symmetrize_lower(AA, M);
-    for (int k = 0; k < 4; k++)
-        if (!R_FINITE(s[k]))
-            error("the sums of the bound overflow: noise variances too small "
-                  "for the kernel variance or the targets");
-    chk_result(AA, MM, "statistic A A'");
-    chk_result(w, (size_t) M, "statistic A Lambda^-1/2 ytil");
-    for (int k = 0; k < 4; k++) SET_VECTOR_ELT(out, 2 + k, ScalarReal(s[k]));
-    SET_VECTOR_ELT(out, 6, ScalarReal((double) n));
-    UNPROTECT(1);
-    return out;
+    return bs_stats_list(M, nt, acc, MM, wt, (size_t) M, st, 5, (double) n);
 }
 
 /* The M x M algebra from the summed statistics (pass 1 of every chunk):
@@ -224,6 +233,20 @@ SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad)
     return out;
 }
 
+/* The M x M pieces of pass 2 from bs_value or bso_value: E (M x M),
+ * alpha and vt (M), finite. */
+static void bs_check_pieces(SEXP E, SEXP alpha, SEXP vt, int M)
+{
+    chk_real_matrix(E, "E", M);
+    if (nrows(E) != M)
+        error("'E' must have %d rows", M);
+    chk_finite(E, "E");
+    chk_real_vector(alpha, "alpha", M);
+    chk_finite(alpha, "alpha");
+    chk_real_vector(vt, "vt", M);
+    chk_finite(vt, "vt");
+}
+
 /* Pass 2 over one chunk: list(Guf, gdiag, glambda, gytil, mu) for its
  * columns, from the M x M pieces of ffi_bs_value (E, alpha, vt). The
  * operations and their order per column are those of bg_backward in
@@ -233,14 +256,7 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
 {
     const int n = bs_check(L, Kuf, kdiag, lambda, ytil);
     const int M = nrows(L), nt = bs_threads(threads, n);
-    chk_real_matrix(E, "E", M);
-    if (nrows(E) != M)
-        error("'E' must have %d rows", M);
-    chk_finite(E, "E");
-    chk_real_vector(alpha, "alpha", M);
-    chk_finite(alpha, "alpha");
-    chk_real_vector(vt, "vt", M);
-    chk_finite(vt, "vt");
+    bs_check_pieces(E, alpha, vt, M);
 
     int nprot = 0;
     const char *names[] = {"Guf", "gdiag", "glambda", "gytil", "mu", ""};
@@ -305,11 +321,32 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
     return out;
 }
 
+#define BS_KERN_PIECE 1000
+
+/* K = K(W, x) (M x n) from scaled points Ws (D x M) and xs (D x n), in nt
+ * threads, each on its block of columns cut into pieces of fewer than 1024
+ * (kern_K checks for interrupts every 1024 columns, and R's API must stay
+ * out of the threads). */
+static void bs_kern_threads(const spv_kernel *k, const double *Ws, int M, const double *xs,
+                            int n, int nt, double *K)
+{
+    const int D = k->D;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+#endif
+    for (int t = 0; t < nt; t++) {
+        const int j1 = (int) spv_first(n, t + 1, nt);
+        for (int j = (int) spv_first(n, t, nt); j < j1; j += BS_KERN_PIECE) {
+            const int nb = j1 - j < BS_KERN_PIECE ? j1 - j : BS_KERN_PIECE;
+            kern_K(k, Ws, (size_t) M, xs + (size_t) D * j, (size_t) nb, K + (size_t) M * j);
+        }
+    }
+}
+
 /* K(W, x) (M x n) for a chunk x (n x D) in threads: kern_K of kernels.c on
  * one block of columns per thread, cut into pieces of fewer than 1024
  * columns (kern_K checks for interrupts every 1024 columns, and R's API
  * must stay out of the threads). The same values as ffi_kern_matrix. */
-#define BS_KERN_PIECE 1000
 SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads)
 {
     chk_real_matrix(W, "W", -1);
@@ -325,18 +362,7 @@ SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads)
         kern_scale_points(&k, REAL(x), (size_t) n, xs))
         kern_overflow_error(&k);
     SEXP K = PROTECT(allocMatrix(REALSXP, M, n));
-    double *Kp = REAL(K);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const int j1 = (int) spv_first(n, t + 1, nt);
-        for (int j = (int) spv_first(n, t, nt); j < j1; j += BS_KERN_PIECE) {
-            const int nb = j1 - j < BS_KERN_PIECE ? j1 - j : BS_KERN_PIECE;
-            kern_K(&k, Ws, (size_t) M, xs + (size_t) D * j, (size_t) nb,
-                   Kp + (size_t) M * j);
-        }
-    }
+    bs_kern_threads(&k, Ws, M, xs, n, nt, REAL(K));
     UNPROTECT(1);
     return K;
 }
@@ -505,21 +531,9 @@ static void bs_stamp(const bs_pass *p, double *s)
  * interrupts inside a thread), and the per-point lambda, ytil, k_nn. */
 static void bs_chunk_kernel(bs_pass *p, int r0, int c)
 {
-    const int M = p->M, D = p->D;
     if (kern_scale_rows(&p->k, p->x, (size_t) p->N, (size_t) r0, (size_t) c, p->xs))
         kern_overflow_error(&p->k);
-    const int nt = p->nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-#endif
-    for (int t = 0; t < nt; t++) {
-        const int j1 = (int) spv_first(c, t + 1, nt);
-        for (int j = (int) spv_first(c, t, nt); j < j1; j += BS_KERN_PIECE) {
-            const int nb = j1 - j < BS_KERN_PIECE ? j1 - j : BS_KERN_PIECE;
-            kern_K(&p->k, p->Ws, (size_t) M, p->xs + (size_t) D * j, (size_t) nb,
-                   p->K + (size_t) M * j);
-        }
-    }
+    bs_kern_threads(&p->k, p->Ws, p->M, p->xs, c, p->nt, p->K);
     for (int i = 0; i < c; i++) {
         p->lc[i] = p->lam[p->nlam == 1 ? 0 : r0 + i];
         p->yc[i] = p->y[r0 + i] - p->shift;
@@ -554,6 +568,20 @@ static int bs_chunk_solve(bs_pass *p, int c)
     return bad;
 }
 
+/* The chunk of rows from r0: its size, after a check for interrupts and,
+ * with `compute`, its kernel matrix and A (bs_chunk_kernel,
+ * bs_chunk_solve). */
+static int bs_chunk_begin(bs_pass *p, int r0, int compute)
+{
+    R_CheckUserInterrupt();
+    const int c = p->N - r0 < p->rows ? p->N - r0 : p->rows;
+    if (compute) {
+        bs_chunk_kernel(p, r0, c);
+        if (bs_chunk_solve(p, c)) bs_a_error();
+    }
+    return c;
+}
+
 /* Pass 1 over all rows: list(AA, w, yy, kl, trace, sumloglam, n), as the
  * sum of bs_stats over the chunks. */
 SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
@@ -567,10 +595,7 @@ SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
     memset(p.acc, 0, (size_t) nt * per * sizeof(double));
     p.stamp[0] = 0.0;                  /* nothing held while this runs */
     for (int r0 = 0; r0 < N; r0 += p.rows) {
-        R_CheckUserInterrupt();
-        const int c = N - r0 < p.rows ? N - r0 : p.rows;
-        bs_chunk_kernel(&p, r0, c);
-        if (bs_chunk_solve(&p, c)) bs_a_error();
+        const int c = bs_chunk_begin(&p, r0, 1);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif
@@ -597,31 +622,8 @@ SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
         }
     }
 
-    const char *names[] = {"AA", "w", "yy", "kl", "trace", "sumloglam", "n",
-                           ""};
-    SEXP out = PROTECT(mkNamed(VECSXP, names));
-    SEXP sAA = allocMatrix(REALSXP, M, M);
-    SET_VECTOR_ELT(out, 0, sAA);
-    SEXP sw = allocVector(REALSXP, M);
-    SET_VECTOR_ELT(out, 1, sw);
-    double *AA = REAL(sAA), *w = REAL(sw), s[4] = {0.0, 0.0, 0.0, 0.0};
-    memset(AA, 0, MM * sizeof(double));
-    memset(w, 0, (size_t) M * sizeof(double));
-    for (int t = 0; t < nt; t++) {
-        const double *a = p.acc + per * t, *wv = a + MM, *st = wv + M;
-        for (size_t i = 0; i < MM; i++) AA[i] += a[i];
-        for (int m = 0; m < M; m++) w[m] += wv[m];
-        for (int k = 0; k < 4; k++) s[k] += st[k];
-    }
-    la_symmetrize_lower(AA, M);
-    for (int k = 0; k < 4; k++)
-        if (!R_FINITE(s[k]))
-            error("the sums of the bound overflow: noise variances too small "
-                  "for the kernel variance or the targets");
-    chk_result(AA, MM, "statistic A A'");
-    chk_result(w, (size_t) M, "statistic A Lambda^-1/2 ytil");
-    for (int k = 0; k < 4; k++) SET_VECTOR_ELT(out, 2 + k, ScalarReal(s[k]));
-    SET_VECTOR_ELT(out, 6, ScalarReal((double) N));
+    SEXP out = PROTECT(bs_stats_list(M, nt, p.acc, per, p.acc + MM, per, p.acc + MM + M, per,
+                                     (double) N));
     /* one chunk: K and A stay for pass 2 of this evaluation */
     if (p.rows >= N && N > 0) bs_stamp(&p, p.stamp);
     UNPROTECT(1);
@@ -643,14 +645,7 @@ SEXP ffi_bs_pass_grad(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP E, SEXP alpha,
     bs_pass p;
     bs_pass_setup(&p, kern, W, x, L, lambda, y, shift, work, rows, threads);
     const int M = p.M, N = p.N, D = p.D, nt = p.nt;
-    chk_real_matrix(E, "E", M);
-    if (nrows(E) != M)
-        error("'E' must have %d rows", M);
-    chk_finite(E, "E");
-    chk_real_vector(alpha, "alpha", M);
-    chk_finite(alpha, "alpha");
-    chk_real_vector(vt, "vt", M);
-    chk_finite(vt, "vt");
+    bs_check_pieces(E, alpha, vt, M);
     const int wW = chk_flag(want_W, "want_W"), pp = chk_flag(per_point, "per_point");
     const size_t per = (size_t) M * M + M + BS_ACC_EXTRA;
 
@@ -678,12 +673,7 @@ SEXP ffi_bs_pass_grad(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP E, SEXP alpha,
     const double *Ep = REAL(E), *al = REAL(alpha), *vtp = REAL(vt);
     for (int t = 0; t < nt; t++) memset(p.acc + per * t, 0, 2 * sizeof(double));
     for (int r0 = 0; r0 < N; r0 += p.rows) {
-        R_CheckUserInterrupt();
-        const int c = N - r0 < p.rows ? N - r0 : p.rows;
-        if (!held) {
-            bs_chunk_kernel(&p, r0, c);
-            if (bs_chunk_solve(&p, c)) bs_a_error();
-        }
+        const int c = bs_chunk_begin(&p, r0, !held);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif
@@ -793,6 +783,7 @@ SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
         const int c = N - r0 < p.rows ? N - r0 : p.rows;
         if (kern_scale_rows(&p.k, p.x, (size_t) N, (size_t) r0, (size_t) c, p.xs))
             kern_overflow_error(&p.k);
+        bs_kern_threads(&p.k, p.Ws, M, p.xs, c, nt, p.K);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
 #endif
@@ -800,11 +791,6 @@ SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
             const int j0 = (int) spv_first(c, t, nt),
                       nb = (int) spv_first(c, t + 1, nt) - j0;
             double *P1 = p.K + (size_t) M * j0, *P2 = p.A + (size_t) M * j0;
-            for (int j = 0; j < nb; j += BS_KERN_PIECE) {
-                const int nq = nb - j < BS_KERN_PIECE ? nb - j : BS_KERN_PIECE;
-                kern_K(&p.k, p.Ws, (size_t) M, p.xs + (size_t) D * (j0 + j), (size_t) nq,
-                       P1 + (size_t) M * j);
-            }
             la_trsm_left(p.L, M, P1, nb, 'N');
             la_copy(P2, P1, (size_t) M * nb);
             la_trsm_left(LBp, M, P2, nb, 'N');

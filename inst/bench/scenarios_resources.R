@@ -22,34 +22,7 @@ start <- proc.time()[["elapsed"]]
 r <- child_batches(sc, "code", helpers, "res_run_batch", batch = 1L, timeout = 120)
 elapsed <- proc.time()[["elapsed"]] - start
 
-outcomes <- c("error", "finite", "warnings", "unclean error", "non-finite", "crash", "hang")
-r$time <- suppressWarnings(as.numeric(sub(" s \\|.*", "", r$message)))
-r$text <- sub("^[0-9.]+ s \\| ?", "", r$message)
-tab <- table(factor(r$outcome, outcomes))
-esc <- function(s) gsub("|", "\\|", gsub("\n", " ", s), fixed = TRUE)
-out <- "inst/bench/results/scenarios_resources.md"
-lines <- c(
-  "# Resources and faults: user-level scenarios and what each gets",
-  "",
-  sprintf("sparsevgp %s, %s; written by `Rscript inst/bench/scenarios_resources.R` (%d scenarios, each in its own child R process with a 120 s limit, %.0f s in all).",
-          format(utils::packageVersion("sparsevgp")), R.version.string, nrow(r), elapsed),
-  "",
-  paste0("Outcomes: ", paste(sprintf("%s %d", names(tab), as.integer(tab)), collapse = ", "), "."),
-  "A clean error or a finite result (possibly with warnings) is what every scenario must give; a",
-  "time limit or exhausted memory that the scenario itself causes is a clean error. The time is the",
-  "elapsed time of the call in its child process.",
-  "",
-  "| # | model | input | outcome | time (s) | message or warnings |",
-  "|---|---|---|---|---|---|",
-  sprintf("| %d | %s | %s | %s | %s | %s |", r$id, r$model, esc(r$what), r$outcome,
-          ifelse(is.na(r$time), "", sprintf("%.2f", r$time)), esc(r$text)),
-  "",
-  "The calls, by number:",
-  "",
-  sprintf("%d. `%s`", r$id, r$code))
-writeLines(lines, out)
-cat(sprintf("%d scenarios in %.0f s: %s\n", nrow(r), elapsed,
-            paste(sprintf("%s %d", names(tab), as.integer(tab)), collapse = ", ")))
-bad <- r[!(r$outcome %in% c("error", "finite", "warnings")), ]
-if (nrow(bad)) print(bad[, c("id", "model", "what", "outcome", "text")], right = FALSE)
-cat("table written to", out, "\n")
+scenario_table(r, "inst/bench/results/scenarios_resources.md",
+               "Resources and faults: user-level scenarios and what each gets",
+               "inst/bench/scenarios_resources.R", 120L, elapsed,
+               "a time limit or exhausted memory that the scenario itself causes is a clean error;")

@@ -226,35 +226,10 @@ res_scenarios <- function() {
   tab[, c("id", "model", "what", "code")]
 }
 
-# The child side: as bad_run_batch() of helper-bad-inputs.R, in the
-# environment of res_setup().
+# The child side: bad_run_batch() of helper-bad-inputs.R in the
+# environment of res_setup(), where a time limit or exhausted memory the
+# scenario causes itself is a clean error.
 res_run_batch <- function(items, out) {
-  setup <- res_setup()
-  con <- file(out, open = "w")
-  on.exit(close(con))
-  for (i in seq_len(nrow(items))) {
-    writeLines(sprintf("%d\tstart", i), con)
-    flush(con)
-    warns <- character()
-    t0 <- proc.time()[["elapsed"]]
-    res <- withCallingHandlers(
-      tryCatch(eval(parse(text = items$code[i]), envir = new.env(parent = setup)),
-               error = function(e) structure(list(msg = conditionMessage(e)), class = "bad_error")),
-      warning = function(w) {
-        warns <<- c(warns, conditionMessage(w))
-        invokeRestart("muffleWarning")
-      })
-    el <- proc.time()[["elapsed"]] - t0
-    outcome <- if (inherits(res, "bad_error")) {
-      # a time limit or exhausted memory the scenario itself causes is the
-      # expected clean end
-      if (grepl(.bad_unclean, res$msg) &&
-          !grepl("time limit|cannot allocate vector of size 9.9 Gb", res$msg)) "unclean error" else "error"
-    } else if (!isTRUE(tryCatch(.bad_finite(res), error = function(e) FALSE))) {
-      "non-finite"
-    } else if (length(warns)) "warnings" else "finite"
-    msg <- if (inherits(res, "bad_error")) res$msg else paste(unique(warns), collapse = " // ")
-    writeLines(sprintf("%d\t%s\t%.2f s | %s", i, outcome, el, gsub("[\t\n]", " ", msg)), con)
-    flush(con)
-  }
+  bad_run_batch(items, out, setup = res_setup,
+                expected = "time limit|cannot allocate vector of size 9.9 Gb")
 }

@@ -105,6 +105,30 @@ test_that("the passes equal the bound and adjoints of the dense one-piece routin
   }
 })
 
+test_that("the predictive over chunks equals the one-piece predictive routine", {
+  d <- stream_data(N = 70, D = 2)
+  fit <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.7, 1.1), 1.2), inducing = d$x[1:6, ],
+              noise = 0.05, optimize = FALSE)
+  k <- sparsevgp:::.kernel_at(fit$kernel, fit$params)
+  post <- fit$posterior
+  Z <- fit$params$Z
+  xs <- matrix(runif(2600, -2, 2), 1300, 2)
+  ref <- sparsevgp:::.ffi_predict_gaussian(post$L, post$LB, post$v, kernel_matrix(k, Z, xs),
+                                           kernel_matrix(k, xs, diag = TRUE), FALSE)
+  for (rows in c(1300, 7, 1)) {
+    for (nt in 1:2) {
+      ws <- numeric(sparsevgp:::.ffi_pass_work(6, 2, rows, nt))
+      p <- sparsevgp:::.ffi_pass_predict(k, Z, xs, post$L, post$LB, post$v, ws, rows, nt)
+      expect_equal(p$mean, ref$mean, tolerance = 1e-12)
+      expect_equal(p$var, ref$var, tolerance = 1e-12)
+    }
+  }
+  # predict() uses it, with the fit's budget
+  fc <- with_rows(fit, 9)
+  expect_equal(predict(fc, xs), predict(fit, xs), tolerance = 1e-12)
+  expect_equal(unname(predict(fit, xs)$mean), ref$mean + fit$params$mean, tolerance = 1e-12)
+})
+
 test_that("the workspace is allocated once per fit and a stale one is never read", {
   d <- stream_data(N = 80, D = 2)
   fit <- sgpr(d$x, d$y, kernel = kernel_rbf(1, 1), inducing = d$x[1:7, ], noise = 0.1,
