@@ -35,14 +35,14 @@
     # a pass over the rows with the workspace of the bound's passes
     # (src/bound_stream.c): within the fit's memory budget, nothing
     # allocated per block
+    # (the two results, 16 bytes a row, within the budget too)
     at <- fit
     at$x <- xnew
     at$cluster <- NULL
-    plan <- .collapsed_plan(at, nrow(W))
+    plan <- .collapsed_plan(at, nrow(W), reserve = 16 * nrow(xnew))
     ws <- .pass_work(fit$.work, plan, nrow(W), ncol(xnew))
-    p <- .ffi_pass_predict(k, W, xnew, post$L, post$LB, post$v, ws, plan$rows, plan$threads)
-    p$mean <- p$mean + fit$params$mean
-    return(p)
+    return(.ffi_pass_predict(k, W, xnew, post$L, post$LB, post$v, fit$params$mean, ws,
+                             plan$rows, plan$threads))
   }
   mean <- var <- numeric(nrow(xnew))
   for (b in .row_blocks(nrow(xnew))) {

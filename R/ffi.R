@@ -70,6 +70,9 @@
   s
 }
 
+# Hand memory R has freed back to the system (glibc's malloc_trim()).
+.ffi_release <- function() .Call(ffi_la_release)
+
 # ---- collapsed bounds (src/bound_gaussian.c, src/bound_orthogonal.c) -------
 
 # The collapsed Gaussian bound with per-point noise `lambda` and targets
@@ -192,11 +195,11 @@
         as.integer(threads), want_W, per_point)
 }
 
-# The latent predictive (without the constant mean) at every row of x,
+# The latent predictive (with the constant mean `shift`) at every row of x,
 # over chunks with the workspace of the passes: list(mean, var).
-.ffi_pass_predict <- function(kernel, W, x, L, LB, v, work, rows, threads) {
-  .Call(ffi_bs_predict, .ffi_kernel(kernel), W, x, L, LB, v, work, as.integer(rows),
-        as.integer(threads))
+.ffi_pass_predict <- function(kernel, W, x, L, LB, v, shift, work, rows, threads) {
+  .Call(ffi_bs_predict, .ffi_kernel(kernel), W, x, L, LB, v, as.double(shift), work,
+        as.integer(rows), as.integer(threads))
 }
 
 # The number of doubles of the workspace of the passes.

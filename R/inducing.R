@@ -135,10 +135,14 @@
   # (R/interrupt.R): callers that have inducing inputs already keep them
   if (.interrupt_pending()) return(.quick_inducing(spec, x))
   .stage_mark(hook, x)
-  .interruptible({
+  Z <- .interruptible({
     .interrupt_point(hook)
     .select_by_spec_run(spec, x, kernel, weights, perm, warn_short, name, memory)
   }, "the selection of inducing inputs", function() .quick_inducing(spec, x))
+  # its factor goes before the next stage, which may work on a subsample
+  # (and so not collect by itself, R/interrupt.R)
+  if (length(x) >= .stage_gc_cells) .collect()
+  Z
 }
 
 # M distinct training inputs drawn at random from a subsample of 10 M rows
@@ -407,7 +411,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
   memory <- .check_memory(memory, "memory")
   kernel <- .kern_init(.check_kernel(kernel), x, check_variance = FALSE)
-  n <- .select_rows(N, M, method, opts, memory)
+  n <- .select_rows(N, M, method, opts, memory, ncol(x))
   out <- if (n < N) {
     .select_subsample(x, kernel, M, w, threshold, opts, method, n)
   } else {
@@ -431,11 +435,13 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # greedy selection too few candidates to choose from). Greedy selection
 # holds an N x M factor and two N x block workspaces (src/select.c); the
 # weighted trace of k-means and random subsets an N x M factor.
-.select_rows <- function(N, M, method, opts, memory) {
+.select_rows <- function(N, M, method, opts, memory, D = 1L) {
   if (method != "greedy" && !isTRUE(opts$trace)) return(N)
   m <- if (is.na(M)) min(N, opts$max_threshold_points) else M
-  # per row: the factor (m columns) and the two block workspaces
-  per_row <- 8 * (m + if (method == "greedy") 2 * min(opts$block, 1024L, N) else 0)
+  # per row: the factor (m columns), the two block workspaces of greedy
+  # selection, the scaled and the subsampled copy of the point (2 D) and
+  # its weight, order, residual and flags (4)
+  per_row <- 8 * (m + 2 * D + 4 + if (method == "greedy") 2 * min(opts$block, 1024L, N) else 0)
   as.integer(.budget_rows(memory, per_row, n = N, at_least = min(N, 10 * m)))
 }
 

@@ -99,22 +99,30 @@
 
 # The start of a stage of a fit on data x (the search for starting values,
 # a selection, each optimiser run, PGPR's updates, the final evaluation).
-# With large data the garbage of the stage before is collected first: R
-# collects only when its heap has grown by a share of what it holds, so the
-# large temporaries of one stage (a selection's factor, a workspace) would
-# still be held when the next allocates its own, and the peak would be
-# their sum rather than the larger of the two (?scaling). A collection costs
-# about 20 ms, nothing next to a stage at these sizes.
+# With large data the garbage of the stage before is collected first and
+# its memory handed back to the system: R collects only when its heap has
+# grown by a share of what it holds, and the C library keeps what R frees,
+# so the large temporaries of one stage (a selection's factor, a workspace)
+# would still be resident when the next allocates its own, and the peak
+# would be their sum rather than the larger of the two (?scaling). This
+# costs about 20 ms, nothing next to a stage at these sizes.
 # The option sparsevgp.stage_hook, a function called with the name of each
 # stage as it begins, lets inst/bench/bench_memory.R measure the peak
 # memory of every stage.
 .stage_mark <- function(stage, x = NULL) {
-  if (length(x) >= .stage_gc_cells) invisible(gc(verbose = FALSE))
+  if (length(x) >= .stage_gc_cells) .collect()
   h <- getOption("sparsevgp.stage_hook")
   if (is.function(h)) h(stage)
   invisible()
 }
 
-# Data of at least this many numbers have their stages start with a
+# A garbage collection, and the memory it freed handed back to the system
+# (glibc keeps it otherwise: src/linalg.c, ffi_la_release).
+.collect <- function() {
+  invisible(gc(verbose = FALSE))
+  invisible(.ffi_release())
+}
+
+# Data of at least this many numbers (8 MB) have their stages start with a
 # garbage collection.
-.stage_gc_cells <- 1e5
+.stage_gc_cells <- 1e6

@@ -141,7 +141,7 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
               call. = FALSE)
     }
     if (lo < 0) var <- pmax(var, 0)
-    names(mean) <- names(var) <- rn
+    if (!is.null(rn)) names(mean) <- names(var) <- rn
     out <- list(mean = mean, var = var, cov = NULL)
     if (noise) out$noise <- .noise_vector(object, inp, weights)
     return(out)

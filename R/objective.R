@@ -638,6 +638,9 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   }
   fit <- .finish(fit)
   fit$.work <- NULL
+  # the work space goes, and with large data its memory too (R/interrupt.R)
+  rm(list = ls(work), envir = work)
+  if (length(fit$x) >= .stage_gc_cells) .collect()
   # Adam has no final full-batch value of its own
   if (!is.null(fit$optim) && identical(fit$optim$method, "Adam")) fit$optim$value <- fit$bound
   .fit_warnings(fit)

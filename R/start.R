@@ -55,8 +55,12 @@
     value
   }
   # Ctrl-C ends the search with the best point so far
+  # with large data, the scores' temporaries are collected as they go:
+  # R would let them pile up in proportion to the data it holds (?scaling)
+  collect <- length(x) >= .stage_gc_cells
   .interruptible(for (c in mult) {
     .interrupt_point("start")
+    if (collect) .collect()
     # the parts of a combination move jointly: c scales every unset
     # lengthscale (each part's own start, R/kernels.R)
     kls <- if (need_ls) {

@@ -286,11 +286,12 @@ NULL
 # ---- the router -------------------------------------------------------------
 
 # Where an evaluation of a collapsed bound on M inducing inputs over the
-# rows of fit$x runs: list(where = "memory" | "chunks" | "cluster", rows
+# rows of fit$x runs (with `reserve` bytes of the budget kept for results):
+# list(where = "memory" | "chunks" | "cluster", rows
 # (per chunk; N for one piece), threads, bytes (of the workspace), blocks
 # (the row blocks, for code that loops over them in R)). The budget is
 # fit$control$memory (parsed once, when the fit was built).
-.collapsed_plan <- function(fit, M) {
+.collapsed_plan <- function(fit, M, reserve = 0) {
   N <- nrow(fit$x)
   D <- ncol(fit$x)
   threads <- .stream_threads()
@@ -314,6 +315,9 @@ NULL
   w <- function(r) 8 * .ffi_pass_work(M, D, r, threads)
   per_row <- w(ra + 1) - w(ra)
   fixed <- w(ra) - per_row * ra
+  # `reserve` bytes of the budget are for the results (a prediction's),
+  # unless the rest could not hold chunks of 1024 rows
+  if (reserve > 0) memory <- max(memory - reserve, min(memory, fixed + 1024 * per_row))
   if (N == 0L || bytes(N) <= memory) {
     return(list(where = "memory", rows = max(1L, N), threads = threads, bytes = bytes(N),
                 blocks = .row_blocks(N, max(1L, N))))
@@ -324,8 +328,8 @@ NULL
   }
   rows <- .budget_rows(min(memory, max(.chunk_bytes, fixed + 1024 * per_row)), per_row, fixed,
                        n = N)
-  list(where = "chunks", rows = as.integer(rows), threads = threads, bytes = bytes(rows),
-       blocks = .row_blocks(N, rows))
+  list(where = if (rows >= N) "memory" else "chunks", rows = as.integer(rows),
+       threads = threads, bytes = bytes(rows), blocks = .row_blocks(N, rows))
 }
 
 # The budget under which the plan of M inducing inputs over `rows` rows of
@@ -349,7 +353,7 @@ NULL
     # two are never held at once (large ones only)
     big <- 8 * length(work$ws) > 2^24
     work$ws <- NULL
-    if (big) invisible(gc(verbose = FALSE))
+    if (big) .collect()
   }
   ws <- numeric(n)
   if (!is.null(work)) {

@@ -222,5 +222,6 @@
   M <- if (is.na(spec$M)) 100L else spec$M
   st <- .start_regression(kernel, x, y, M = M, noise_free = learned, lambda = known)
   st$kernel <- .kern_init(st$kernel, x, y)
+  if (length(x) >= .stage_gc_cells) .collect()
   st
 }

@@ -36,7 +36,9 @@
                    " (the formula interface drops incomplete rows by its na.action)"),
          call. = FALSE)
   }
-  storage.mode(x) <- "double"
+  # (only when needed: on a double matrix it would make a wrapper whose
+  # first write access from C copies the data)
+  if (!is.double(x)) storage.mode(x) <- "double"
   x
 }
 
@@ -54,7 +56,7 @@
     stop(sprintf("'%s' contains NA, NaN or infinite values", name),
          call. = FALSE)
   }
-  .check_response_scale(as.double(y), name)
+  .check_response_scale(if (is.double(y)) y else as.double(y), name)
 }
 
 # A response whose spread (max - min) is beyond 1e100, or below 1e-100 but

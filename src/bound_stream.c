@@ -358,8 +358,8 @@ SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads)
     spv_kernel k;
     chk_kernel(kern, D, &k);
     double *Ws = la_alloc((size_t) D * M), *xs = la_alloc((size_t) D * n);
-    if (kern_scale_points(&k, REAL(W), (size_t) M, Ws) |
-        kern_scale_points(&k, REAL(x), (size_t) n, xs))
+    if (kern_scale_points(&k, REAL_RO(W), (size_t) M, Ws) |
+        kern_scale_points(&k, REAL_RO(x), (size_t) n, xs))
         kern_overflow_error(&k);
     SEXP K = PROTECT(allocMatrix(REALSXP, M, n));
     bs_kern_threads(&k, Ws, M, xs, n, nt, REAL(K));
@@ -454,7 +454,7 @@ static void bs_pass_setup(bs_pass *p, SEXP kern, SEXP W, SEXP x, SEXP L,
         error("'lambda' must be a double vector of length 1 or %d", N);
     chk_finite(lambda, "lambda");
     for (R_xlen_t i = 0; i < XLENGTH(lambda); i++)
-        if (!(REAL(lambda)[i] > 0.0))
+        if (!(REAL_RO(lambda)[i] > 0.0))
             error("noise variances 'lambda' must be positive");
     chk_real_vector(y, "y", N);
     chk_finite(y, "y");
@@ -463,8 +463,9 @@ static void bs_pass_setup(bs_pass *p, SEXP kern, SEXP W, SEXP x, SEXP L,
         INTEGER(rows)[0] < 1)
         error("'rows' must be one whole number >= 1");
     p->nlam = (int) XLENGTH(lambda);
-    p->lam = REAL(lambda);
-    p->y = REAL(y);
+    /* read only (REAL_RO): a wrapped vector is not copied */
+    p->lam = REAL_RO(lambda);
+    p->y = REAL_RO(y);
     bs_pass_layout(p, W, x, L, work, rows, threads);
 }
 
@@ -480,9 +481,9 @@ static void bs_pass_layout(bs_pass *p, SEXP W, SEXP x, SEXP L, SEXP work,
     p->N = N;
     p->rows = INTEGER(rows)[0] < N ? INTEGER(rows)[0] : (N > 0 ? N : 1);
     p->nt = bs_threads(threads, p->rows);
-    p->x = REAL(x);
-    p->W = REAL(W);
-    p->L = REAL(L);
+    p->x = REAL_RO(x);
+    p->W = REAL_RO(W);
+    p->L = REAL_RO(L);
     const double need = bs_work_doubles(M, D, p->rows, p->nt, p->k.nls);
     if (TYPEOF(work) != REALSXP || (double) XLENGTH(work) < need)
         error("'work' must be a double vector of at least %.0f entries "
@@ -670,7 +671,7 @@ SEXP ffi_bs_pass_grad(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP E, SEXP alpha,
     if (pp) {
         gpts = PROTECT(allocVector(REALSXP, N)); nprot++;
     }
-    const double *Ep = REAL(E), *al = REAL(alpha), *vtp = REAL(vt);
+    const double *Ep = REAL_RO(E), *al = REAL_RO(alpha), *vtp = REAL_RO(vt);
     for (int t = 0; t < nt; t++) memset(p.acc + per * t, 0, 2 * sizeof(double));
     for (int r0 = 0; r0 < N; r0 += p.rows) {
         const int c = bs_chunk_begin(&p, r0, !held);
@@ -746,16 +747,18 @@ SEXP ffi_bs_work(SEXP M, SEXP D, SEXP rows, SEXP threads)
     return ScalarReal(need);
 }
 
-/* The predictive distribution of the collapsed models (the latent mean
- * without its constant, and the variance; predict.c, pred_gaussian) at
+/* The predictive distribution of the collapsed models (the latent mean,
+ * with the constant `shift` added, and the variance; predict.c,
+ * pred_gaussian) at
  * every row of x, in chunks of `rows` rows with the workspace of the
  * passes: P1 = L^-1 K(W, chunk), P2 = LB^-1 P1, mean = P2'v, var = k(x, x)
  * - |P1|^2 + |P2|^2 per point. Nothing is allocated per chunk, so the
  * training inputs of a large fit (PGPR's updates of c, fitted values) are
  * predicted within the fit's budget. list(mean, var). */
 SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
-                    SEXP work, SEXP rows, SEXP threads)
+                    SEXP shift, SEXP work, SEXP rows, SEXP threads)
 {
+    const double m0 = chk_scalar(shift, "shift");
     chk_real_matrix(W, "W", -1);
     chk_finite(W, "W");
     const int D = ncols(W), M = nrows(W);
@@ -776,7 +779,7 @@ SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
     int nprot = 0;
     SEXP mean = PROTECT(allocVector(REALSXP, N)); nprot++;
     SEXP var = PROTECT(allocVector(REALSXP, N)); nprot++;
-    const double *LBp = REAL(LB), *vp = REAL(v);
+    const double *LBp = REAL_RO(LB), *vp = REAL_RO(v);
     double *mp = REAL(mean), *vr = REAL(var);
     for (int r0 = 0; r0 < N; r0 += p.rows) {
         R_CheckUserInterrupt();
@@ -795,6 +798,7 @@ SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
             la_copy(P2, P1, (size_t) M * nb);
             la_trsm_left(LBp, M, P2, nb, 'N');
             la_gemv('T', P2, M, nb, vp, mp + r0 + j0);
+            for (int i = 0; i < nb; i++) mp[r0 + j0 + i] += m0;
             for (int i = 0; i < nb; i++) {
                 const double *a1 = P1 + (size_t) M * i, *a2 = P2 + (size_t) M * i;
                 double s1 = 0.0, s2 = 0.0;

@@ -25,7 +25,7 @@ SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
                        SEXP y, SEXP shift, SEXP work, SEXP rows,
                        SEXP threads);
 SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
-                    SEXP work, SEXP rows, SEXP threads);
+                    SEXP shift, SEXP work, SEXP rows, SEXP threads);
 SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
                   SEXP threads);
 SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
@@ -43,6 +43,7 @@ SEXP ffi_kern_grad_threads(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
 SEXP ffi_la_colstats(SEXP x);
+SEXP ffi_la_release(void);
 SEXP ffi_pg_kl(SEXP c);
 SEXP ffi_pg_log_cosh(SEXP x);
 SEXP ffi_pg_theta(SEXP c);

@@ -522,11 +522,11 @@ static void kern_args(SEXP kern, SEXP x, SEXP y, spv_kernel *k, double **xs,
     }
     chk_kernel(kern, D, k);
     *xs = la_alloc((size_t) D * nrows(x));
-    int over = kern_scale_points(k, REAL(x), (size_t) nrows(x), *xs);
+    int over = kern_scale_points(k, REAL_RO(x), (size_t) nrows(x), *xs);
     *ys = NULL;
     if (!isNull(y)) {
         *ys = la_alloc((size_t) D * nrows(y));
-        over |= kern_scale_points(k, REAL(y), (size_t) nrows(y), *ys);
+        over |= kern_scale_points(k, REAL_RO(y), (size_t) nrows(y), *ys);
     }
     if (over) kern_overflow_error(k);
 }

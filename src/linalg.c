@@ -5,6 +5,9 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <R.h>
 #include <Rinternals.h>
 #include "lapack.h"
@@ -284,7 +287,7 @@ SEXP ffi_la_colstats(SEXP x)
     const int D = ismat ? ncols(x) : 1;
     SEXP out = PROTECT(allocMatrix(REALSXP, 5, D));
     double *o = REAL(out);
-    const double *xp = REAL(x);
+    const double *xp = REAL_RO(x);
     for (int d = 0; d < D; d++) {
         const double *c = xp + (size_t) n * d;
         double *od = o + 5 * (size_t) d;
@@ -340,4 +343,21 @@ SEXP ffi_la_colstats(SEXP x)
     }
     UNPROTECT(1);
     return out;
+}
+
+/* Hand the memory that R has freed back to the system: glibc keeps freed
+ * blocks in its heap (below its mmap threshold, which rises to 32 MB once
+ * a large block has been freed), so after the large temporaries of one
+ * stage of a fit the process keeps their memory resident although nothing
+ * uses it, and a memory budget measured as the process's peak would not
+ * hold (R/interrupt.R, .stage_mark(), calls this after a garbage
+ * collection). malloc_trim() returns free pages of the heap to the system;
+ * elsewhere than glibc, nothing is done. TRUE when memory was released. */
+SEXP ffi_la_release(void)
+{
+#ifdef __GLIBC__
+    return ScalarLogical(malloc_trim(0) != 0);
+#else
+    return ScalarLogical(FALSE);
+#endif
 }

@@ -42,9 +42,10 @@ fuzz_templates <- function() {
       list(kc, Z, x, bg$L, bv$E, bv$alpha, bv$vt, 0.1, yt, 0.2, wk(), 3L, 2L, TRUE, TRUE)
     },
     ffi_bs_pass_stats = function() list(kc, Z, x, bg$L, lam, yt, 0.2, wk(), 3L, 2L),
-    ffi_bs_predict = function() list(kc, Z, x, bg$L, bg$LB, bg$v, wk(), 3L, 2L),
+    ffi_bs_predict = function() list(kc, Z, x, bg$L, bg$LB, bg$v, 0.3, wk(), 3L, 2L),
     ffi_bs_work = function() list(3, 2, 3, 2L),
     ffi_la_colstats = function() list(x),
+    ffi_la_release = function() list(),
     ffi_bs_adjoints = function() list(bg$L, bv$E, bv$alpha, bv$vt, Kuf, kd, lam, yt, 1L),
     ffi_bs_kern_cross = function() list(kc, Z, x, 2L),
     ffi_bs_stats = function() list(bg$L, Kuf, kd, lam, yt, 2L),

@@ -598,8 +598,10 @@ test_that("k-means pads with data points when clusters empty, as the code of Pas
 # ---- a memory budget: greedy selection on a subsample ------------------------
 
 # The bytes per row that greedy selection holds with the default block of
-# 16: the factor (M columns) and the block workspace (2 x 16 columns).
-sel_bytes <- function(M) 8 * (M + 32)
+# 16, for D = 2 input columns: the factor (M columns), the block workspace
+# (2 x 16 columns), the scaled and subsampled point (2 D) and its weight,
+# order, residual and flags (4).
+sel_bytes <- function(M, D = 2) 8 * (M + 32 + 2 * D + 4)
 
 test_that("within the memory budget the selection is the one without a budget", {
   d <- toy_data(120, 2)
@@ -609,7 +611,7 @@ test_that("within the memory budget the selection is the one without a budget", 
                 list(M = 40, threshold = 0.5), list(M = 5, block = 1))
   for (a in cases) {
     block <- if (is.null(a$block)) 16 else a$block
-    exact <- 120 * 8 * (a$M + 2 * block)      # all rows just fit
+    exact <- 120 * 8 * (a$M + 2 * block + 8)      # all rows just fit
     set.seed(7)
     ref <- do.call(select_inducing, c(list(d$x, k), a))
     for (mem in list(exact, "1GB")) {
@@ -623,7 +625,7 @@ test_that("within the memory budget the selection is the one without a budget", 
     set.seed(8)
     ref <- select_inducing(d$x, k, M = 12, method = method)
     set.seed(8)
-    expect_identical(select_inducing(d$x, k, M = 12, method = method, memory = 120 * 8 * 12),
+    expect_identical(select_inducing(d$x, k, M = 12, method = method, memory = 120 * 8 * 20),
                      ref)
   }
   # a model within its budget selects as before
@@ -691,7 +693,7 @@ test_that("beyond the budget greedy selection is that of a subsample with the th
   expect_output(print(s), "random subsample of 100 rows")
   # k-means and random choose from all rows, their trace comes from the subsample
   for (method in c("kmeans", "random")) {
-    s <- select_inducing(d$x, k, M = 10, method = method, memory = 8 * 10 * 150)
+    s <- select_inducing(d$x, k, M = 10, method = method, memory = 8 * 18 * 150)
     expect_length(s$subsample, 150L)
     ref <- dense_residual(k, d$x[s$subsample, ], s$Z, full = FALSE, kern = kernel_matrix)
     expect_equal(s$trace[10], sum(ref$d) * N / 150, tolerance = 1e-10)
