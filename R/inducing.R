@@ -442,7 +442,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   # selection, the scaled and the subsampled copy of the point (2 D) and
   # its weight, order, residual and flags (4)
   per_row <- 8 * (m + 2 * D + 4 + if (method == "greedy") 2 * min(opts$block, 1024L, N) else 0)
-  as.integer(.budget_rows(memory, per_row, n = N, at_least = min(N, 10 * m)))
+  # and, whatever the subsample, an order and a weight of every row (12 N)
+  as.integer(.budget_rows(memory, per_row, fixed = 12 * N, n = N, at_least = min(N, 10 * m)))
 }
 
 # A selection on n < N random rows of x, for data whose factor would not fit

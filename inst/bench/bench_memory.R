@@ -57,7 +57,9 @@ if ("--child" %in% args) {
     maxit <- as.integer(opt("maxit", "3"))
     d <- make_data(N)
     if (model == "pgpr") d$y <- factor(d$y > stats::median(d$y))
+    # what making the data left behind goes first (glibc's heap too)
     invisible(gc())
+    invisible(sparsevgp:::.ffi_release())
     base <- rss_mb()
     stages <- list()
     current <- "constructor"
