@@ -73,8 +73,9 @@
 
 .check_start <- function(start, model, x = NULL) {
   if (!is.null(start) && !inherits(start, model)) {
-    stop(sprintf("'start' must be %s %s fit", if (model %in% c("osgpr", "svgp")) "an" else "a",
-                 model), call. = FALSE)
+    stop(sprintf("'start' must be %s %s fit",
+                 if (model %in% c("osgpr", "svgp", "sgpr", "odvgp")) "an" else "a", model),
+         call. = FALSE)
   }
   # a fit on inputs of another width has no parameters to start this one
   if (!is.null(start) && !is.null(x) && !is.null(start$x) && ncol(start$x) != ncol(x)) {

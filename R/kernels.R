@@ -297,12 +297,12 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     if (!is.finite(s) || s <= 0) {
       v <- vapply(.kern_leaves(kernel), function(k) as.double(k$variance), 1)
       stop(sprintf("the variances of the kernel's parts (%s) combine to k(x, x) = %s, %s double precision: give variances on the scale of %s, or leave them NULL to choose them from the data",
-                   paste(format(v, digits = 3L), collapse = ", "), format(s, digits = 3L),
-                   if (s > 1) "beyond" else "below what",
-                   if (is.null(y)) "the latent scale of a classifier (1)" else "var(y)"),
+                   paste(format(v, digits = 3L, trim = TRUE), collapse = ", "),
+                   format(s, digits = 3L), if (s > 1) "beyond" else "below what",
+                   if (is.null(y)) "1 (a classifier's latent scale)" else "var(y)"),
            call. = FALSE)
     }
-    if (check_variance) .check_variance_scale(s, y, "k(x, x) of the kernel")
+    if (check_variance) .check_variance_scale(s, y, "variance k(x, x) of the kernel combination")
     return(kernel)
   }
   span <- .col_span(x)

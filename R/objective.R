@@ -45,6 +45,12 @@
 #' @export
 objective <- function(fit, ...) UseMethod("objective")
 
+#' @export
+objective.default <- function(fit, ...) {
+  stop("'fit' must be a model fit of this package, for example from sgpr() (with optimize = FALSE to build it without fitting)",
+       call. = FALSE)
+}
+
 #' @rdname objective
 #' @export
 objective.sparsevgp <- function(fit, cluster = NULL, ...) {

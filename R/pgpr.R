@@ -447,6 +447,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   converged <- FALSE
   for (pass in seq_len(passes)) {
     if (reselect && pass > 1L) {
+      .work_drop(fit)
       kern <- .kernel_at(fit$kernel, fit$params)
       Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c), fit$control$memory,
                         hook = "reselection")

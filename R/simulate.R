@@ -65,10 +65,14 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   .check_dots("simulate", ...)
   type <- match.arg(type)
   if (!is.numeric(nsim) || length(nsim) != 1L || !is.finite(nsim) || nsim < 1 ||
-      nsim != round(nsim)) {
-    stop("'nsim' must be a whole number >= 1", call. = FALSE)
+      nsim != round(nsim) || nsim > .Machine$integer.max) {
+    stop(sprintf("'nsim' must be a whole number from 1 to %d", .Machine$integer.max),
+         call. = FALSE)
   }
   nsim <- as.integer(nsim)
+  if (!is.null(seed) && (!is.numeric(seed) || length(seed) != 1L || !is.finite(seed))) {
+    stop("'seed' must be NULL or one number (for set.seed())", call. = FALSE)
+  }
   if (!is.null(joint)) joint <- .check_flag(joint, "joint")
   # the random number state, as stats:::simulate.lm() keeps it
   if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
@@ -86,6 +90,7 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   inp <- .prediction_inputs(object, newdata, na.action)
   ok <- inp$ok
   n <- nrow(inp$x)
+  .check_draws(n, nsim)
   if (is.null(joint)) joint <- sum(ok) <= max_joint
   classifier <- !is.null(object$labels)
   noise <- !classifier && type == "response"
@@ -141,6 +146,7 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
          call. = FALSE)
   }
   p <- predict(object, newdata, type = "prob", na.action = na.action)
+  .check_draws(nrow(p), nsim)
   lev <- colnames(p)
   ok <- stats::complete.cases(p)
   sims <- as.data.frame(lapply(seq_len(nsim), function(j) {
@@ -173,4 +179,14 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
     if (!is.null(R)) return(t(R))
   }
   stop("the predictive covariance could not be factorised: use joint = FALSE", call. = FALSE)
+}
+
+# n inputs times nsim draws: at most 2^31 - 1 numbers (16 GB), a clear
+# error beyond rather than R's own about a vector it cannot allocate.
+.check_draws <- function(n, nsim) {
+  if (as.double(n) * nsim > .Machine$integer.max) {
+    stop(sprintf("'nsim' = %d draws at %d inputs are %.3g numbers, more than the %d (16 GB) simulate() makes at once: draw in several calls",
+                 nsim, n, as.double(n) * nsim, .Machine$integer.max), call. = FALSE)
+  }
+  invisible()
 }

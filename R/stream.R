@@ -137,6 +137,7 @@
 .fmt_bytes <- function(b) {
   u <- c("bytes", "KB", "MB", "GB", "TB")
   i <- max(1L, min(length(u), floor(log(max(b, 1), 1024)) + 1L))
+  if (i == 1L && b == 1) return("1 byte")
   sprintf("%s %s", format(b / 1024^(i - 1L), digits = 3L), u[i])
 }
 
@@ -365,6 +366,18 @@ NULL
 
 # A new holder of the workspace of one fit (see .build_or_fit()).
 .work_new <- function() new.env(parent = emptyenv())
+
+# Let go of a fit's workspace before a stage that needs the memory for
+# something else (a re-selection): the next evaluation allocates it anew.
+.work_drop <- function(fit) {
+  w <- fit$.work
+  if (!is.null(w) && !is.null(w$ws)) {
+    big <- 8 * length(w$ws) > 2^24
+    rm(list = ls(w), envir = w)
+    if (big) .collect()
+  }
+  invisible(fit)
+}
 
 # ---- the evaluation -----------------------------------------------------------
 

@@ -89,6 +89,7 @@
   if (reselect && !isTRUE(fit$optim$interrupted)) {
     gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
     for (pass in seq_len(.train_reselect_passes)) {
+      .work_drop(fit)
       Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
                            weights = .select_weights(fit), perm = fit$selection$perm,
                            memory = fit$control$memory, hook = "reselection")

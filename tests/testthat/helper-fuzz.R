@@ -184,6 +184,7 @@ fuzz_deep_kernel <- function(depth, leaf = list(1L, 1.3, c(0.7, 1.1))) {
 fuzz_mutate_args <- function(args) {
   op <- sample(c("swap", "deep", "huge"), 1L)
   n <- length(args)
+  if (n == 0L) return(list(args = list(1), label = "an argument too many"))
   if (op == "swap" && n >= 2L) {
     ij <- sample.int(n, 2L)
     args[ij] <- args[rev(ij)]
@@ -222,6 +223,10 @@ fuzz_case <- function(templates, name, seed) {
     labels <- m$label
     # a deep list is the whole mutation (R-level edits of it would recurse)
     if (isTRUE(m$deep)) return(list(args = args, label = labels))
+  }
+  # an entry point without arguments: given one or two, which it must refuse
+  if (length(args) == 0L) {
+    return(list(args = as.list(seq_len(sample(2L, 1L))), label = "arguments it does not take"))
   }
   for (k in seq_len(sample(c(1L, 1L, 2L, 3L), 1L))) {
     i <- sample.int(length(args), 1L)

@@ -84,6 +84,12 @@ test_that("messages name the argument at fault, and nothing is accepted silently
   expect_true(all(vapply(s, function(v) identical(levels(v), levels(cl3)), TRUE)))
   expect_error(simulate(m, type = "latent"), "simulate\\(type = \"latent\"\\) is not available for multiclass fits")
   expect_false(grepl("full_cov", tryCatch(simulate(m, type = "latent"), error = conditionMessage)))
+  # simulate(): sizes and seeds in its own words
+  expect_error(simulate(f, nsim = 2^31), "'nsim' must be a whole number from 1 to 2147483647")
+  expect_error(simulate(f, nsim = 1e9), "draw in several calls")
+  expect_error(simulate(f, seed = NA), "'seed' must be NULL or one number")
+  expect_error(objective(list(a = 1)), "'fit' must be a model fit of this package")
+  expect_error(sgpr(x, y, inducing = 5, control = list(memory = 1)), "\\(1 byte\\)")
   # a cluster argument that is not a cluster, also with optimize = FALSE
   expect_error(sgpr(x, y, inducing = 5, optimize = FALSE, cluster = 3), "'cluster' must be a cluster")
   expect_error(objective(gpr(x, y, optimize = FALSE), cluster = structure(list(1), class = "cluster")),
