@@ -23,7 +23,11 @@
 #' Gaussian noise with the fitted variance (divided by the prior weights at
 #' the training inputs) for regression, and labels with probability
 #' \eqn{\sigma(f)}{sigmoid(f)} (or \eqn{\Phi(f)}{pnorm(f)} for the probit
-#' link) for classifiers, coded like the training labels.
+#' link) for classifiers, coded like the training labels. For a multiclass
+#' fit (robust-max or softmax likelihood) the labels are drawn from the
+#' predictive class probabilities, independently at each input (only
+#' \code{type = "response"}). At most \eqn{2^{31} - 1}{2^31 - 1} numbers (inputs times
+#' \code{nsim}) are drawn in one call.
 #'
 #' @param object a fitted model.
 #' @param nsim the number of draws.
