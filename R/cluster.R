@@ -4,20 +4,28 @@
 # evaluation sends the parameters (and M x M factors) and receives sums over
 # the worker's rows: M x M and M-vector statistics and gradient pieces. The
 # master does the M x M algebra. One path serves every model:
+#   .share(fit)         what each worker holds of the rows (a generic)
 #   .cluster_setup()    load the package on the workers, send the shares
 #   .cluster_call()     run one function of this package on every worker's
 #                       share (.shard_run()), restating a worker's error
 #   .cluster_release()  drop the shares
 #   .cluster_fit()      the shared tail of a model constructor on a cluster
 # and the models supply what their workers compute:
-#   sgpr, pgpr  .shard_collapsed(): the two passes of the collapsed bound
-#               (R/stream.R); pgpr's per-point c live on the workers
-#               (.shard_pg_update(), .shard_pg_c());
-#   svgp        .shard_uncollapsed() (R/uncollapsed.R) through
-#               .cluster_rows(): the data term of the ELBO and its adjoints
-#               on the worker's rows (or its rows of a minibatch);
-#   predict()   .shard_predict(): the latent predictive at the worker's rows
-#               of new data (no share: the fit's posterior is sent along).
+#   sgpr, pgpr, osgpr   .shard_collapsed(): the two passes of the collapsed
+#                       bound (R/stream.R) on the worker's rows, with the
+#                       model's .targets() there; pgpr's per-point c live on
+#                       the workers (.shard_pg_update(), .shard_pg_c());
+#   svgp                .shard_uncollapsed() (R/uncollapsed.R) through
+#                       .cluster_rows(): the data term of the ELBO and its
+#                       adjoints on the worker's rows (or its rows of a
+#                       minibatch);
+#   predict()           .shard_predict(): the latent predictive at the
+#                       worker's rows of new data (no share: the fit's
+#                       posterior is sent along).
+# Every exchange with the workers runs with interrupts suspended
+# (suspendInterrupts()): a Ctrl-C then takes effect once the workers have
+# answered, so that no answer is left unread on a connection, where the
+# next call on the cluster would take it for its own.
 
 # The shares of the data held by this process as a worker, by key; each share
 # is an environment, so that per-point state (pgpr's c) can change in place.
@@ -96,7 +104,7 @@
     TRUE
   }
   environment(load) <- globalenv()
-  tryCatch(parallel::clusterCall(cl, load, lib), error = function(e) {
+  tryCatch(suspendInterrupts(parallel::clusterCall(cl, load, lib)), error = function(e) {
     .cluster_fail(sprintf("a worker did not answer or could not load sparsevgp (%s)",
                           conditionMessage(e)), shares)
   })
@@ -109,14 +117,16 @@
 }
 
 # Send the fit's data to the workers of `cl`, one contiguous share each:
-# `share(rows)` is what the model's workers need of those rows (a list).
-# Returns the handle the evaluations use: list(cl, key, n (rows per worker)).
-.cluster_setup <- function(cl, fit, share = .shard_gaussian(fit)) {
+# `share(rows)` is what the model's workers need of those rows (a list;
+# .share()). Returns the handle the evaluations use: list(cl, key, n (rows
+# per worker)).
+.cluster_setup <- function(cl, fit, share = .share(fit)) {
   N <- nrow(fit$x)
   cl <- .cluster_open(cl, N)
   key <- .shard_key()
   parts <- .cluster_parts(N, length(cl))
-  tryCatch(parallel::clusterApply(cl, lapply(parts, share), .shard_store, key = key),
+  tryCatch(suspendInterrupts(parallel::clusterApply(cl, lapply(parts, share), .shard_store,
+                                                    key = key)),
            error = function(e) {
              .cluster_fail(sprintf("the data could not be sent to the workers (%s)",
                                    conditionMessage(e)))
@@ -126,15 +136,16 @@
 
 # Remove the shares from the workers (ignoring workers that are gone).
 .cluster_release <- function(h) {
-  try(parallel::clusterCall(h$cl, .shard_drop, h$key), silent = TRUE)
+  try(suspendInterrupts(parallel::clusterCall(h$cl, .shard_drop, h$key)), silent = TRUE)
   invisible()
 }
 
 # .shard_run(fun) on every worker of the handle h: the list of their
 # results. `each` (a list, one element per worker) are per-worker arguments.
 .cluster_call <- function(h, fun, a, each = NULL) {
-  r <- tryCatch(if (is.null(each)) parallel::clusterCall(h$cl, .shard_run, NULL, h$key, fun, a)
-                else parallel::clusterApply(h$cl, each, .shard_run, h$key, fun, a),
+  r <- tryCatch(suspendInterrupts(
+                  if (is.null(each)) parallel::clusterCall(h$cl, .shard_run, NULL, h$key, fun, a)
+                  else parallel::clusterApply(h$cl, each, .shard_run, h$key, fun, a)),
                 error = function(e) .cluster_fail(sprintf("a worker did not answer (%s)",
                                                           conditionMessage(e)), !is.null(h$key)))
   bad <- vapply(r, inherits, TRUE, "sparsevgp_shard_error")
@@ -147,11 +158,16 @@
 }
 
 # The shared tail of a model constructor with a `cluster`: the data go to the
-# workers once, the model is fitted (or built), and the shares are dropped;
-# the fit does not keep the cluster.
-.cluster_fit <- function(fit, optimize, cluster, share) {
-  if (is.null(cluster)) return(.build_or_fit(fit, optimize))
-  h <- .cluster_setup(cluster, fit, share)
+# workers once, the model is fitted, and the shares are dropped; the fit
+# does not keep the cluster. With optimize = FALSE nothing is sent: the
+# model is built in this process (objective(fit, cluster = cl) evaluates it
+# on a cluster when asked).
+.cluster_fit <- function(fit, optimize, cluster, share = NULL) {
+  if (is.null(cluster) || !isTRUE(optimize)) {
+    if (!is.null(cluster)) .cluster_check(cluster)
+    return(.build_or_fit(fit, optimize))
+  }
+  h <- .cluster_setup(cluster, fit, if (is.null(share)) .share(fit) else share)
   on.exit(.cluster_release(h), add = TRUE)
   fit$cluster <- h
   fit <- .build_or_fit(fit, optimize)
@@ -159,109 +175,132 @@
   fit
 }
 
-# ---- the collapsed bounds (sgpr, pgpr) --------------------------------------
-
-# What a worker of sgpr holds: the rows of the inputs, targets and noise
-# model, and the memory budget of its chunks.
-.shard_gaussian <- function(fit) {
-  memory <- fit$control$memory
-  function(rows) {
-    s <- .subsample_fit(fit, rows)
-    list(model = "sgpr", x = s$x, y = s$y, noise_model = s$noise_model, memory = memory)
+# `cluster` is a cluster (without contacting it).
+.cluster_check <- function(cl, name = "cluster") {
+  if (!inherits(cl, "cluster")) {
+    stop(sprintf("'%s' must be a cluster from parallel::makeCluster()", name), call. = FALSE)
   }
+  if (length(cl) < 1L) stop(sprintf("'%s' has no workers", name), call. = FALSE)
+  invisible(cl)
 }
 
-# The per-point noise and targets of the collapsed bound on a worker's share
-# at `params`: sgpr's noise and y - m, or pgpr's lambda = 1 / theta(c) and
-# pseudo-targets y / (2 theta) - m with the sums of the terms that depend on
-# c only (see .evaluate.pgpr()).
-.shard_targets <- function(s, params) {
-  if (identical(s$model, "pgpr")) {
-    theta <- .ffi_pg_theta(s$c)
-    return(list(lambda = 1 / theta, ytil = s$ypm / (2 * theta) - params$mean,
-                pg = c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
-                       kl = sum(.ffi_pg_kl(s$c)))))
-  }
-  list(lambda = .noise_lambda(s, params), ytil = s$y - params$mean)
+# What the workers of a fit hold of the rows `rows`: a function of the rows
+# returning a list (stored on the worker as an environment).
+.share <- function(fit) UseMethod(".share")
+
+#' @export
+.share.default <- function(fit) {
+  stop(sprintf("%s() fits do not run on a cluster: 'cluster' is for sgpr(), pgpr(), osgpr() and svgp() (see ?scaling)",
+               class(fit)[1L]), call. = FALSE)
 }
 
-# On a worker: one pass of the collapsed bound over its share at the
-# parameters in `a` (R/stream.R). Pass 1 returns the statistics (with pgpr's
-# sums); pass 2 the contracted gradient pieces, with the per-point adjoints
-# reduced here: sum(gytil) and sgpr's noise gradient.
+# ---- the collapsed bounds (sgpr, pgpr, osgpr) --------------------------------
+
+# A collapsed model's worker holds the fit restricted to its rows (data
+# only: the rows of the inputs, targets, noise model and pgpr's labels and
+# local parameters c, with the kernel and the control, whose memory budget
+# its chunks use) and, once it has evaluated, its workspace.
+.share_collapsed <- function(fit) {
+  function(rows) list(fit = .share_fit(fit, rows))
+}
+
+#' @export
+.share.sgpr <- function(fit) .share_collapsed(fit)
+#' @export
+.share.osgpr <- function(fit) .share_collapsed(fit)
+#' @export
+.share.pgpr <- function(fit) .share_collapsed(fit)
+
+# The fit restricted to the rows `rows`, with only what the workers read.
+.share_fit <- function(fit, rows) {
+  s <- list(x = fit$x[rows, , drop = FALSE], kernel = fit$kernel, control = fit$control)
+  for (f in c("y", "ypm", "c")) if (!is.null(fit[[f]])) s[[f]] <- fit[[f]][rows]
+  nm <- fit$noise_model
+  if (!is.null(nm)) {
+    if (!is.null(nm$lambda)) nm$lambda <- nm$lambda[rows]
+    if (!is.null(nm$Phi)) nm$Phi <- nm$Phi[rows, , drop = FALSE]
+    nm$terms <- nm$xlevels <- NULL
+    s$noise_model <- nm
+  }
+  structure(s, class = class(fit))
+}
+
+# On a worker: one pass of the collapsed bound over its rows at the
+# parameters in `a` (R/stream.R), with the model's targets there and its
+# own plan (one piece or chunks within the fit's budget). Pass 1 returns
+# the statistics with the model's sums; pass 2 the contracted gradient
+# pieces with the model's own gradient blocks (sums over the rows).
 .shard_collapsed <- function(s, a, each = NULL) {
-  t <- .shard_targets(s, a$params)
-  rows <- .stream_rows(s$memory, nrow(a$W))
-  threads <- .stream_threads()
-  if (a$pass == 1L) {
-    st <- .stream_pass1(s$x, a$k, a$W, a$L, t$lambda, t$ytil, rows, threads)
-    if (!is.null(t$pg)) st$pg <- t$pg
-    return(st)
-  }
-  p <- .stream_pass2(s$x, a$k, a$W, a$L, a$v, t$lambda, t$ytil, rows, threads, a$want_W)
-  list(gk = p$gk, gytil = sum(p$gytil),
-       noise = if (!identical(s$model, "pgpr")) .noise_grad(s, a$params, p$glambda, t$lambda))
+  fit <- s$fit
+  if (is.null(s$work)) s$work <- .work_new()
+  t <- .targets(fit, a$params)
+  a$plan <- .collapsed_plan(fit, nrow(a$W))
+  if (a$pass == 1L) .pass1(fit, a, t, s$work) else .pass2(fit, a, t, s$work)
 }
 
-# The collapsed bound of an sgpr or pgpr fit on the cluster of fit$cluster:
-# as .stream_bound(), with the per-point adjoints already reduced on the
-# workers to the noise gradient (`noise_grad`) and sum(gytil) (`gytil`);
-# pgpr's sums over the points are in `pg`.
-.cluster_bound <- function(fit, params, grad) {
+# One pass of a collapsed bound on the cluster of fit$cluster: the workers'
+# results added up (pass 1: the statistics, checked to cover every row).
+.cluster_pass <- function(fit, a, pass) {
   h <- fit$cluster
-  k <- .kernel_at(fit$kernel, params)
-  W <- params$Z
-  Kww <- .ffi_kern_matrix(k, W)
-  ch <- .stream_chol(Kww, fit$control)
-  a <- list(k = k, W = W, L = ch$L, params = params, pass = 1L)
-  s <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
-  N <- sum(h$n)
-  if (!isTRUE(all.equal(s$n, N)) || N != nrow(fit$x)) {
-    .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, nrow(fit$x)))
+  a$pass <- pass
+  a$plan <- NULL
+  r <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
+  if (pass == 1L) {
+    N <- sum(h$n)
+    if (!isTRUE(all.equal(r$n, N)) || N != nrow(fit$x)) {
+      .cluster_fail(sprintf("the workers hold %g observations, not %d", r$n, nrow(fit$x)))
+    }
   }
-  v <- .ffi_stream_value(ch$L, s, N, grad)
-  b <- list(bound = v$bound, logdet = v$logdet, fit = v$fit, trace = v$trace,
-            jitter = ch$jitter, L = ch$L, LB = v$LB, v = v$v, Kww = Kww, pg = s$pg)
-  if (grad) {
-    a$v <- v[c("E", "alpha", "vt")]
-    a$want_W <- .any_free(fit, "Z")
-    a$pass <- 2L
-    r <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
-    b$gk <- .stream_add(.stream_contract_uu(k, fit$x, W, v$Guu, ch$jitter, a$want_W), r$gk)
-    b$noise_grad <- r$noise
-    b$gytil <- r$gytil
-  }
-  b
-}
-
-# What a worker of pgpr holds: the rows of the inputs, the labels (+-1) and
-# the local parameters c, which the workers update (.shard_pg_update()).
-.shard_pg <- function(fit) {
-  memory <- fit$control$memory
-  function(rows) {
-    list(model = "pgpr", x = fit$x[rows, , drop = FALSE], ypm = fit$ypm[rows], c = fit$c[rows],
-         memory = memory)
-  }
+  r
 }
 
 # On a worker: the closed-form update c_n = sqrt(mu_n^2 + s_n^2) of pgpr
 # (.pgpr_update_c()) at its rows, from the posterior in `a`; returns the
 # largest change and the largest new c.
 .shard_pg_update <- function(s, a, each = NULL) {
-  q <- .collapsed_predict(a, a$params$Z, s$x, FALSE)
+  q <- .collapsed_predict(a, a$params$Z, s$fit$x, FALSE)
   cnew <- sqrt(q$mean^2 + pmax(q$var, 0))
-  out <- c(change = max(abs(cnew - s$c)), largest = max(cnew))
-  s$c <- cnew
+  out <- c(change = max(abs(cnew - s$fit$c)), largest = max(cnew))
+  s$fit$c <- cnew
   out
 }
 
 # On a worker: its c (each = NULL), or set them to `each`.
 .shard_pg_c <- function(s, a, each = NULL) {
-  if (!is.null(each)) s$c <- each
-  s$c
+  if (!is.null(each)) s$fit$c <- each
+  s$fit$c
+}
+
+# ---- the stage of one lengthscale (classifiers) --------------------------------
+
+# The classifiers' first stage fits one lengthscale for all inputs in units
+# of their sd as an isotropic kernel on the inputs divided by their sd
+# (R/pgpr_training.R, R/uncollapsed_training.R). On a cluster the workers
+# divide their own rows (.shard_rescale()), so that the stage is the one
+# fitted in one process, bit for bit; scale = NULL restores the inputs.
+.cluster_rescale <- function(fit, scale) {
+  if (!is.null(fit$cluster)) .cluster_call(fit$cluster, ".shard_rescale", list(scale = scale))
+  invisible()
+}
+
+# On a worker: its inputs divided by a$scale, column by column, or (a$scale
+# NULL) the inputs as they were sent. A collapsed model's share holds its
+# rows in a fit (s$fit$x), an uncollapsed model's in s$x.
+.shard_rescale <- function(s, a, each = NULL) {
+  inside <- !is.null(s$fit)
+  if (is.null(s$x_sent)) s$x_sent <- if (inside) s$fit$x else s$x
+  x <- if (is.null(a$scale)) s$x_sent else sweep(s$x_sent, 2L, a$scale, "/")
+  if (is.null(a$scale)) s$x_sent <- NULL
+  if (inside) s$fit$x <- x else s$x <- x
+  TRUE
 }
 
 # ---- row sums (the uncollapsed models) -----------------------------------------------
+
+# What a worker of svgp holds: the rows of the inputs and targets
+# (.shard_svgp_data(), R/uncollapsed.R).
+#' @export
+.share.svgp <- function(fit) .shard_svgp_data(fit)
 
 # .shard_run(fun) on every worker, each on the rows of `batch` (indices
 # into the whole data; NULL: all) that fall in its share: the list of their

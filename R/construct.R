@@ -42,6 +42,8 @@
 # as a value rather than by name, as do.call() gives it, is recorded as a
 # placeholder, so that a fit never carries another one in its call).
 .model_call <- function(call, model) {
+  # a new fit: no interrupt of an earlier one is pending (R/interrupt.R)
+  .interrupt_clear()
   call[[1L]] <- as.name(model)
   call$start <- .start_record(call$start)
   call$.data <- NULL
@@ -60,7 +62,7 @@
   data <- dots$.data
   dots$.data <- NULL
   if ("cluster" %in% names(dots)) {
-    stop("'cluster' is only for sgpr(), pgpr() and svgp() (and predict()): this model fits in one process (see ?scaling)",
+    stop("'cluster' is only for sgpr(), pgpr(), osgpr() and svgp() (and predict()): this model fits in one process (see ?scaling)",
          call. = FALSE)
   }
   if (length(dots)) do.call(.no_dots, dots)
@@ -76,10 +78,16 @@
   }
 }
 
-.check_start <- function(start, model) {
+.check_start <- function(start, model, x = NULL) {
   if (!is.null(start) && !inherits(start, model)) {
-    stop(sprintf("'start' must be %s %s fit", if (model %in% c("osgpr", "svgp")) "an" else "a",
-                 model), call. = FALSE)
+    stop(sprintf("'start' must be %s %s fit",
+                 if (model %in% c("osgpr", "svgp", "sgpr", "odvgp")) "an" else "a", model),
+         call. = FALSE)
+  }
+  # a fit on inputs of another width has no parameters to start this one
+  if (!is.null(start) && !is.null(x) && !is.null(start$x) && ncol(start$x) != ncol(x)) {
+    stop(sprintf("'start' is a fit on %d input column%s, but these inputs have %d: its parameters (lengthscales, inducing inputs) cannot start this fit; leave 'start' out",
+                 ncol(start$x), if (ncol(start$x) == 1L) "" else "s", ncol(x)), call. = FALSE)
   }
   start
 }

@@ -66,6 +66,17 @@
 # `cap` are relative to the mean diagonal.
 .ffi_chol <- function(S, base, cap) .Call(ffi_la_chol, S, as.double(base), as.double(cap))
 
+# Column summaries of a double matrix without a copy of it: a 5 x D matrix
+# with rows mean, sd, min, max, finite (1 when the column is all finite).
+.ffi_colstats <- function(x) {
+  s <- .Call(ffi_la_colstats, x)
+  rownames(s) <- c("mean", "sd", "min", "max", "finite")
+  s
+}
+
+# Hand memory R has freed back to the system (glibc's malloc_trim()).
+.ffi_release <- function() .Call(ffi_la_release)
+
 # ---- collapsed bounds (src/bound_gaussian.c, src/bound_orthogonal.c) -------
 
 # The collapsed Gaussian bound with per-point noise `lambda` and targets
@@ -152,6 +163,38 @@
 # Pass 2 over one chunk: list(Guf, gdiag, glambda, gytil, mu).
 .ffi_stream_adjoints <- function(L, v, Kuf, kdiag, lambda, ytil, threads) {
   .Call(ffi_bs_adjoints, L, v$E, v$alpha, v$vt, Kuf, kdiag, lambda, ytil, as.integer(threads))
+}
+
+# Both passes over all rows of x in chunks of `rows` rows, with the
+# workspace `work` (a double vector of .ffi_pass_work() entries that the
+# caller keeps between evaluations; src/bound_stream.c writes into it), for
+# a single kernel `kernel` and the targets t of .targets(): pass 1 gives the
+# statistics of .ffi_stream_stats() summed over the chunks; pass 2, from the
+# pieces v = list(E, alpha, vt) of .ffi_stream_value(), gives list(theta =
+# dF/d(log variance, log lengthscales), W = dF/dW or NULL, glambda =
+# sum_n lambda_n dF/dlambda_n, gytil = sum_n dF/dytil_n, glambda_points =
+# the terms lambda_n dF/dlambda_n when per_point).
+.ffi_pass_stats <- function(kernel, W, x, L, t, work, rows, threads) {
+  .Call(ffi_bs_pass_stats, .ffi_kernel(kernel), W, x, L, as.double(t$lambda), t$y,
+        as.double(t$shift), work, as.integer(rows), as.integer(threads))
+}
+
+.ffi_pass_grad <- function(kernel, W, x, L, v, t, work, rows, threads, want_W, per_point) {
+  .Call(ffi_bs_pass_grad, .ffi_kernel(kernel), W, x, L, v$E, v$alpha, v$vt,
+        as.double(t$lambda), t$y, as.double(t$shift), work, as.integer(rows),
+        as.integer(threads), want_W, per_point)
+}
+
+# The latent predictive (with the constant mean `shift`) at every row of x,
+# over chunks with the workspace of the passes: list(mean, var).
+.ffi_pass_predict <- function(kernel, W, x, L, LB, v, shift, work, rows, threads) {
+  .Call(ffi_bs_predict, .ffi_kernel(kernel), W, x, L, LB, v, as.double(shift), work,
+        as.integer(rows), as.integer(threads))
+}
+
+# The number of doubles of the workspace of the passes.
+.ffi_pass_work <- function(M, D, rows, threads) {
+  .Call(ffi_bs_work, as.double(M), as.double(D), as.double(rows), as.integer(threads))
 }
 
 # The orthogonal bounds over row chunks (src/bound_stream_orthogonal.c;

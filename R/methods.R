@@ -128,6 +128,24 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   n <- nrow(inp$x)
   ok <- inp$ok
   rn <- rownames(inp$x)
+  if (!full_cov && n > 0L && all(ok)) {
+    # every row complete: no copies of the inputs or of the moments (the
+    # training inputs of a large fit)
+    p <- .predict_latent_on(object, inp$x, FALSE, cluster)
+    mean <- p$mean
+    if (!is.null(inp$offset)) mean <- mean + inp$offset
+    var <- p$var
+    lo <- min(var)
+    if (lo < -1e-10 * .signal_variance(object)) {
+      warning("some predictive variances are negative and were set to 0: the model is poorly conditioned",
+              call. = FALSE)
+    }
+    if (lo < 0) var <- pmax(var, 0)
+    if (!is.null(rn)) names(mean) <- names(var) <- rn
+    out <- list(mean = mean, var = var, cov = NULL)
+    if (noise) out$noise <- .noise_vector(object, inp, weights)
+    return(out)
+  }
   mean <- rep(NA_real_, n)
   var <- rep(NA_real_, n)
   cov <- if (full_cov) matrix(NA_real_, n, n, dimnames = list(rn, rn))
@@ -267,9 +285,12 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 }
 
 .optim_status <- function(o) {
-  if (o$convergence == 0L) return("converged")
+  if (isTRUE(o$interrupted)) {
+    return(if (nzchar(o$message)) o$message else "interrupted by the user")
+  }
+  if (isTRUE(o$convergence == 0L)) return("converged")
   # the min_gain rule (R/objective.R): its own outcome, not a failure
-  if (o$convergence == .stop_code) return("stopped: gain below control$min_gain")
+  if (isTRUE(o$convergence == .stop_code)) return("stopped: gain below control$min_gain")
   # Adam runs a fixed number of iterations: there is nothing to converge
   if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
   # L-BFGS-B's message for its iteration limit ("NEW_X") says nothing
@@ -502,7 +523,8 @@ summary.sparsevgp <- function(object, ...) {
       all(object$fixed[.role_mask(object, "inducing")]),
     bound = object$bound, bound_label = .bound_label(object),
     bound_terms = object$bound_terms, extra = object$summary_extra,
-    jitter = object$jitter, optim = object$optim, time = object$time,
+    jitter = object$jitter, jitter_relative = object$jitter_relative,
+    jitter_cost = object$jitter_cost, optim = object$optim, time = object$time,
     na.action = object$na.action),
     class = "summary.sparsevgp")
 }
@@ -531,8 +553,7 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
   if (length(x$extra)) {
     for (nm in names(x$extra)) cat(nm, ": ", x$extra[[nm]], "\n", sep = "")
   }
-  cat(sprintf("Jitter added to the Cholesky factorisation: %s\n",
-              format(x$jitter, digits = 3L)))
+  cat(sprintf("Jitter added to the Cholesky factorisation: %s\n", .jitter_line(x)))
   if (is.null(x$optim)) {
     cat("Not optimised (optimize = FALSE)\n")
   } else {
@@ -624,4 +645,22 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   # svgp: the starting q(u) of the original call gives way to the fitted one
   if (inherits(object, "svgp") && !("q_u" %in% changed)) run$q_u <- NULL
   run
+}
+
+# The jitter of a fit (or its summary) in words: its size, relative to the
+# mean diagonal, and what it changed in the bound (R/objective.R,
+# .finish()).
+.jitter_line <- function(x) {
+  j <- x$jitter
+  if (is.null(j) || all(j == 0)) return("none (the matrices were factorised as they are)")
+  out <- paste(format(j, digits = 3L), collapse = ", ")
+  if (!is.null(x$jitter_relative)) {
+    out <- sprintf("%s (%s times the mean diagonal)", out,
+                   paste(format(x$jitter_relative, digits = 3L), collapse = ", "))
+  }
+  if (!is.null(x$jitter_cost) && is.finite(x$jitter_cost)) {
+    out <- sprintf("%s, which changes the bound by about %s", out,
+                   format(x$jitter_cost, digits = 3L))
+  }
+  out
 }

@@ -200,9 +200,11 @@ natgrad_step <- function(fit, step = 1) {
   done <- 0L
   start <- proc.time()[["elapsed"]]
   interrupted <- identical(tryCatch(for (it in seq_len(ctrl$maxit)) {
+    .interrupt_count_hook(it)
     batch <- if (B < N) sort(sample.int(N, B)) else NULL
     step <- if (it <= warm) 1e-5 + (tau - 1e-5) * (it - 1) / warm else tau
     ng <- tryCatch(.natgrad_q(fit, cur, step, batch), error = function(e) {
+      .rethrow_fatal(e)
       stop(sprintf("natural-gradient iteration %d failed: %s", it, conditionMessage(e)),
            call. = FALSE)
     })
@@ -230,7 +232,11 @@ natgrad_step <- function(fit, step = 1) {
                     par = .pack(cur, trans)[!fit$fixed], trace = trace[seq_len(done)],
                     failed_evaluations = 0L, natgrad_halvings = halvings,
                     snapshots = snaps$list)
-  if (interrupted) fit$optim$interrupted <- TRUE
+  if (interrupted) {
+    fit$optim$interrupted <- TRUE
+    fit$optim$interrupted_in <- "the natural-gradient iterations"
+    .interrupt_note("the natural-gradient iterations")
+  }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }
@@ -239,6 +245,7 @@ natgrad_step <- function(fit, step = 1) {
 # at the new q(u) `params`: list(params, value, adam).
 .natgrad_adam <- function(fit, params, batch, free, adam, it) {
   r <- tryCatch(.evaluate(fit, params, grad = TRUE, batch = batch), error = function(e) {
+    .rethrow_fatal(e)
     stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)", it,
                  conditionMessage(e)), call. = FALSE)
   })

@@ -234,7 +234,7 @@ odvgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "kmeans", M = 
   if (is.null(likelihood)) likelihood <- .lik_choose(y, numeric = "gaussian")
   r <- .uc_response(likelihood, y, nrow(x), quadrature, control, NULL)
   optimize <- .check_flag(optimize, "optimize")
-  s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "odvgp", ncol(x))
+  s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "odvgp", x)
   .odvgp_basis_control(basis, s$control)
   if (!is.null(start)) {
     if (missing(inducing)) inducing <- start$params$Z

@@ -154,7 +154,7 @@
 #'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
 #'   experiments), \code{memory} (the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
-#'   selection runs on a subsample of rows, 256 MB; see
+#'   selection runs on a subsample of rows; by default an eighth of the machine's memory within 256 MB and 2 GB; see
 #'   \code{\link{scaling}}), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
@@ -225,7 +225,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   # the loops' tolerance: by default 1e-4 nats per observation
   if (is.null(control$tol)) control$tol <- 1e-4 * N
   c0 <- rep(control$c_init, N)
-  if (!is.null(.check_start(start, "pgpr"))) {
+  if (!is.null(.check_start(start, "pgpr", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (length(start$c) == N) c0 <- start$c
   }
@@ -244,7 +244,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   # then (ard = TRUE) one per input (R/pgpr_training.R); a warm start from
   # such a fit keeps its one lengthscale
   ard_stage <- isTRUE(kernel$ard)
-  shared <- optimize && is.null(cluster) &&
+  shared <- optimize &&
     (if (is.null(start)) .pgpr_shares(kernel, x, fixed) else isTRUE(start$lengthscale_tied))
   mn <- .mean_start(mean, .class_mean_start(lab$y01))
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
@@ -279,7 +279,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                lengthscale_tied = isTRUE(start$lengthscale_tied) &&
                                  !optimize))
   # with a cluster the data and c go to the workers once (R/cluster.R)
-  .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
+  .cluster_fit(fit, optimize, cluster)
 }
 
 # The mix-ups a binary classifier meets first, with the function to use
@@ -338,13 +338,15 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # The PGPR loop settings, then the shared optimiser and jitter settings.
 .pgpr_control <- function(control) {
-  if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
+  .check_control_list(control)
   own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "subsample", "memory")
   ctrl <- utils::modifyList(.pgpr_default_control, control)
   for (nm in c("inner_max", "ci_iters", "outer_max", "maxit")) {
     v <- ctrl[[nm]]
-    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
-      stop(sprintf("'control$%s' must be a whole number >= 1", nm), call. = FALSE)
+    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v) ||
+        v > .Machine$integer.max) {
+      stop(sprintf("'control$%s' must be a whole number from 1 to %d", nm,
+                   .Machine$integer.max), call. = FALSE)
     }
   }
   if (!is.null(ctrl$tol) && (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L ||
@@ -385,8 +387,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # prior variances are equal, so GV's first pick is a tie among all inputs,
 # and a fresh order in each pass would change the selection by chance alone,
 # so that the bound kept moving and the loop seldom converged.
-.pgpr_select <- function(spec, x, kernel, theta, memory = NULL) {
-  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory)
+.pgpr_select <- function(spec, x, kernel, theta, memory = NULL, hook = "selection") {
+  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory,
+                  hook = hook)
 }
 
 
@@ -408,17 +411,10 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @export
 .evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
   N <- nrow(fit$x)
-  if (is.null(fit$cluster)) {
-    theta <- .ffi_pg_theta(fit$c)
-    ytil <- fit$ypm / (2 * theta) - params$mean
-    b <- .collapsed_bound(fit, params, params$Z, 1 / theta, ytil, grad)
-    pg <- c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
-            kl = sum(.ffi_pg_kl(fit$c)))
-  } else {
-    # on the workers of a cluster, which hold c (R/cluster.R)
-    b <- .cluster_bound(fit, params, grad)
-    pg <- b$pg
-  }
+  # in one piece, in chunks or on the workers of a cluster, which hold c
+  # (R/stream.R, R/cluster.R); the pseudo-targets are .targets.pgpr()
+  b <- .collapsed_eval(fit, params, params$Z, grad)
+  pg <- b$sums
   # the terms of Passerello (2022), eq. C.1 (they sum to the identity above)
   terms <- c(fit = b$fit + pg[["inv_theta"]] / 8,
              logdet = b$logdet - 0.5 * pg[["log_theta"]],
@@ -428,10 +424,25 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   out <- list(value = sum(terms), terms = terms, jitter = b$jitter,
               jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v),
-              gaussian = b$bound, Kuf = b$Kwf, kdiag = b$kdiag)
-  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$gytil, Z = b$gk$W)
+              gaussian = b$bound)
+  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W)
   out
 }
+
+# The pseudo-target form of the bound at the local parameters c: lambda =
+# 1 / theta, targets y / (2 theta) - m, and the sums of the terms that
+# depend on c only. The mean is the model's only own parameter.
+#' @export
+.targets.pgpr <- function(fit, params) {
+  theta <- .ffi_pg_theta(fit$c)
+  list(lambda = 1 / theta, y = fit$ypm / (2 * theta), shift = params$mean,
+       sums = c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
+                kl = sum(.ffi_pg_kl(fit$c))),
+       per_point = FALSE)
+}
+
+#' @export
+.targets_grad.pgpr <- function(fit, params, t, adj) list(mean = -adj$gytil)
 
 #' @export
 .predict_latent.pgpr <- function(fit, xnew, full_cov) {
@@ -439,17 +450,11 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 }
 
 # q*(f) at the training inputs (Passerello 2022, eq. C.2 with X* = X) from
-# an evaluation of the bound: list(mean, var).
+# an evaluation of the bound, in blocks of rows: list(mean, var).
 .pgpr_qf_train <- function(fit, r) {
-  if (is.null(r$Kuf)) {
-    # the bound went over row chunks (R/stream.R): predict in blocks
-    fit$posterior <- r$posterior
-    p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
-    return(list(mean = p$mean, var = pmax(p$var, 0)))
-  }
-  p <- .ffi_predict_gaussian(r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
-                             r$kdiag, FALSE)
-  list(mean = p$mean + fit$params$mean, var = pmax(p$var, 0))
+  fit$posterior <- r$posterior
+  p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
+  list(mean = p$mean, var = pmax(p$var, 0))
 }
 
 # Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
@@ -463,9 +468,23 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # On a cluster the workers update their own c, and only the largest change
 # comes back; fit$c is then stale until .pgpr_sync_c().
 .pgpr_update_c <- function(fit, iters, tol = 0) {
+  .stage_mark("updates of c", fit$x)
   r <- .evaluate(fit, fit$params, grad = FALSE)
+  # Ctrl-C ends the updates with the last one completed (each update is
+  # whole: c changes only once it is computed; on a cluster the workers'
+  # answers always arrive, R/cluster.R)
+  fit <- .interruptible(.pgpr_update_c_run(fit, r, iters, tol), "the updates of the local parameters c",
+                        function() {
+                          fit$bound <- r$value
+                          fit
+                        })
+  fit
+}
+
+.pgpr_update_c_run <- function(fit, r, iters, tol) {
   for (i in seq_len(iters)) {
     before <- r$value
+    .interrupt_point("c_update")
     if (is.null(fit$cluster)) {
       q <- .pgpr_qf_train(fit, r)
       cnew <- sqrt(q$mean^2 + q$var)

@@ -59,6 +59,9 @@
   .finish(fit)
 }
 
+# A Ctrl-C stopped the run of `fit` or an earlier phase of the fit.
+.pgpr_stopped <- function(fit) isTRUE(fit$optim$interrupted) || .interrupt_pending()
+
 # Inner loop (Passerello 2022, section 4.1.3): L-BFGS-B on the free
 # parameters at fixed c, then closed-form c updates, until the bound changes
 # by less than the tolerance.
@@ -72,9 +75,15 @@
   for (it in seq_len(ctrl$inner_max)) {
     fit <- .fit_lbfgsb(fit)
     evals <- evals + as.integer(fit$optim$counts[[1L]])
-    if (isTRUE(fit$optim$interrupted)) break
+    # interrupted: no further update or run (R/interrupt.R); the bound is
+    # the run's best
+    if (.pgpr_stopped(fit)) {
+      fit$bound <- fit$optim$value
+      break
+    }
     fit <- .pgpr_update_c(fit, ctrl$ci_iters, tol / 10)
     rounds <- it
+    if (.interrupt_pending()) break
     if (abs(fit$bound - prev) <= tol) {
       converged <- TRUE
       break
@@ -100,7 +109,11 @@
     # over the mean weight
     if (auto && !weighted) spec$threshold <- spec$threshold / mean(theta)
   }
-  Z <- .pgpr_select(spec, fit$x, kern, if (weighted) theta else NULL, fit$control$memory)
+  .work_drop(fit)
+  Z <- .pgpr_select(spec, fit$x, kern, if (weighted) theta else NULL, fit$control$memory,
+                    hook = "reselection")
+  # interrupted: the inducing inputs stay
+  if (.interrupt_pending()) return(fit)
   if (!identical(unname(Z), unname(fit$params$Z))) {
     fit$params$Z <- Z
     fit$fixed <- .fixed_from_spec(fit)
@@ -133,11 +146,11 @@
   if (spec$method %in% c("greedy", "hgv")) fit <- .pgpr_reselect(fit, auto = FALSE)
   # 3. one lengthscale for all inputs (in units of their sd), and from there
   # one per input when the kernel asks for it (ard = TRUE)
-  if (isTRUE(fit$shared_stage) && is.null(fit$cluster)) {
+  if (isTRUE(fit$shared_stage)) {
     sh <- .pgpr_loop(.pgpr_to_shared(fit), "one lengthscale", first_reselect = FALSE)
     out <- .pgpr_from_shared(fit, sh)
     out$lengthscale_tied <- TRUE
-    if (isTRUE(fit$ard_stage) && !isTRUE(out$optim$interrupted)) {
+    if (isTRUE(fit$ard_stage) && !.pgpr_stopped(out)) {
       ard <- .pgpr_loop(out, "one lengthscale per input", first_reselect = TRUE,
                         prev = out$bound, pass0 = max(out$history$pass))
       ard$lengthscale_tied <- FALSE
@@ -186,7 +199,7 @@
                                bound = fit$bound, inner_rounds = fit$inner$rounds,
                                evaluations = fit$inner$evaluations)
     fits[[pass]] <- fit
-    if (isTRUE(fit$optim$interrupted)) break
+    if (.pgpr_stopped(fit)) break
     if (abs(fit$bound - prev) <= tol) {
       converged <- TRUE
       break
@@ -201,7 +214,7 @@
   best <- fits[[keep]]
   best$history <- h
   best$kept_pass <- h$pass[keep]
-  if (isTRUE(fit$optim$interrupted)) best$optim$interrupted <- TRUE
+  if (.pgpr_stopped(fit)) best$optim$interrupted <- TRUE
   best$converged <- converged
   # the workers' c are the last pass's: the final evaluation reads the best
   if (!identical(best$c, fit$c)) .pgpr_sync_c(best, push = TRUE)
@@ -215,6 +228,7 @@
   s <- fit$shared_scale
   sh <- fit
   sh$x <- sweep(fit$x, 2L, s, "/")
+  .cluster_rescale(fit, s)
   sh$kernel$ard <- FALSE
   sh$params$lengthscale <- exp(mean(log(fit$params$lengthscale / s)))
   sh$params$Z <- sweep(fit$params$Z, 2L, s, "/")
@@ -226,6 +240,7 @@
   s <- fit$shared_scale
   out <- sh
   out$x <- fit$x
+  .cluster_rescale(fit, NULL)
   out$kernel <- fit$kernel
   out$params$lengthscale <- sh$params$lengthscale * s
   out$params$Z <- sweep(sh$params$Z, 2L, s, "*")
@@ -236,7 +251,7 @@
 
 #' @export
 .train.pgpr <- function(fit) {
-  if (nrow(fit$x) > fit$control$subsample && is.null(fit$cluster)) {
+  if (nrow(fit$x) > fit$control$subsample) {
     return(.pgpr_train_large(fit))
   }
   .pgpr_train(fit)
@@ -256,6 +271,8 @@
   n <- as.integer(fit$control$subsample)
   rows <- sort(sample.int(N, n))
   sub <- fit
+  # the workers of a cluster hold all the rows: the subsample is fitted here
+  sub$cluster <- NULL
   sub$x <- fit$x[rows, , drop = FALSE]
   sub$y <- fit$y[rows]
   sub$ypm <- fit$ypm[rows]

@@ -114,6 +114,7 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   which <- match.arg(which)
   what <- match.arg(what)
   level <- .check_level(level)
+  n <- .check_grid_n(n)
   noise <- .check_flag(noise, "noise")
   inducing <- .check_flag(inducing, "inducing")
   if (!is.null(points)) points <- .check_flag(points, "points")
@@ -772,4 +773,13 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   out <- data.frame(evaluation = seq_along(tr), stage = names(st)[stage], bound = tr)
   if (per_obs) out$bound_per_observation <- val
   out
+}
+
+# The number of grid points per input of a plot: a whole number >= 2.
+.check_grid_n <- function(n) {
+  if (!is.numeric(n) || length(n) != 1L || !is.finite(n) || n < 2 || n != round(n) ||
+      n > 1e5) {
+    stop("'n' must be a whole number of grid points per input, from 2 to 100000", call. = FALSE)
+  }
+  as.integer(n)
 }

@@ -116,7 +116,7 @@
 #'   \code{"joint"}, and \code{memory}: the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
 #'   selection of the inducing inputs runs on a subsample of rows (bytes, or a
-#'   string such as \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
+#'   string such as \code{"2GB"}; by default an eighth of the machine's memory within 256 MB and 2 GB; see \code{\link{scaling}}).
 #' @param cluster a cluster from \code{parallel::makeCluster()}: the data
 #'   are split over its workers, which compute their shares of every
 #'   evaluation of the bound (see \code{\link{scaling}}); by default
@@ -182,9 +182,10 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
-  if (!is.null(.check_start(start, "sgpr"))) {
+  if (!is.null(.check_start(start, "sgpr", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    if (missing(inducing)) inducing <- start$params$Z
+    # the previous inducing inputs, when there are enough rows for them
+    if (missing(inducing) && nrow(start$params$Z) <= nrow(x)) inducing <- start$params$Z
   }
   spec <- .inducing_spec(inducing, M, threshold, x, auto_kl = .auto_kl)
   st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
@@ -193,7 +194,8 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   # greedy selection weighted by 1/lambda at the starting noise, so that a
   # threshold is on the scale of the KL divergence (kl_threshold())
-  sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
+  sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params,
+                                    compact = TRUE)
   Z <- .select_by_spec(spec, x, kernel, sel_weights,
                        warn_short = !is.null(M) || is.numeric(inducing), memory = control$memory)
   mn <- .mean_start(mean, mean(y))
@@ -213,34 +215,25 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                                             c("method", "M", "threshold", "auto"))]),
                             wo))
   # with a cluster the data go to the workers once (R/cluster.R)
-  .cluster_fit(fit, optimize, cluster, .shard_gaussian(fit))
+  .cluster_fit(fit, optimize, cluster)
 }
 
 # ---- bound, gradient, prediction ----------------------------------------
 
 # The collapsed bound (Titsias 2009, eq. 9, with per-point noise) at
 # `params` and, with grad = TRUE, its gradient with respect to every
-# parameter block on the unconstrained scale.
+# parameter block on the unconstrained scale. Where it runs (one piece,
+# chunks, a cluster) is decided by .collapsed_eval() (R/stream.R); the
+# noise and targets are .targets.sgpr().
 #' @export
 .evaluate.sgpr <- function(fit, params, grad = TRUE, ...) {
-  if (is.null(fit$cluster)) {
-    lambda <- .noise_lambda(fit, params)
-    ytil <- fit$y - params$mean
-    b <- .collapsed_bound(fit, params, params$Z, lambda, ytil, grad)
-    if (grad) b$noise_grad <- .noise_grad(fit, params, b$glambda, lambda)
-  } else {
-    # on the workers of a cluster, which reduce the per-point adjoints
-    b <- .cluster_bound(fit, params, grad)
-  }
+  b <- .collapsed_eval(fit, params, params$Z, grad)
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet, trace = -0.5 * b$trace,
                         constant = -0.5 * length(fit$y) * log(2 * pi)),
               jitter = b$jitter, jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v))
-  if (grad) {
-    out$grad <- do.call(.collapsed_grad, c(list(params, b$gk, b$gytil, Z = b$gk$W),
-                                           b$noise_grad))
-  }
+  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W)
   out
 }
 
@@ -257,15 +250,15 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # bound with noise Lambda + t I, so the same C routine computes it.
 .sgpr_upper_bound <- function(fit) {
   params <- fit$params
-  ytil <- fit$y - params$mean
-  lambda <- .noise_lambda(fit, params)
   fit$cluster <- NULL
-  # unweighted trace: the Gaussian bound with unit noise reports it (in row
-  # chunks for large data, R/stream.R)
-  t <- .collapsed_bound(fit, params, params$Z, rep(1, length(ytil)), ytil, FALSE)$trace
-  t <- max(t, 0)
-  up <- .collapsed_bound(fit, params, params$Z, lambda + t, ytil, FALSE)
-  -0.5 * length(ytil) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
+  t <- .targets(fit, params)
+  # unweighted trace: the Gaussian bound with unit noise reports it
+  unit <- t
+  unit$lambda <- 1
+  tr <- max(.collapsed_eval(fit, params, params$Z, FALSE, targets = unit)$trace, 0)
+  t$lambda <- t$lambda + tr
+  up <- .collapsed_eval(fit, params, params$Z, FALSE, targets = t)
+  -0.5 * length(fit$y) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
 }
 
 #' @export

@@ -23,7 +23,11 @@
 #' Gaussian noise with the fitted variance (divided by the prior weights at
 #' the training inputs) for regression, and labels with probability
 #' \eqn{\sigma(f)}{sigmoid(f)} (or \eqn{\Phi(f)}{pnorm(f)} for the probit
-#' link) for classifiers, coded like the training labels.
+#' link) for classifiers, coded like the training labels. For a multiclass
+#' fit (robust-max or softmax likelihood) the labels are drawn from the
+#' predictive class probabilities, independently at each input (only
+#' \code{type = "response"}). At most \eqn{2^{31} - 1}{2^31 - 1} numbers (inputs times
+#' \code{nsim}) are drawn in one call.
 #'
 #' @param object a fitted model.
 #' @param nsim the number of draws.
@@ -65,10 +69,14 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   .check_dots("simulate", ...)
   type <- match.arg(type)
   if (!is.numeric(nsim) || length(nsim) != 1L || !is.finite(nsim) || nsim < 1 ||
-      nsim != round(nsim)) {
-    stop("'nsim' must be a whole number >= 1", call. = FALSE)
+      nsim != round(nsim) || nsim > .Machine$integer.max) {
+    stop(sprintf("'nsim' must be a whole number from 1 to %d", .Machine$integer.max),
+         call. = FALSE)
   }
   nsim <- as.integer(nsim)
+  if (!is.null(seed) && (!is.numeric(seed) || length(seed) != 1L || !is.finite(seed))) {
+    stop("'seed' must be NULL or one number (for set.seed())", call. = FALSE)
+  }
   if (!is.null(joint)) joint <- .check_flag(joint, "joint")
   # the random number state, as stats:::simulate.lm() keeps it
   if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
@@ -83,6 +91,7 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
   inp <- .prediction_inputs(object, newdata, na.action)
   ok <- inp$ok
   n <- nrow(inp$x)
+  .check_draws(n, nsim)
   lik <- .lik_of(object)
   if (lik$latent > 1L) {
     sims <- .simulate_multiclass(object, lik, inp, nsim, type, joint)
@@ -193,4 +202,14 @@ simulate.sparsevgp <- function(object, nsim = 1, seed = NULL, newdata = NULL,
     if (!is.null(R)) return(t(R))
   }
   stop("the predictive covariance could not be factorised: use joint = FALSE", call. = FALSE)
+}
+
+# n inputs times nsim draws: at most 2^31 - 1 numbers (16 GB), a clear
+# error beyond rather than R's own about a vector it cannot allocate.
+.check_draws <- function(n, nsim) {
+  if (as.double(n) * nsim > .Machine$integer.max) {
+    stop(sprintf("'nsim' = %d draws at %d inputs are %.3g numbers, more than the %d (16 GB) simulate() makes at once: draw in several calls",
+                 nsim, n, as.double(n) * nsim, .Machine$integer.max), call. = FALSE)
+  }
+  invisible()
 }

@@ -79,7 +79,7 @@
     kls <- if (need_ls) {
       .kern_fill_lengthscale(kernel, function(k) {
         m * sqrt(D) * if (isTRUE(k$ard)) sx else sx_iso
-      })
+      }, .kern_part_spread(kernel, xs))
     } else kernel
     Z <- tryCatch(select_inducing(xs, .kern_fill_variance(kls, 1), M = m0,
                                   perm = seq_along(idx))$Z,

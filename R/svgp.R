@@ -290,7 +290,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
   # with no gamma), with the settings of the orthogonally decoupled model
   if (multi) .svgp_multiclass_args(if (!missing(whiten)) whiten, threshold, q_u, offset, cluster)
   whiten <- !multi && .check_flag(whiten, "whiten")
-  s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "svgp", ncol(x))
+  s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "svgp", x)
   if (!is.null(start) && missing(inducing)) inducing <- start$params$Z
   fresh <- optimize && is.null(start)
   k <- .uc_kernel(s$kernel, x, r, fresh, M, noise, joint_noise = TRUE, mean = mean,
@@ -355,11 +355,12 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
   r
 }
 
-# The checked settings of a model call (D input columns); a warm start's
-# kernel.
-.uc_settings <- function(kernel, optimize_inducing, batch_size, r, start, model, D) {
+# The checked settings of a model call on inputs x; a warm start's kernel.
+.uc_settings <- function(kernel, optimize_inducing, batch_size, r, start, model, x) {
   kernel <- .check_kernel(kernel)
-  if (!is.null(.check_start(start, model))) kernel <- .warm_kernel(kernel, start$params, D)
+  if (!is.null(.check_start(start, model, x))) {
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
+  }
   batch_size <- .svgp_check_batch(batch_size, length(r$y))
   list(kernel = kernel, optimize_inducing = .check_flag(optimize_inducing, "optimize_inducing"),
        batch_size = batch_size, control = .svgp_control(r$control, batch_size))

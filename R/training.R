@@ -88,10 +88,12 @@
   if (reselect && !isTRUE(fit$optim$interrupted)) {
     gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
     for (pass in seq_len(.train_reselect_passes)) {
+      .work_drop(fit)
       Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
                            weights = .select_weights(fit), perm = fit$selection$perm,
-                           memory = fit$control$memory)
-      if (identical(unname(Z), unname(fit$params$Z))) break
+                           memory = fit$control$memory, hook = "reselection")
+      # interrupted: the fit keeps the inducing inputs it has
+      if (.interrupt_pending() || identical(unname(Z), unname(fit$params$Z))) break
       cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
       reports[[sprintf("reselect_%d", pass)]] <- cand$optim
       if (isTRUE(cand$optim$interrupted) || !isTRUE(cand$optim$value > fit$optim$value + gain)) {
@@ -106,7 +108,7 @@
   # cover the signal, collapse the fit onto the noise), the joint fit starts
   # from the starting values instead of that flat point.
   fit$fixed <- .fixed_from_spec(fit)
-  if (z_free && !isTRUE(fit$optim$interrupted)) {
+  if (z_free && !isTRUE(fit$optim$interrupted) && !.interrupt_pending()) {
     from <- fit
     if (.is_flat(fit) && !.is_flat(initial)) {
       from$params <- initial$params
@@ -147,12 +149,13 @@
   reports[[1L]]$counts <- sub$optim$counts
   reports[[1L]]$failed_evaluations <- sub$optim$failed_evaluations
   if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
-  if (!isTRUE(sub$optim$interrupted)) {
+  if (!isTRUE(sub$optim$interrupted) && !.interrupt_pending()) {
     fit$fixed[.block_mask(fit, sets)] <- TRUE
     fit <- .fit_lbfgsb(fit, "all data, inducing inputs held", from_start = FALSE)
     reports$all_data <- fit$optim
   } else {
     fit$optim <- sub$optim
+    if (is.null(fit$optim)) fit$optim <- reports[[1L]]
     reports[[1L]]$interrupted <- TRUE
   }
   fit$fixed <- .fixed_from_spec(fit)
@@ -220,11 +223,13 @@
 # vector of known variances, a formula); the returned `noise` is the
 # starting constant variance (NULL: the default).
 .start_collapsed <- function(kernel, x, y, noise, spec, search) {
+  .stage_mark("start search", x)
   if (!search) return(list(kernel = .kern_init(kernel, x, y), noise = NULL))
   learned <- is.null(noise) || inherits(noise, "formula")
   known <- if (is.numeric(noise) && length(noise) == nrow(x) && nrow(x) > 1L) noise
   M <- if (is.na(spec$M)) 100L else spec$M
   st <- .start_regression(kernel, x, y, M = M, noise_free = learned, lambda = known)
   st$kernel <- .kern_init(st$kernel, x, y)
+  if (length(x) >= .stage_gc_cells) .collect()
   st
 }

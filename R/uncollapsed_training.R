@@ -121,7 +121,7 @@
     kls <- if (need_ls) {
       .kern_fill_lengthscale(kernel, function(k) {
         m * sqrt(D) * if (isTRUE(k$ard)) sx else sx_iso
-      })
+      }, .kern_part_spread(kernel, xs))
     } else kernel
     q <- NULL
     for (v in vars) {
@@ -214,7 +214,7 @@
   # often 30, each a full pass over the data) L-BFGS-B moves it with the rest
   inner <- .uc_inner_possible(fit) && isTRUE(.lik_of(fit)$newton)
   if (inner) fit <- .uc_inner(fit)
-  shared <- isTRUE(fit$shared_stage) && is.null(fit$cluster)
+  shared <- isTRUE(fit$shared_stage)
   reports <- list()
   stopped <- function(f) isTRUE(f$optim$interrupted)
   # 1. the kernel with the inducing inputs held
@@ -406,6 +406,7 @@
   s <- .column_sd(fit$x)
   sh <- fit
   sh$x <- sweep(fit$x, 2L, s, "/")
+  .cluster_rescale(fit, s)
   sh$kernel$ard <- FALSE
   sh$params$lengthscale <- exp(mean(log(fit$params$lengthscale / s)))
   for (b in .uc_inducing_blocks(fit)) sh$params[[b]] <- sweep(fit$params[[b]], 2L, s, "/")
@@ -418,6 +419,7 @@
   s <- sh$shared_scale
   out <- sh
   out$x <- fit$x
+  .cluster_rescale(fit, NULL)
   out$kernel <- fit$kernel
   out$params$lengthscale <- sh$params$lengthscale * s
   names(out$params$lengthscale) <- names(fit$params$lengthscale)

@@ -26,7 +26,9 @@
     stop(sprintf("'%s' must have at least %d row%s", name, min_rows,
                  if (min_rows == 1L) "" else "s"), call. = FALSE)
   }
-  bad <- if (allow_na) any(is.infinite(x)) else any(!is.finite(x))
+  # the elementwise test only when some entry is not finite (it allocates
+  # two logical copies of x)
+  bad <- !.all_finite(x) && (if (allow_na) any(is.infinite(x)) else TRUE)
   if (bad) {
     stop(sprintf("'%s' contains %s values%s", name,
                  if (allow_na) "infinite" else "NA, NaN or infinite",
@@ -34,7 +36,9 @@
                    " (the formula interface drops incomplete rows by its na.action)"),
          call. = FALSE)
   }
-  storage.mode(x) <- "double"
+  # (only when needed: on a double matrix it would make a wrapper whose
+  # first write access from C copies the data)
+  if (!is.double(x)) storage.mode(x) <- "double"
   x
 }
 
@@ -60,11 +64,11 @@
     stop(sprintf("'%s' has length %d but the inputs have %d rows", name,
                  length(y), n), call. = FALSE)
   }
-  if (any(!is.finite(y))) {
+  if (!.all_finite(y)) {
     stop(sprintf("'%s' contains NA, NaN or infinite values", name),
          call. = FALSE)
   }
-  .check_response_scale(as.double(y), name)
+  .check_response_scale(if (is.double(y)) y else as.double(y), name)
 }
 
 # A response whose spread (max - min) is beyond 1e100, or below 1e-100 but
@@ -279,8 +283,9 @@
                    paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
            call. = FALSE)
     }
-    kept <- na.action(as.data.frame(x))
-    na <- attr(kept, "na.action")
+    # (without missing inputs na.action has nothing to do: no data frame
+    # copy of x)
+    na <- if (anyNA(x)) attr(na.action(as.data.frame(x)), "na.action")
     if (length(na)) x <- x[-na, , drop = FALSE]
     data <- x
   }
@@ -332,4 +337,36 @@
   names(call) <- nm
   call$start <- .start_record(call$start)
   call
+}
+
+# A short description of a value for messages: "3 numbers", "a character
+# vector", "NA", "NULL", "a list".
+.describe_value <- function(x) {
+  if (is.null(x)) return("NULL")
+  if (is.list(x)) return("a list")
+  if (!is.numeric(x)) return(sprintf("a %s vector", typeof(x)))
+  n <- length(x)
+  bad <- sum(!is.finite(x))
+  sprintf("%d number%s%s", n, if (n == 1L) "" else "s",
+          if (bad) sprintf(" (%d of them NA, NaN or infinite)", bad) else "")
+}
+
+# Column summaries of the numeric matrix x (rows mean, sd, min, max,
+# finite), in one pass over it and without a copy (src/linalg.c): what the
+# apply() family would cost a copy of x and one temporary per column for,
+# which at large N outgrows the memory budget (?scaling).
+.col_stats <- function(x) {
+  if (!is.double(x)) storage.mode(x) <- "double"
+  .ffi_colstats(x)
+}
+
+# Whether every entry of the numeric x is finite (one pass, no copy).
+.all_finite <- function(x) all(.col_stats(x)["finite", ] == 1)
+
+.col_sd <- function(x) .col_stats(x)["sd", ]
+
+# max - min of each column.
+.col_span <- function(x) {
+  s <- .col_stats(x)
+  s["max", ] - s["min", ]
 }

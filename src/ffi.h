@@ -18,9 +18,18 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
                      SEXP kdiag, SEXP lambda, SEXP ytil, SEXP threads);
 SEXP ffi_bs_threads(SEXP want);
 SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads);
+SEXP ffi_bs_pass_grad(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP E, SEXP alpha,
+                      SEXP vt, SEXP lambda, SEXP y, SEXP shift, SEXP work,
+                      SEXP rows, SEXP threads, SEXP want_W, SEXP per_point);
+SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
+                       SEXP y, SEXP shift, SEXP work, SEXP rows,
+                       SEXP threads);
+SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
+                    SEXP shift, SEXP work, SEXP rows, SEXP threads);
 SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
                   SEXP threads);
 SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
+SEXP ffi_bs_work(SEXP M, SEXP D, SEXP rows, SEXP threads);
 SEXP ffi_bso_chol(SEXP Kww, SEXP M1, SEXP jitter, SEXP jitter_cap);
 SEXP ffi_bso_value(SEXP L, SEXP M1, SEXP AA, SEXP w, SEXP sums, SEXP N,
                    SEXP variant, SEXP grad);
@@ -33,6 +42,8 @@ SEXP ffi_kern_grad_threads(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
                            SEXP want_x, SEXP threads);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
+SEXP ffi_la_colstats(SEXP x);
+SEXP ffi_la_release(void);
 SEXP ffi_pg_kl(SEXP c);
 SEXP ffi_pg_log_cosh(SEXP x);
 SEXP ffi_pg_theta(SEXP c);

@@ -59,7 +59,7 @@ test_that("with no orthogonal inputs, or a_gamma = 0, ODVGP is the non-whitened 
     p <- s$fit$params
     sv <- svgp(s$d$x, s$y, kernel = kernel_rbf(c(0.8, 1.2), 1.3), inducing = s$Z,
                likelihood = lik, noise = if (lik == "gaussian") 0.1, mean = 0.3,
-               whiten = FALSE, optimize = FALSE)
+               whiten = FALSE, optimize = FALSE, control = list(jitter = 1e-8))
     sv <- with_params(sv, q_mu = p$q_mu, q_sqrt_diag = p$q_sqrt_diag,
                       q_sqrt_lower = p$q_sqrt_lower)
     expect_equal(s$fit$bound, sv$bound, tolerance = 1e-10)
