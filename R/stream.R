@@ -443,12 +443,15 @@ NULL
   want_W <- .any_free(fit, c("Z", "O"))
   a <- list(k = k, W = W, L = ch$L, params = params, plan = plan)
   if (identical(plan$where, "cluster")) {
+    # other noise than the model's (the upper bound of sgpr): one variance
+    # for all points, which the workers use in place of theirs
+    if (!is.null(targets)) a$lambda <- targets$lambda
     s <- .cluster_pass(fit, a, 1L)
   } else {
     t <- if (is.null(targets)) .targets(fit, params) else targets
     s <- .pass1(fit, a, t, fit$.work)
   }
-  N <- nrow(fit$x)
+  N <- .nobs(fit)
   v <- if (orth) .ffi_stream_orthogonal_value(ch$L, M1, s, N, variant, grad) else
     .ffi_stream_value(ch$L, s, N, grad)
   b <- c(v[intersect(names(v), c("bound", "bounds", "logdet", "fit", "trace", "LB", "v",
