@@ -395,15 +395,13 @@ print.sparsevgp_shards <- function(x, ...) {
          call. = FALSE)
   }
   .interrupt_clear()
-  fit <- .shards_sgpr(formula, sh, ...)
-  fit$call <- .formula_call(call, model)
-  fit
+  .shards_sgpr(formula, sh, ..., .call = .formula_call(call, model))
 }
 
 .shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, cluster = NULL) {
+                         start = NULL, cluster = NULL, .call = NULL) {
   if (!is.null(cluster)) {
     stop("'cluster' is not used with data = shards(): the fit runs on the workers that hold the data",
          call. = FALSE)
@@ -429,7 +427,10 @@ print.sparsevgp_shards <- function(x, ...) {
   x0 <- matrix(0, 0L, D, dimnames = list(NULL, dz$colnames))
   if (!is.null(start)) {
     kernel <- .warm_kernel(kernel, start$params, D)
-    if (missing(inducing) && nrow(start$params$Z) <= N) inducing <- start$params$Z
+    # a fit stopped by a failed cluster resumes at its inducing inputs
+    if ((missing(inducing) || isTRUE(start$resume)) && nrow(start$params$Z) <= N) {
+      inducing <- start$params$Z
+    }
   }
   # the parameters to resume from when the cluster fails: the start, then
   # those of the subsample's schedule (.train_large()); and the rows
@@ -494,7 +495,7 @@ print.sparsevgp_shards <- function(x, ...) {
   if (!is.null(start)) {
     params <- .warm_params(params, start$params, skip = c("Z", if (mn$fixed) "mean"))
   }
-  fit <- .new_fit("sgpr", NULL, x0, numeric(0), kernel, params, transforms, fixed,
+  fit <- .new_fit("sgpr", .call, x0, numeric(0), kernel, params, transforms, fixed,
                   always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
                   control = control,
                   label = sprintf("Sparse GP regression (SGPR), %s noise", nz$label),
@@ -513,6 +514,7 @@ print.sparsevgp_shards <- function(x, ...) {
     partial$cluster <- NULL
     partial$params <- h$checkpoint$params
     partial$optim <- NULL
+    partial$resume <- TRUE
     e$fit <- partial
     e$message <- paste0(e$message, ". The fit so far is in this error's $fit: after restoring the cluster, update(e$fit, data = shards(new_cluster, load)) resumes from it")
     stop(e)
@@ -719,12 +721,11 @@ print.sparsevgp_shards <- function(x, ...) {
 .shards_train_subsample <- function(fit, sets, reselect, joint_first) {
   ss <- .shards_subsample(fit, .shards_subsample_rows())
   sub <- .train_staged(ss$fit, sets, reselect, joint_first)
+  .shards_checkpoint(fit, sub$params)
   if (ss$all_rows) {
     sub[c("x", "y")] <- fit[c("x", "y")]
     sub$cluster <- fit$cluster
     sub$shards <- fit$shards
-  } else {
-    .shards_checkpoint(fit, sub$params)
   }
   list(fit = sub, all_rows = ss$all_rows)
 }
