@@ -618,9 +618,9 @@ print.sparsevgp_shards <- function(x, ...) {
   expr
 }
 
-# On a worker: the state of its part of the selection (its candidate rows,
-# their factor C and residual variances d, a random tie order) and its
-# first proposal.
+# On a worker: the state of its part of the selection (an environment
+# holding its candidate rows, their factor C and residual variances d, a
+# random tie order) and its first proposal.
 .shard_greedy_start <- function(s, a, each) {
   x <- s$fit$x
   n <- nrow(x)
@@ -628,29 +628,32 @@ print.sparsevgp_shards <- function(x, ...) {
   nc <- .budget_rows(a$memory, 8 * (a$cap + 2 * ncol(x) + 6), n = n,
                      at_least = min(n, 10 * a$cap))
   rows <- if (nc < n) sort(.with_seed(each, sample.int(n, nc))) else seq_len(n)
-  xc <- x[rows, , drop = FALSE]
-  ord <- .with_seed(each + 1L, sample.int(length(rows)))
-  s$greedy <- list(x = xc, C = matrix(0, length(rows), a$cap), d = .ffi_kern_diag(a$k, xc),
-                   excl = logical(length(rows)), order = ord, m = 0L, k = a$k,
-                   scale = n / max(1, length(rows)), last = NA_integer_)
-  .shard_greedy_proposal(s)
+  g <- new.env(parent = emptyenv())
+  g$x <- x[rows, , drop = FALSE]
+  g$C <- matrix(0, length(rows), a$cap)
+  g$d <- .ffi_kern_diag(a$k, g$x)
+  g$excl <- logical(length(rows))
+  g$order <- .with_seed(each + 1L, sample.int(length(rows)))
+  g$m <- 0L
+  g$k <- a$k
+  g$scale <- n / max(1, length(rows))
+  s$greedy <- g
+  .shard_greedy_proposal(g)
 }
 
 # Its row of largest residual variance (first in the tie order), with the
 # row of the factor there, and the trace of its residual variances.
-.shard_greedy_proposal <- function(s) {
-  g <- s$greedy
+.shard_greedy_proposal <- function(g) {
   ok <- !g$excl[g$order] & g$d[g$order] > 0
+  trace <- sum(g$d) * g$scale
   if (!any(ok)) {
     g$last <- NA_integer_
-    s$greedy <- g
-    return(list(score = -Inf, trace = sum(g$d) * g$scale))
+    return(list(score = -Inf, trace = trace))
   }
   cand <- g$order[ok]
   j <- cand[which.max(g$d[cand])]
   g$last <- j
-  s$greedy <- g
-  list(score = g$d[j], x = g$x[j, ], crow = g$C[j, seq_len(g$m)], trace = sum(g$d) * g$scale)
+  list(score = g$d[j], x = g$x[j, ], crow = g$C[j, seq_len(g$m)], trace = trace)
 }
 
 # On a worker: the column of the selected point added to its factor (the
@@ -661,23 +664,29 @@ print.sparsevgp_shards <- function(x, ...) {
   g <- s$greedy
   m <- g$m
   kz <- drop(.ffi_kern_matrix(g$k, g$x, matrix(a$z, 1L)))
+  # the factor is taken out of its environment while it changes, so that R
+  # modifies it in place instead of copying it
+  C <- g$C
+  g$C <- NULL
   col <- kz
-  if (m > 0L) col <- col - drop(g$C[, seq_len(m), drop = FALSE] %*% a$crow)
+  # (the row of the pivot padded with zeros: no copy of C's first m columns)
+  if (m > 0L) col <- col - drop(C %*% c(a$crow, numeric(ncol(C) - m)))
   col <- col / sqrt(a$dp)
-  g$C[, m + 1L] <- col
-  g$d <- pmax(g$d - col^2, 0)
+  C[, m + 1L] <- col
+  d <- pmax(g$d - col^2, 0)
   kpp <- drop(.ffi_kern_diag(g$k, matrix(a$z, 1L)))
   copies <- kz == kpp
   g$excl[copies] <- TRUE
-  g$d[copies] <- 0
+  d[copies] <- 0
   if (isTRUE(each) && !is.na(g$last)) {
-    g$C[g$last, m + 1L] <- sqrt(a$dp)
-    g$d[g$last] <- 0
+    C[g$last, m + 1L] <- sqrt(a$dp)
+    d[g$last] <- 0
     g$excl[g$last] <- TRUE
   }
+  g$C <- C
+  g$d <- d
   g$m <- m + 1L
-  s$greedy <- g
-  .shard_greedy_proposal(s)
+  .shard_greedy_proposal(g)
 }
 
 .shard_greedy_end <- function(s, a, each = NULL) {
