@@ -191,7 +191,10 @@ print.sparsevgp_shards <- function(x, ...) {
   levels <- lapply(mf, function(v) {
     if (is.factor(v)) levels(v) else if (is.character(v)) sort(unique(v))
   })
-  list(n = nrow(mf), classes = vars, levels = levels[!vapply(levels, is.null, TRUE)])
+  # the formula with `.` expanded over the worker's columns
+  f <- stats::formula(attr(mf, "terms"))
+  environment(f) <- globalenv()
+  list(n = nrow(mf), classes = vars, levels = levels[!vapply(levels, is.null, TRUE)], formula = f)
 }
 
 # The levels of each factor agreed over the workers' frames: the union of
@@ -291,6 +294,7 @@ print.sparsevgp_shards <- function(x, ...) {
   if (is.null(xlev)) {
     frames <- .cluster_call(all, ".shard_frame", list(formula = formula))
     xlev <- .shards_levels(frames)
+    formula <- frames[[which.max(c(vapply(frames, `[[`, 0, "n") > 0, TRUE))]]$formula
   }
   fit_key <- .shard_key()
   d <- tryCatch(.cluster_call(all, ".shard_design",
