@@ -791,6 +791,14 @@ print.sparsevgp_shards <- function(x, ...) {
   h
 }
 
+# The error of a method that reads the rows of a fit whose rows are on
+# the workers (nothing for other fits): `what` it is, and what to do.
+.shards_refuse <- function(fit, what, instead) {
+  if (is.null(fit$shards)) return(invisible())
+  stop(sprintf("%s reads the rows of the fit, which are on the workers of its shards (not available yet): %s",
+               what, instead), call. = FALSE)
+}
+
 # ---- values at the workers' rows -------------------------------------------------
 
 # The latent mean (and variance) at the rows of each worker of the shards

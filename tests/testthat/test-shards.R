@@ -79,6 +79,11 @@ test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the
   expect_error(fitted(f1), "fitted\\(fit, cluster = sh\\)")
   expect_error(predict(f1), "give 'newdata'")
   expect_error(objective(f1), "objective\\(fit, cluster = sh\\)")
+  # what reads the rows says so
+  expect_error(plot(f1), "plot.*on the workers of its shards")
+  expect_error(reinit_inducing(f1), "reinit_inducing\\(\\) reads the rows")
+  expect_error(df.residual(f1), "df.residual\\(\\) reads the rows")
+  expect_error(residuals(f0, cluster = 1), "'cluster' in residuals\\(\\) is for fits on shards")
 })
 
 test_that("uneven shards (one empty, one of one row) fit on a subsample and then on all rows", {
