@@ -71,7 +71,10 @@
 #' the levels of factors are agreed across workers first (the union of the
 #' levels present on any worker, sorted for character columns, in order of
 #' appearance for factors), so that every worker builds the same columns.
-#' Rows with missing values are dropped (\code{na.omit}); \code{subset},
+#' Terms whose coefficients come from the data (\code{poly()},
+#' \code{scale()}, splines) would differ between workers and are refused:
+#' compute them in \code{load}. Rows with missing values are dropped
+#' (\code{na.omit}); \code{subset},
 #' \code{weights}, \code{offset}, known or modelled noise variances and
 #' \code{cluster} are not available with shards.
 #'
@@ -191,10 +194,15 @@ print.sparsevgp_shards <- function(x, ...) {
   levels <- lapply(mf, function(v) {
     if (is.factor(v)) levels(v) else if (is.character(v)) sort(unique(v))
   })
-  # the formula with `.` expanded over the worker's columns
-  f <- stats::formula(attr(mf, "terms"))
+  # the formula with `.` expanded over the worker's columns, and the
+  # variables as model.frame() evaluates them for new data: terms whose
+  # coefficients come from the data (poly(), scale(), splines) differ
+  # between workers
+  tt <- attr(mf, "terms")
+  f <- stats::formula(tt)
   environment(f) <- globalenv()
-  list(n = nrow(mf), classes = vars, levels = levels[!vapply(levels, is.null, TRUE)], formula = f)
+  list(n = nrow(mf), classes = vars, levels = levels[!vapply(levels, is.null, TRUE)], formula = f,
+       predvars = paste(deparse(attr(tt, "predvars"), width.cutoff = 500L), collapse = " "))
 }
 
 # The levels of each factor agreed over the workers' frames: the union of
@@ -294,6 +302,11 @@ print.sparsevgp_shards <- function(x, ...) {
   if (is.null(xlev)) {
     frames <- .cluster_call(all, ".shard_frame", list(formula = formula))
     xlev <- .shards_levels(frames)
+    pv <- unique(vapply(frames[vapply(frames, `[[`, 0, "n") > 0], `[[`, "", "predvars"))
+    if (length(pv) > 1L) {
+      stop("the formula has terms computed from the data (such as poly(), scale() or splines), which each worker would compute from its own rows: compute them in 'load' with coefficients common to all workers",
+           call. = FALSE)
+    }
     formula <- frames[[which.max(c(vapply(frames, `[[`, 0, "n") > 0, TRUE))]]$formula
   }
   fit_key <- .shard_key()

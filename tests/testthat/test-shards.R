@@ -176,6 +176,8 @@ test_that("factor levels present on one worker only are agreed before the inputs
   bad <- shards(cl, function(i) if (i == 1) data.frame(y = 1:3, g = c("a", "b", "a")) else
     data.frame(y = 1:3, g = 1:3))
   expect_error(sgpr(y ~ g, data = bad), "'g' is character and integer on different workers")
+  # terms whose coefficients come from each worker's rows are refused
+  expect_error(sgpr(y ~ poly(x1, 2), data = sh), "terms computed from the data")
 })
 
 test_that("the master keeps O(M^2 + M D) numbers of a fit on shards", {
