@@ -646,7 +646,7 @@ print.sparsevgp_shards <- function(x, ...) {
                      at_least = min(n, 10 * a$cap))
   rows <- if (nc < n) sort(.with_seed(each, sample.int(n, nc))) else seq_len(n)
   g <- new.env(parent = emptyenv())
-  g$x <- x[rows, , drop = FALSE]
+  g$x <- if (length(rows) < n) x[rows, , drop = FALSE] else x
   g$C <- matrix(0, length(rows), a$cap)
   g$d <- .ffi_kern_diag(a$k, g$x)
   g$excl <- logical(length(rows))
