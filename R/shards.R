@@ -485,7 +485,6 @@ print.sparsevgp_shards <- function(x, ...) {
     y4 <- g$y[match(i400, rows)]
     colnames(xs) <- colnames(x4) <- dz$colnames
     vy <- dz$y[["var"]]
-    search <- optimize && is.null(start) && control$schedule != "joint"
     st <- list(kernel = kernel, noise = NULL)
     if (search) {
       st <- .start_regression(kernel, xs, ys, M = if (is.na(spec$M)) 100L else spec$M,
@@ -503,7 +502,10 @@ print.sparsevgp_shards <- function(x, ...) {
                                       compact = TRUE)
     Z <- if (spec$method == "given") spec$Z else
       .shards_greedy(h, kernel, spec, sel_weights, control$memory, dz$colnames)
-
+    if (warn_short && !is.na(spec$M) && nrow(Z) < spec$M) {
+      warning(sprintf("greedy selection stopped at %d of the M = %d inducing inputs asked for: every other row is explained by them to double precision (fewer distinct inputs, or a kernel numerically low-rank at them)",
+                      nrow(Z), spec$M), call. = FALSE)
+    }
   }
   mn <- .mean_start(mean, dz$y[["mean"]])
   params <- c(.kern_params(kernel), nz$params, list(mean = mn$value, Z = Z))
