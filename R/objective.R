@@ -57,8 +57,12 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   # a fit on rows held by workers is evaluated there (R/shards.R)
   if (!is.null(fit$shards)) cluster <- .shards_objective_cluster(fit, cluster)
   if (is.null(cluster)) return(.objective(fit, safe = FALSE))
-  h <- if (inherits(cluster, "sparsevgp_shards")) .shards_attach(fit, cluster) else
-    .cluster_setup(cluster, fit, .share(fit))
+  if (inherits(cluster, "sparsevgp_shards")) {
+    h <- .shards_attach(fit, cluster)
+  } else {
+    share <- .share(fit)
+    h <- .cluster_setup(cluster, fit, share)
+  }
   fit$cluster <- h
   o <- .objective(fit, safe = FALSE)
   held <- TRUE
