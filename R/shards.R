@@ -629,10 +629,9 @@ print.sparsevgp_shards <- function(x, ...) {
 # R's random numbers on a worker from `seed`, leaving its own stream as it
 # was.
 .with_seed <- function(seed, expr) {
-  old <- if (exists(".Random.seed", globalenv(), inherits = FALSE))
-    get(".Random.seed", globalenv(), inherits = FALSE)
-  on.exit(if (is.null(old)) rm(".Random.seed", envir = globalenv()) else
-    assign(".Random.seed", old, envir = globalenv()))
+  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
+  old <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", old, envir = globalenv()))
   set.seed(seed)
   expr
 }
