@@ -101,7 +101,8 @@ test_that("uneven shards (one empty, one of one row) fit on a subsample and then
   expect_equal(names(f1$optim$stages)[length(f1$optim$stages)], "all_data")
   expect_equal(f1$optim$subsample, 200L)
   expect_equal(nrow(f1$params$Z), 12L)
-  # the fitted parameters are a stationary point of the bound on all rows
+  # bound and gradient of one process on all rows at the fit's parameters
+  # and near them
   f0 <- sgpr(y ~ x1 + x2, data = d, inducing = f1$params$Z, kernel = f1$kernel,
              optimize = FALSE)
   f0$params <- f1$params
@@ -111,9 +112,16 @@ test_that("uneven shards (one empty, one of one row) fit on a subsample and then
   expect_same_objective(o1, o0, o0$par - 0.05)
   expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
   o1$release()
-  # the bound of the fit is that of one process at its parameters
+  # the residuals computed on the workers are y minus the predictions here
   expect_equal(residuals(f1, cluster = sh), unname(d$y - predict(f1, d)$mean),
                tolerance = 1e-10)
+  # `.` stands for the workers' columns; the starting kernel (lengthscales
+  # from 400 evenly spaced rows, variance from var(y)) is one process's
+  f2 <- sgpr(y ~ ., data = sh, inducing = f1$params$Z, optimize = FALSE)
+  f3 <- sgpr(y ~ ., data = d, inducing = f1$params$Z, optimize = FALSE)
+  expect_identical(colnames(f2$x), c("x1", "x2"))
+  expect_equal(f2$params, f3$params, tolerance = 1e-12)
+  expect_equal(f2$bound, f3$bound, tolerance = 1e-10)
 })
 
 test_that("greedy selection in rounds over the workers is the greedy conditional variance selection of all rows", {
