@@ -246,6 +246,10 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   expect_true(is.finite(f$bound))
   expect_gt(f$bound, at$bound - 0.01 * abs(at$bound))
   expect_equal(nobs(f), 300)
+  # a worker that lost its rows (restarted, say): the same error class
+  parallel::clusterCall(cl2[2], function(key) sparsevgp:::.shard_drop(key), sh2$key)
+  expect_error(sgpr(y ~ x1 + x2, data = sh2, inducing = 10),
+               "a worker holds no share of the data", class = "sparsevgp_cluster_error")
   # a worker that is gone when the fit starts: the same error class
   parallel::stopCluster(cl2)
   on.exit(options(old))
