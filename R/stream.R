@@ -263,7 +263,9 @@
 #' shards so far, with one learned noise variance. Measured
 #' (\code{inst/bench/bench_shards.R}, \eqn{N = 10^6}{N = 1e6}, \eqn{D = 8}, two
 #' local workers, OpenBLAS on one thread): the master peaked at 194 MB, each
-#' worker at 1.7--1.8 GB; the default fit took 83 s of CPU in all.
+#' worker at 1.7--1.8 GB; the default fit took 42 s elapsed and 76 s of CPU
+#' in all, and one evaluation on all rows 5.0 times the elapsed time of
+#' one process on a tenth of them.
 #'
 #' \strong{Measured} (\code{inst/bench/bench_memory.R} and
 #' \code{inst/bench/bench_large.R}; OpenBLAS on one thread, one core of an AMD
