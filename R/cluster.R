@@ -234,6 +234,7 @@
   fit <- s$fit
   if (is.null(s$work)) s$work <- .work_new()
   t <- .targets(fit, a$params)
+  if (!is.null(a$lambda)) t$lambda <- a$lambda
   a$plan <- .collapsed_plan(fit, nrow(a$W))
   if (a$pass == 1L) .pass1(fit, a, t, s$work) else .pass2(fit, a, t, s$work)
 }
@@ -247,8 +248,8 @@
   r <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
   if (pass == 1L) {
     N <- sum(h$n)
-    if (!isTRUE(all.equal(r$n, N)) || N != nrow(fit$x)) {
-      .cluster_fail(sprintf("the workers hold %g observations, not %d", r$n, nrow(fit$x)))
+    if (!isTRUE(all.equal(r$n, N)) || N != .nobs(fit)) {
+      .cluster_fail(sprintf("the workers hold %g observations, not %.0f", r$n, .nobs(fit)))
     }
   }
   r

@@ -79,6 +79,7 @@
 # N x M matrix is held when the bound was computed in chunks: A A' is a sum
 # over chunks, and A' B^-1 A u one pass for A u and one for A'.
 .collapsed_edf <- function(fit, W) {
+  .shards_refuse(fit, "df.residual()", "nobs() and logLik() count the rows")
   k <- .kernel_at(fit$kernel, fit$params)
   t <- .targets(fit, fit$params)
   N <- nrow(fit$x)

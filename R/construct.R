@@ -10,6 +10,8 @@
 # na.action record, so that model.frame(), formula(), nobs() and the
 # padding of na.exclude work as for lm().
 .fit_formula <- function(model, call, env, formula, data, ...) {
+  # rows held by the workers of a cluster (R/shards.R)
+  if (inherits(data, "sparsevgp_shards")) return(.shards_formula(model, call, formula, data, ...))
   noise <- list(...)[["noise", exact = TRUE]]
   md <- .formula_data(formula, data, call, env, noise = noise)
   fun <- get(paste0(model, ".default"), mode = "function")

@@ -892,6 +892,7 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
     stop("'fit' must be a fitted sparse model with inducing inputs, such as an sgpr() fit",
          call. = FALSE)
   }
+  .shards_refuse(fit, "reinit_inducing()", "update(fit, inducing = M) selects anew on the workers")
   # svgp's whitened q(u) belongs to its Z, and osgpr has two sets: re-selecting
   # one set of inducing inputs under them would be wrong, not just suboptimal
   if (!inherits(fit, c("sgpr", "pgpr"))) {

@@ -263,7 +263,7 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
       "\n", sep = "")
   cat(x$model, "\n", sep = "")
   M <- .n_inducing(x)
-  cat(sprintf("  N = %d, D = %d%s\n", nrow(x$x), ncol(x$x),
+  cat(sprintf("  N = %.0f, D = %d%s\n", .nobs(x), ncol(x$x),
               if (is.na(M)) "" else sprintf(", M = %d inducing points", M)))
   if (length(x$na.action)) cat("  (", stats::naprint(x$na.action), ")\n", sep = "")
   cat(paste0("  ", .kernel_lines(.kernel_at(x$kernel, x$params), digits), "\n"), sep = "")
@@ -412,7 +412,7 @@ NULL
 #' @rdname sparsevgp-methods
 #' @export
 logLik.sparsevgp <- function(object, ...) {
-  structure(object$bound, df = .df_hyper(object), nobs = length(object$y),
+  structure(object$bound, df = .df_hyper(object), nobs = .nobs(object),
             kind = .loglik_kind(object), class = "logLik")
 }
 
@@ -427,7 +427,7 @@ logLik.sparsevgp <- function(object, ...) {
 
 #' @rdname sparsevgp-methods
 #' @export
-nobs.sparsevgp <- function(object, ...) length(object$y)
+nobs.sparsevgp <- function(object, ...) .nobs(object)
 
 #' @rdname sparsevgp-methods
 #' @export
@@ -443,13 +443,14 @@ df.residual.sparsevgp <- function(object, ...) {
                    "q(u) is optimised numerically, so the fitted values are not a linear smoother of y (sgpr() fits the same model with the optimal q(u) and has one)"),
          call. = FALSE)
   }
-  length(object$y) - edf
+  .nobs(object) - edf
 }
 
 #' @rdname sparsevgp-methods
 #' @export
 fitted.sparsevgp <- function(object, cluster = NULL, ...) {
   .check_dots("fitted", ...)
+  if (!is.null(object$shards)) return(.shards_values(object, cluster, "fitted"))
   .fitted_values(object, cluster)
 }
 
@@ -463,9 +464,17 @@ fitted.sparsevgp <- function(object, cluster = NULL, ...) {
 
 #' @rdname sparsevgp-methods
 #' @export
-residuals.sparsevgp <- function(object, type = c("response", "pearson"), ...) {
+residuals.sparsevgp <- function(object, type = c("response", "pearson"), cluster = NULL, ...) {
   .check_dots("residuals", ...)
   type <- match.arg(type)
+  if (!is.null(object$shards)) {
+    if (type != "response") stop("the residuals of a fit on shards are of type \"response\"", call. = FALSE)
+    return(.shards_values(object, cluster, "residuals"))
+  }
+  if (!is.null(cluster)) {
+    stop("'cluster' in residuals() is for fits on shards(): the residuals of this fit are computed here",
+         call. = FALSE)
+  }
   inp <- .prediction_inputs(object)
   pm <- .predict_moments(object, inp, noise = type == "pearson")
   r <- object$y - (pm$mean - if (is.null(object$offset)) 0 else object$offset)
@@ -515,7 +524,7 @@ confint.sparsevgp <- function(object, parm, level = 0.95, ...) {
 #' @export
 summary.sparsevgp <- function(object, ...) {
   structure(list(
-    call = object$call, model = object$model, N = length(object$y),
+    call = object$call, model = object$model, N = .nobs(object),
     D = ncol(object$x), M = .n_inducing(object),
     kernel = .kern_expr(object$kernel, labels = TRUE),
     parameters = .param_table(object),

@@ -54,9 +54,15 @@ objective.default <- function(fit, ...) {
 #' @rdname objective
 #' @export
 objective.sparsevgp <- function(fit, cluster = NULL, ...) {
+  # a fit on rows held by workers is evaluated there (R/shards.R)
+  if (!is.null(fit$shards)) cluster <- .shards_objective_cluster(fit, cluster)
   if (is.null(cluster)) return(.objective(fit, safe = FALSE))
-  share <- .share(fit)
-  h <- .cluster_setup(cluster, fit, share)
+  if (inherits(cluster, "sparsevgp_shards")) {
+    h <- .shards_attach(fit, cluster)
+  } else {
+    share <- .share(fit)
+    h <- .cluster_setup(cluster, fit, share)
+  }
   fit$cluster <- h
   o <- .objective(fit, safe = FALSE)
   held <- TRUE
@@ -95,7 +101,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   cache$trail <- numeric(0)
   window <- .stop_window
   stop_gain <- if (is.null(fit$control$min_gain)) 0 else
-    fit$control$min_gain * max(1, length(fit$y))
+    fit$control$min_gain * max(1, .nobs(fit))
   # armed: the rule may stop the run (at once, unless the run starts from the
   # model's starting values)
   cache$armed <- is.null(arm)
@@ -211,7 +217,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   noise <- is_log & info$role == "noise"
   upper[is_log & !noise] <- par[is_log & !noise] + 20
   regression <- .standardised(fit)
-  vy <- if (regression) stats::var(fit$y) else 1
+  vy <- if (regression) .y_var(fit) else 1
   if (!is.finite(vy) || vy <= 0) vy <- 1
   lower[noise] <- pmin(par[noise], log(1e-6 * vy))
   # the optimiser works on (par - shift) / scale: the parameters of the
@@ -220,12 +226,12 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   shift <- rep(0, n)
   if (regression) {
     scale[info$scale == "y"] <- sqrt(vy)
-    shift[info$scale == "y"] <- mean(fit$y)
+    shift[info$scale == "y"] <- .y_mean(fit)
     shift[info$scale == "log_var_y"] <- log(vy)
     shift[info$scale == "log_sd_y"] <- 0.5 * log(vy)
   }
   if (!is.null(fit$x)) {
-    cs <- .col_stats(fit$x)
+    cs <- .x_stats(fit)
     sx <- cs["sd", ]
     sx[!is.finite(sx) | sx <= 0] <- 1
     mx <- cs["mean", ]
@@ -249,7 +255,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # for likelihoods whose y is on the scale of f (Gaussian), see
 # .optim_setup().
 .standardised <- function(fit) {
-  .lik_of(fit)$location && is.numeric(fit$y) && length(fit$y) > 1L
+  .lik_of(fit)$location && is.numeric(fit$y) && .nobs(fit) > 1L
 }
 
 # trace: NULL shows progress lines in interactive sessions for fits that
@@ -402,7 +408,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
       res <- list(par = best$par, value = -best$value - offset, convergence = .stop_code,
                   counts = c("function" = n, gradient = n),
                   message = sprintf("stopped: gain below control$min_gain (the bound rose by less than %s nats, control$min_gain per observation, over the last %d evaluations)",
-                                    format(fit$control$min_gain * max(1, length(fit$y)),
+                                    format(fit$control$min_gain * max(1, .nobs(fit)),
                                            digits = 3L), .stop_window))
     } else if (!is.null(res)) {
       res$par <- setNames(to_par(res$par), names(o$par))
@@ -456,8 +462,8 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # N log s), 0 for classifiers.
 .objective_offset <- function(fit) {
   if (!.standardised(fit)) return(0)
-  s <- stats::sd(fit$y)
-  if (is.finite(s) && s > 0) length(fit$y) * log(s) else 0
+  s <- sqrt(.y_var(fit))
+  if (is.finite(s) && s > 0) .nobs(fit) * log(s) else 0
 }
 
 # L-BFGS-B in two stages when the blocks `hold` (the inducing inputs) and
@@ -788,7 +794,8 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   noise <- if (!is.null(fit$noise_model)) .noise_mean(fit, fit$params) else
     fit$params$noise
   if (is.null(noise)) return(FALSE)
-  ranges <- .col_span(fit$x)
+  cs <- .x_stats(fit)
+  ranges <- cs["max", ] - cs["min", ]
   long <- vapply(.kern_leaves(.kernel_at(fit$kernel, fit$params)), function(k) {
     all(rep_len(k$lengthscale, ncol(fit$x)) > 1e3 * pmax(ranges, .Machine$double.eps))
   }, TRUE)

@@ -119,6 +119,7 @@ plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
   inducing <- .check_flag(inducing, "inducing")
   if (!is.null(points)) points <- .check_flag(points, "points")
   if (which == "convergence") return(invisible(.plot_convergence(x, xlab, ylab, main, ...)))
+  .shards_refuse(x, "plot(fit, which = \"fit\") and \"residuals\"", "predict(fit, newdata) on a grid")
   if (which == "residuals") return(invisible(.plot_residuals(x, xlab, ylab, main, ...)))
   D <- ncol(x$x)
   if (is.null(main)) main <- .plot_title(x)

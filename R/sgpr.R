@@ -230,7 +230,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   b <- .collapsed_eval(fit, params, params$Z, grad)
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet, trace = -0.5 * b$trace,
-                        constant = -0.5 * length(fit$y) * log(2 * pi)),
+                        constant = -0.5 * .nobs(fit) * log(2 * pi)),
               jitter = b$jitter, jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v))
   if (grad) out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W)
@@ -250,7 +250,8 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # bound with noise Lambda + t I, so the same C routine computes it.
 .sgpr_upper_bound <- function(fit) {
   params <- fit$params
-  fit$cluster <- NULL
+  # rows on the workers (R/shards.R) are evaluated there
+  if (is.null(fit$shards)) fit$cluster <- NULL
   t <- .targets(fit, params)
   # unweighted trace: the Gaussian bound with unit noise reports it
   unit <- t
@@ -258,7 +259,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   tr <- max(.collapsed_eval(fit, params, params$Z, FALSE, targets = unit)$trace, 0)
   t$lambda <- t$lambda + tr
   up <- .collapsed_eval(fit, params, params$Z, FALSE, targets = t)
-  -0.5 * length(fit$y) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
+  -0.5 * .nobs(fit) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
 }
 
 #' @export

@@ -25,16 +25,19 @@
 # `noise_free` (the noise is learned and the user gave no start), else NULL.
 # `M` is the number of inducing inputs the model will use (Inf for the
 # exact GP); `lambda` are known noise variances (they fix the noise).
-.start_regression <- function(kernel, x, y, M = Inf, noise_free = TRUE, lambda = NULL) {
+.start_regression <- function(kernel, x, y, M = Inf, noise_free = TRUE, lambda = NULL,
+                              moments = NULL) {
   D <- ncol(x)
   kernel <- .kern_ard(kernel, D)
   leaves <- .kern_leaves(kernel)
   need_ls <- any(vapply(leaves, function(k) is.null(k$lengthscale), TRUE))
   need_var <- any(vapply(leaves, function(k) is.null(k$variance), TRUE))
-  vy <- stats::var(y)
+  # `moments`: var(y) and the sds of the columns of all rows when x and y
+  # are a subsample of them (data held by workers, R/shards.R)
+  vy <- if (is.null(moments)) stats::var(y) else moments$vy
   if (!is.finite(vy) || vy <= 0) vy <- 1
   if (!need_ls && !need_var && !noise_free) return(list(kernel = kernel, noise = NULL))
-  sx <- .col_sd(x)
+  sx <- if (is.null(moments)) .col_sd(x) else moments$sx
   sx[!is.finite(sx) | sx <= 0] <- 1
   sx_iso <- sqrt(mean(sx^2))
   mult <- if (need_ls) .start_multipliers else NA_real_

@@ -68,8 +68,11 @@
     f$fixed[.block_mask(f, sets)] <- TRUE
     f
   }
-  N <- nrow(fit$x)
-  if (N > .train_subsample) return(.train_large(fit, sets, reselect, joint_first))
+  N <- .nobs(fit)
+  # rows on the workers (R/shards.R) are fitted through the subsample
+  if (N > .train_subsample || !is.null(fit$shards)) {
+    return(.train_large(fit, sets, reselect, joint_first))
+  }
   if (joint_first && z_free) {
     # one run over all parameters; the stages only when it ends flat
     joint <- .fit_lbfgsb(fit, "all parameters")
@@ -130,9 +133,17 @@
 # that the full data see only the evaluations of one short run.
 .train_large <- function(fit, sets, reselect, joint_first = FALSE) {
   start <- proc.time()[["elapsed"]]
-  N <- nrow(fit$x)
-  sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
-  sub <- .train_staged(sub, sets, reselect, joint_first)
+  N <- .nobs(fit)
+  if (is.null(fit$shards)) {
+    sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
+    sub <- .train_staged(sub, sets, reselect, joint_first)
+  } else {
+    # rows on the workers (R/shards.R): all of them when they are few (the
+    # fit is then the schedule on them, as in one process), else a subsample
+    ss <- .shards_train_subsample(fit, sets, reselect, joint_first)
+    if (ss$all_rows) return(ss$fit)
+    sub <- ss$fit
+  }
   fit$params <- sub$params
   # each subsample stage with its part of the subsample's trail, so that
   # plot(fit, which = "convergence") shows every stage
@@ -160,7 +171,7 @@
   }
   fit$fixed <- .fixed_from_spec(fit)
   fit$optim <- .stage_report(fit$optim, reports, if (joint_first) "auto" else "staged")
-  fit$optim$subsample <- .train_subsample
+  fit$optim$subsample <- if (is.null(fit$shards)) .train_subsample else .shards_subsample_rows()
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }

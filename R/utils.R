@@ -237,6 +237,10 @@
 #   na       the na.action record, for napredict() (padding of na.exclude).
 .prediction_inputs <- function(object, newdata = NULL, na.action = stats::na.pass) {
   if (is.null(newdata)) {
+    if (!is.null(object$shards)) {
+      stop("this fit's rows are on the workers of its shards: give 'newdata', or use fitted(fit, cluster = sh) for the fitted values at the workers' rows",
+           call. = FALSE)
+    }
     return(list(x = object$x, data = NULL, offset = object$offset,
                 ok = rep(TRUE, nrow(object$x)), na = object$na.action))
   }

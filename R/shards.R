@@ -1,0 +1,867 @@
+# Data that never pass through the master: rows loaded by the workers of
+# a cluster, each from its own files (or database, or anything its load
+# function reads), and models fitted on them with only M x M statistics,
+# gradient pieces and summary statistics travelling.
+#
+#   shards(cl, load)      each worker i runs load(i) and keeps its data
+#                         frame; the master keeps the cluster, a key and
+#                         the row counts.
+#   sgpr(y ~ ., data = sh)
+#                         the formula is applied on the workers (.shard_frame()
+#                         agrees the factor levels, .shard_design() builds
+#                         the inputs and targets with them and returns
+#                         counts, means, sums of squares and ranges), and
+#                         the fit runs on the workers' design through the
+#                         cluster path of R/cluster.R: each worker holds a
+#                         share (list(fit = its rows as a fit)) under the
+#                         fit's key, so .shard_collapsed() evaluates the
+#                         bound there as for cluster = cl.
+#
+# What the fit needs from the data, without the data:
+#   - the scaling of the optimiser (.optim_setup(): means and sds of the
+#     inputs and of y), the starting noise and mean, and N come from the
+#     summary statistics, combined over workers by the pairwise formulas
+#     of Chan, Golub and LeVeque (1983) for means and sums of squares;
+#   - the start search reads 1000 evenly spaced rows and the default
+#     lengthscales 400 (as R/start.R and .kern_init() pick them from all
+#     rows in one process), fetched from their workers;
+#   - the schedule of R/training.R runs on a subsample of at most
+#     .train_subsample rows (the master draws global row numbers from R's
+#     random numbers, so set.seed() reproduces it; the workers send those
+#     rows), and then on all rows on the workers with the inducing inputs
+#     held (.train_large()). When N is at most that size, the subsample is
+#     all the rows, and the fit is the one of one process on the
+#     concatenated rows: the master then holds them while it fits, the
+#     same bound on its memory as for larger N;
+#   - greedy selection of the inducing inputs over all rows runs in rounds
+#     (.shards_greedy()): each worker keeps the pivoted Cholesky factor of
+#     its own rows and proposes its row of largest residual variance; the
+#     master takes the largest proposal and sends it back, and every worker
+#     adds that column to its factor. This is the greedy conditional
+#     variance selection over the union of the rows (Burt, Rasmussen and
+#     van der Wilk 2020; Passerello 2022, eq. 3.7) itself, not an
+#     approximation: the residual variance of a row given the selected
+#     points needs only the row and the pivots' rows of the factor, which
+#     travel with the proposal. One exchange of O(M + D) numbers per
+#     selected point, O(n_w M^2) work on each worker.
+#
+# The fit the master keeps holds no rows (x has 0 rows, y length 0) and
+# fit$shards: N, the rows per worker and the summary statistics, so
+# O(M^2 + M D) numbers; nobs() and the like read .nobs().
+
+#' Data held by the workers of a cluster
+#'
+#' \code{shards()} lets each worker of a cluster load its own rows of a data
+#' set (from its files, a database, anything), so that a model can be fitted
+#' on data that never pass through this process:
+#' \code{sgpr(y ~ x1 + x2, data = shards(cl, load))}. Only summary
+#' statistics, a bounded subsample and the \eqn{M \times M}{M x M} statistics
+#' of each evaluation travel (see Details and \code{\link{scaling}}).
+#'
+#' \code{load(i, ...)} runs on worker \code{i} of \code{cl} (\code{i = 1,
+#' ..., length(cl)}) and returns that worker's rows as a data frame (a
+#' matrix is converted); a worker may have no rows. The data frames stay on
+#' the workers until the cluster is stopped. \code{load} and the arguments
+#' in \code{...} are sent to the workers, so \code{load} should read the
+#' data rather than carry them (a function that refers to large objects of
+#' its environment sends them along).
+#'
+#' The result is passed as \code{data} to \code{\link{sgpr}()} (other models
+#' refuse it with an error for now). The formula is applied on the workers:
+#' the levels of factors are agreed across workers first (the union of the
+#' levels present on any worker, sorted for character columns, in order of
+#' appearance for factors), so that every worker builds the same columns.
+#' Terms whose coefficients come from the data (\code{poly()},
+#' \code{scale()}, splines) would differ between workers and are refused:
+#' compute them in \code{load}. Rows with missing values are dropped
+#' (\code{na.omit}); \code{subset},
+#' \code{weights}, \code{offset}, known or modelled noise variances and
+#' \code{cluster} are not available with shards.
+#'
+#' What the fit needs from the data comes without them: the scaling of the
+#' optimiser, the starting noise and mean from counts, means, sums of
+#' squares and ranges of the workers' columns; the search for starting values
+#' from 1000 evenly spaced rows; greedy selection of the inducing inputs
+#' over all rows in rounds (each worker proposes the row of its share with
+#' the largest residual variance, the master takes the largest and every
+#' worker updates its factor: the selection one process would make, up to
+#' ties); the schedule of \code{\link{sgpr}()} on a random subsample of at
+#' most 20 000 rows (\code{set.seed()} reproduces it), then the kernel,
+#' noise and mean on all rows on the workers with the inducing inputs held.
+#' With at most 20 000 rows in all, the subsample is all of them and the
+#' fit is the one of one process on the rows concatenated in worker order.
+#' The fit keeps no rows: \code{predict(fit, newdata)} works in this process
+#' as for any fit, and \code{fitted(fit, cluster = sh)} and
+#' \code{residuals(fit, cluster = sh)} compute the values at the workers'
+#' rows on the workers and return them in worker order.
+#'
+#' \strong{Faults.} A worker that dies, or that lost its rows, stops the
+#' fit with an error of class \code{sparsevgp_cluster_error}; this process
+#' stays usable. The error's \code{fit} element holds the model at the
+#' parameters reached before the failure; once the cluster is restored
+#' (a new cluster and \code{shards()} on it), \code{update(e$fit, data =
+#' sh2)} resumes from there.
+#'
+#' @param cl a cluster from \code{parallel::makeCluster()} (PSOCK, which
+#'   spans machines, or FORK).
+#' @param load a function of the worker number \code{i} (and the arguments
+#'   in \code{...}) that returns that worker's rows as a data frame.
+#' @param ... further arguments of \code{load}.
+#' @return An object of class \code{"sparsevgp_shards"}: the cluster, a key
+#'   under which the workers keep their data, and the number of rows and
+#'   the columns on each worker.
+#' @seealso \code{\link{scaling}}, \code{\link{sgpr}}
+#' @examples
+#' \donttest{
+#' # a stand-in for two hosts that each read their own file
+#' dir <- tempfile("shards")
+#' dir.create(dir)
+#' set.seed(1)
+#' for (i in 1:2) {
+#'   x1 <- runif(500, -3, 3)
+#'   x2 <- runif(500, -3, 3)
+#'   d <- data.frame(x1 = x1, x2 = x2, y = sin(x1) * cos(x2) + rnorm(500, sd = 0.1))
+#'   saveRDS(d, file.path(dir, sprintf("part-%03d.rds", i)))
+#' }
+#' cl <- parallel::makeCluster(2)
+#' sh <- shards(cl, function(i, dir) readRDS(file.path(dir, sprintf("part-%03d.rds", i))),
+#'              dir = dir)
+#' sh
+#' fit <- sgpr(y ~ x1 + x2, data = sh, inducing = 20)
+#' fit
+#' predict(fit, data.frame(x1 = 0, x2 = 0))
+#' head(residuals(fit, cluster = sh))
+#' parallel::stopCluster(cl)
+#' unlink(dir, recursive = TRUE)
+#' }
+#' @export
+shards <- function(cl, load, ...) {
+  .cluster_check(cl, "cl")
+  if (!is.function(load)) {
+    stop("'load' must be a function of the worker number i that returns that worker's rows as a data frame",
+         call. = FALSE)
+  }
+  cl <- .cluster_open(cl, length(cl), "cl", shares = FALSE)
+  key <- .shard_key()
+  each <- as.list(seq_along(cl))
+  info <- tryCatch(
+    .cluster_call(list(cl = cl, key = NULL), ".shard_load",
+                  list(key = key, load = load, args = list(...)), each),
+    error = function(e) {
+      .cluster_release(list(cl = cl, key = key))
+      stop(e)
+    })
+  n <- vapply(info, function(r) as.double(r$n), 0)
+  cols <- info[[which.max(c(n > 0, TRUE))[1L]]]$columns
+  structure(list(cl = cl, key = key, n = n, columns = cols,
+                 columns_by_worker = lapply(info, `[[`, "columns")),
+            class = "sparsevgp_shards")
+}
+
+#' @export
+print.sparsevgp_shards <- function(x, ...) {
+  cat(sprintf("Data on %d worker%s of a cluster: %s rows (%s)\n", length(x$n),
+              if (length(x$n) == 1L) "" else "s", format(sum(x$n), big.mark = ","),
+              paste(format(x$n, big.mark = ",", trim = TRUE), collapse = ", ")))
+  cols <- names(x$columns)
+  cat(sprintf("Columns: %s\n", paste(sprintf("%s (%s)", cols, x$columns), collapse = ", ")))
+  invisible(x)
+}
+
+# On a worker: run the user's load(i) and keep the data frame under a$key.
+.shard_load <- function(s, a, each) {
+  i <- each
+  d <- tryCatch(do.call(a$load, c(list(i), a$args)), error = function(e) {
+    stop(sprintf("load(%d) failed on worker %d: %s", i, i, conditionMessage(e)), call. = FALSE)
+  })
+  if (is.matrix(d)) d <- as.data.frame(d)
+  if (!is.data.frame(d)) {
+    stop(sprintf("load(%d) returned %s on worker %d, not a data frame", i,
+                 .describe_value(d), i), call. = FALSE)
+  }
+  .shard_store(list(data = d), a$key)
+  list(n = nrow(d), columns = vapply(d, function(v) class(v)[1L], ""))
+}
+
+# ---- the formula on the workers ----------------------------------------------
+
+# On a worker: the model frame of the formula on its rows (missing values
+# dropped), with the classes and levels of its variables.
+.shard_frame <- function(s, a, each = NULL) {
+  mf <- stats::model.frame(a$formula, s$data, na.action = stats::na.omit,
+                           drop.unused.levels = TRUE)
+  vars <- vapply(mf, function(v) class(v)[1L], "")
+  levels <- lapply(mf, function(v) {
+    if (is.factor(v)) levels(v) else if (is.character(v)) sort(unique(v))
+  })
+  # the formula with `.` expanded over the worker's columns, and the
+  # variables as model.frame() evaluates them for new data: terms whose
+  # coefficients come from the data (poly(), scale(), splines) differ
+  # between workers
+  tt <- attr(mf, "terms")
+  f <- stats::formula(tt)
+  environment(f) <- globalenv()
+  list(n = nrow(mf), classes = vars, levels = levels[!vapply(levels, is.null, TRUE)], formula = f,
+       predvars = paste(deparse(attr(tt, "predvars"), width.cutoff = 500L), collapse = " "))
+}
+
+# The levels of each factor agreed over the workers' frames: the union of
+# the levels present anywhere (sorted for character variables, as factor()
+# sorts them, in order of appearance for factors). A variable that is a
+# factor on one worker and a number on another is refused.
+.shards_levels <- function(frames) {
+  have <- vapply(frames, function(f) f$n > 0L, TRUE)
+  classes <- lapply(frames[have], `[[`, "classes")
+  vars <- unique(unlist(lapply(classes, names)))
+  for (v in vars) {
+    cls <- unique(vapply(classes, function(cl) if (v %in% names(cl)) cl[[v]] else NA_character_, ""))
+    cls <- cls[!is.na(cls)]
+    kinds <- unique(ifelse(cls %in% c("factor", "ordered", "character"), "categorical", cls))
+    if (length(kinds) > 1L) {
+      stop(sprintf("the variable '%s' is %s on different workers: every worker must load it with the same type",
+                   v, paste(cls, collapse = " and ")), call. = FALSE)
+    }
+  }
+  lev <- list()
+  for (f in frames) {
+    for (v in names(f$levels)) {
+      lev[[v]] <- if (identical(f$classes[[v]], "character")) sort(union(lev[[v]], f$levels[[v]]))
+                  else union(lev[[v]], f$levels[[v]])
+    }
+  }
+  lev
+}
+
+# On a worker: the inputs and targets of its rows under the agreed levels,
+# kept as its share of the fit under a$fit_key, and their summary
+# statistics: count, means and sums of squared deviations, ranges and
+# whether all are finite, of every input column and of y.
+.shard_design <- function(s, a, each = NULL) {
+  mf <- stats::model.frame(a$formula, s$data, xlev = a$xlevels, na.action = stats::na.omit,
+                           drop.unused.levels = FALSE)
+  tt <- attr(mf, "terms")
+  attr(tt, "intercept") <- 0L
+  x <- stats::model.matrix(tt, mf)
+  attr(x, "assign") <- attr(x, "contrasts") <- NULL
+  rownames(x) <- NULL
+  y <- stats::model.response(mf)
+  if (!is.numeric(y) || !is.null(dim(y))) {
+    stop("the response of the formula must be one numeric variable", call. = FALSE)
+  }
+  y <- as.double(y)
+  storage.mode(x) <- "double"
+  fit <- structure(list(x = x, y = y), class = c("sgpr", "sparsevgp"))
+  .shard_store(list(fit = fit), a$fit_key)
+  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = .shard_moments(cbind(y)))
+}
+
+# Count, means, sums of squared deviations, minima, maxima and numbers of
+# non-finite values of the columns of x.
+.shard_moments <- function(x) {
+  n <- nrow(x)
+  ok <- is.finite(x)
+  bad <- colSums(!ok)
+  if (n == 0L) {
+    z <- rep(0, ncol(x))
+    return(list(n = 0, mean = z, m2 = z, min = rep(Inf, ncol(x)), max = rep(-Inf, ncol(x)),
+                bad = bad))
+  }
+  mu <- colMeans(x)
+  list(n = n, mean = mu, m2 = colSums(sweep(x, 2L, mu)^2), min = apply(x, 2L, min),
+       max = apply(x, 2L, max), bad = bad)
+}
+
+# The workers' moments combined (Chan, Golub and LeVeque 1983): the rows
+# of .col_stats() (mean, sd, min, max, finite) over all rows.
+.shards_combine <- function(ms) {
+  n <- vapply(ms, `[[`, 0, "n")
+  N <- sum(n)
+  mean <- Reduce(`+`, Map(function(m, k) m$mean * k, ms, n)) / N
+  m2 <- Reduce(`+`, Map(function(m, k) m$m2 + k * (m$mean - mean)^2, ms, n))
+  out <- rbind(mean = mean, sd = sqrt(m2 / (N - 1)),
+               min = do.call(pmin, lapply(ms, `[[`, "min")),
+               max = do.call(pmax, lapply(ms, `[[`, "max")),
+               finite = as.double(Reduce(`+`, lapply(ms, `[[`, "bad")) == 0))
+  out
+}
+
+# The formula applied on the workers of the shards `sh`: the levels agreed,
+# each worker's rows turned into its share of a fit (under a new key), and
+# the combined statistics. Returns list(h (the cluster handle of the
+# workers with rows), terms, xlevels, N, colnames, x (.col_stats() rows),
+# y (c(mean, var))).
+.shards_design <- function(sh, formula, xlev = NULL) {
+  if (!inherits(sh, "sparsevgp_shards")) stop("'data' must be the result of shards()", call. = FALSE)
+  if (!inherits(formula, "formula") || length(formula) != 3L) {
+    stop("'formula' must be a two-sided formula such as y ~ x1 + x2", call. = FALSE)
+  }
+  # the formula's variables come from the workers' data: its environment
+  # stays here (it could hold anything)
+  environment(formula) <- globalenv()
+  all <- list(cl = sh$cl, key = sh$key, n = sh$n)
+  if (is.null(xlev)) {
+    frames <- .cluster_call(all, ".shard_frame", list(formula = formula))
+    xlev <- .shards_levels(frames)
+    pv <- unique(vapply(frames[vapply(frames, `[[`, 0, "n") > 0], `[[`, "", "predvars"))
+    if (length(pv) > 1L) {
+      stop("the formula has terms computed from the data (such as poly(), scale() or splines), which each worker would compute from its own rows: compute them in 'load' with coefficients common to all workers",
+           call. = FALSE)
+    }
+    formula <- frames[[which.max(c(vapply(frames, `[[`, 0, "n") > 0, TRUE))]]$formula
+  }
+  fit_key <- .shard_key()
+  d <- tryCatch(.cluster_call(all, ".shard_design",
+                              list(formula = formula, xlevels = xlev, fit_key = fit_key)),
+                error = function(e) {
+                  .cluster_release(list(cl = sh$cl, key = fit_key))
+                  stop(e)
+                })
+  n <- vapply(d, `[[`, 0, "n")
+  keep <- n > 0
+  # the workers without rows take no part in the fit
+  if (any(!keep)) .cluster_release(list(cl = sh$cl[!keep], key = fit_key))
+  h <- list(cl = sh$cl[keep], key = fit_key, n = n[keep])
+  N <- sum(n)
+  D <- length(d[[1L]]$colnames)
+  if (N < 2) {
+    .cluster_release(h)
+    stop(sprintf("the model frame has %d row%s on the workers after na.action, and at least 2 are needed",
+                 N, if (N == 1) "" else "s"), call. = FALSE)
+  }
+  if (D == 0L) {
+    .cluster_release(h)
+    stop(sprintf("the formula %s has no inputs: a Gaussian process needs at least one variable on the right-hand side",
+                 paste(deparse(formula, width.cutoff = 200L), collapse = " ")), call. = FALSE)
+  }
+  xs <- .shards_combine(lapply(d[keep], `[[`, "x"))
+  ys <- .shards_combine(lapply(d[keep], `[[`, "y"))
+  bad <- colnames(xs)[xs["finite", ] == 0]
+  if (length(bad) || ys["finite", 1L] == 0) {
+    .cluster_release(h)
+    stop(sprintf("the %s infinite values on the workers: na.action drops missing values only, so leave those rows out in 'load'",
+                 if (length(bad)) paste("input", paste(bad, collapse = ", "), "has") else "response has"),
+         call. = FALSE)
+  }
+  colnames(xs) <- d[[which(keep)[1L]]]$colnames
+  mf_terms <- stats::terms(formula)
+  tt <- stats::delete.response(mf_terms)
+  list(h = h, terms = .shards_terms(formula), xlevels = xlev[intersect(names(xlev), all.vars(tt))],
+       N = N, colnames = colnames(xs), x = xs,
+       y = c(mean = ys["mean", 1L], var = ys["sd", 1L]^2))
+}
+
+# The terms of the fit as .formula_data() records them (no intercept), from
+# the formula alone (the data are on the workers).
+.shards_terms <- function(formula) {
+  tt <- stats::terms(formula)
+  attr(tt, "intercept") <- 0L
+  tt
+}
+
+# On a worker: the rows `each` (of its share of the fit) of the inputs and
+# targets.
+.shard_rows <- function(s, a, each) {
+  list(x = s$fit$x[each, , drop = FALSE], y = s$fit$y[each])
+}
+
+# The rows `rows` (increasing numbers into the rows of all workers in
+# order) fetched from the workers of the handle h.
+.shards_gather <- function(h, rows) {
+  r <- .cluster_rows(h, ".shard_rows", list(), batch = rows)
+  list(x = do.call(rbind, lapply(r, `[[`, "x")), y = unlist(lapply(r, `[[`, "y")))
+}
+
+# On a worker: the kernel, control and noise model of the fit in its share.
+.shard_configure <- function(s, a, each = NULL) {
+  for (f in names(a)) s$fit[[f]] <- a[[f]]
+  TRUE
+}
+
+# ---- what the shared fitting code reads ----------------------------------------
+
+# The number of observations of a fit (its rows, or those on the workers).
+.nobs <- function(fit) if (is.null(fit$shards)) length(fit$y) else fit$shards$N
+
+# The mean and variance of the response, and the column statistics of the
+# inputs (.col_stats()), of a fit: from its rows, or from the summary
+# statistics of the workers' rows.
+.y_mean <- function(fit) if (is.null(fit$shards)) mean(fit$y) else fit$shards$y[["mean"]]
+
+.y_var <- function(fit) if (is.null(fit$shards)) stats::var(fit$y) else fit$shards$y[["var"]]
+
+.x_stats <- function(fit) if (is.null(fit$shards)) .col_stats(fit$x) else fit$shards$x
+
+# ---- sgpr on shards --------------------------------------------------------------
+
+# The formula interface with data = shards(): the model's fit on the
+# workers' rows (sgpr only for now).
+.shards_formula <- function(model, call, formula, sh, ...) {
+  if (!identical(model, "sgpr")) {
+    stop(sprintf("%s() does not take data held by shards() yet: only sgpr() does. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
+                 model, model), call. = FALSE)
+  }
+  for (a in c("subset", "weights", "offset")) {
+    if (!is.null(call[[a]])) {
+      stop(sprintf("'%s' is not available with data = shards(): select, weight or offset the rows in 'load'", a),
+           call. = FALSE)
+    }
+  }
+  if (!is.null(call$na.action) &&
+      !(deparse(call$na.action) %in% c("na.omit", "na.exclude", "stats::na.omit"))) {
+    stop("with data = shards() rows with missing values are dropped (na.action = na.omit)",
+         call. = FALSE)
+  }
+  .interrupt_clear()
+  .shards_sgpr(formula, sh, ..., .call = .formula_call(call, model))
+}
+
+.shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
+                         threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
+                         optimize_inducing = TRUE, fixed = NULL, control = list(),
+                         start = NULL, cluster = NULL, .call = NULL) {
+  if (!is.null(cluster)) {
+    stop("'cluster' is not used with data = shards(): the fit runs on the workers that hold the data",
+         call. = FALSE)
+  }
+  if (!is.null(noise) && !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) &&
+                           noise > 0)) {
+    stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet)",
+         call. = FALSE)
+  }
+  kernel <- .check_kernel(kernel)
+  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  optimize <- .check_flag(optimize, "optimize")
+  control <- .collapsed_control(control)
+  .check_start(start, "sgpr")
+  dz <- .shards_design(sh, formula)
+  if (!is.null(start)) {
+    .check_start(start, "sgpr", matrix(0, 0L, length(dz$colnames)))
+  }
+  h <- dz$h
+  on.exit(.cluster_release(h), add = TRUE)
+  N <- dz$N
+  D <- length(dz$colnames)
+  x0 <- matrix(0, 0L, D, dimnames = list(NULL, dz$colnames))
+  if (!is.null(start)) {
+    kernel <- .warm_kernel(kernel, start$params, D)
+    # a fit stopped by a failed cluster resumes at its inducing inputs
+    if ((missing(inducing) || isTRUE(start$resume)) && nrow(start$params$Z) <= N) {
+      inducing <- start$params$Z
+    }
+  }
+  # the parameters to resume from when the cluster fails: the start, then
+  # those of the subsample's schedule (.train_large()); and the rows
+  # gathered here
+  h$checkpoint <- new.env(parent = emptyenv())
+  warn_short <- !is.null(M) || is.numeric(inducing)
+  search <- optimize && is.null(start) && control$schedule != "joint"
+  if (N <= .shards_subsample_rows()) {
+    # few rows: this process gathers them all (no more than the subsample
+    # of larger data) and starts and selects as one process does on them
+    g <- .shards_gather(h, seq_len(N))
+    colnames(g$x) <- dz$colnames
+    h$checkpoint$rows <- g
+    dz$x <- .col_stats(g$x)
+    dz$y <- c(mean = mean(g$y), var = stats::var(g$y))
+    spec <- .inducing_spec(inducing, M, threshold, g$x, auto_kl = .auto_kl)
+    st <- .start_collapsed(kernel, g$x, g$y, noise, spec, search)
+    kernel <- st$kernel
+    nz <- .noise_setup(noise, g$x, g$y, NULL, start = st$noise)
+    sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = g$x), nz$params,
+                                      compact = TRUE)
+    Z <- .select_by_spec(spec, g$x, kernel, sel_weights, warn_short = warn_short,
+                         memory = control$memory)
+  } else {
+    spec <- .shards_spec(inducing, M, threshold, N, x0)
+    # the rows of the start search and of the default lengthscales, evenly
+    # spaced over all rows as in one process (R/start.R, .kern_init())
+    i1000 <- unique(round(seq(1, N, length.out = min(N, 1000L))))
+    i400 <- unique(round(seq(1, N, length.out = min(N, 400L))))
+    rows <- sort(union(i1000, i400))
+    g <- .shards_gather(h, rows)
+    xs <- g$x[match(i1000, rows), , drop = FALSE]
+    ys <- g$y[match(i1000, rows)]
+    x4 <- g$x[match(i400, rows), , drop = FALSE]
+    y4 <- g$y[match(i400, rows)]
+    colnames(xs) <- colnames(x4) <- dz$colnames
+    vy <- dz$y[["var"]]
+    st <- list(kernel = kernel, noise = NULL)
+    if (search) {
+      st <- .start_regression(kernel, xs, ys, M = if (is.na(spec$M)) 100L else spec$M,
+                              noise_free = TRUE,
+                              moments = list(vy = vy, sx = unname(dz$x["sd", ])))
+    }
+    # unset variances from var(y) of all rows, unset lengthscales from the
+    # 400 rows one process reads
+    st$kernel <- .kern_init(.kern_fill_variance(.kern_ard(st$kernel, D),
+                                                if (is.finite(vy) && vy > 0) vy else 1), x4, y4)
+    kernel <- st$kernel
+    if (is.null(st$noise)) st$noise <- if (is.finite(vy) && vy > 0) vy / 10 else 0.1
+    nz <- .noise_setup(noise, xs, ys, NULL, start = st$noise)
+    sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = xs), nz$params,
+                                      compact = TRUE)
+    Z <- if (spec$method == "given") spec$Z else
+      .shards_greedy(h, kernel, spec, sel_weights, control$memory, dz$colnames)
+    if (warn_short && !is.na(spec$M) && nrow(Z) < spec$M) {
+      warning(sprintf("greedy selection stopped at %d of the M = %d inducing inputs asked for: every other row is explained by them to double precision (fewer distinct inputs, or a kernel numerically low-rank at them)",
+                      nrow(Z), spec$M), call. = FALSE)
+    }
+  }
+  mn <- .mean_start(mean, dz$y[["mean"]])
+  params <- c(.kern_params(kernel), nz$params, list(mean = mn$value, Z = Z))
+  transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
+                  mean = "identity", Z = "identity")
+  if (!is.null(start)) {
+    params <- .warm_params(params, start$params, skip = c("Z", if (mn$fixed) "mean"))
+  }
+  fit <- .new_fit("sgpr", .call, x0, numeric(0), kernel, params, transforms, fixed,
+                  always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
+                  control = control,
+                  label = sprintf("Sparse GP regression (SGPR), %s noise", nz$label),
+                  extra = list(noise_model = nz$model,
+                               selection = spec[intersect(names(spec),
+                                                          c("method", "M", "threshold", "auto"))],
+                               shards = list(N = N, n = h$n, x = dz$x, y = dz$y)))
+  fit$terms <- dz$terms
+  fit$xlevels <- dz$xlevels
+  .cluster_call(h, ".shard_configure",
+                list(kernel = kernel, control = control, noise_model = nz$model))
+  h$checkpoint$params <- fit$params
+  fit$cluster <- h
+  fit <- tryCatch(.build_or_fit(fit, optimize), sparsevgp_cluster_error = function(e) {
+    partial <- fit
+    partial$cluster <- NULL
+    partial$params <- h$checkpoint$params
+    partial$optim <- NULL
+    partial$resume <- TRUE
+    e$fit <- partial
+    e$message <- paste0(e$message, ". The fit so far is in this error's $fit: after restoring the cluster, update(e$fit, data = shards(new_cluster, load)) resumes from it")
+    stop(e)
+  })
+  fit$cluster <- NULL
+  fit
+}
+
+# What `inducing`, `M` and `threshold` ask for with data on the workers:
+# as .inducing_spec() (automatic M, a number, "greedy"/"hgv"/"gv", or given
+# inducing inputs), without k-means and random subsets, which need the rows.
+.shards_spec <- function(inducing, M, threshold, N, x0) {
+  if (is.character(inducing) && length(inducing) == 1L && inducing %in% c("kmeans", "random")) {
+    stop(sprintf("inducing = \"%s\" is not available with data = shards(): use \"greedy\" (the default), a number, or a matrix of inducing inputs",
+                 inducing), call. = FALSE)
+  }
+  # .inducing_spec() reads N from the rows of x; a stand-in with N rows
+  # would be O(N), so the spec is made on one row and N put in after
+  if (!is.null(dim(inducing)) || inherits(inducing, "sparsevgp_inducing")) {
+    m <- if (inherits(inducing, "sparsevgp_inducing")) NROW(inducing$Z) else NROW(inducing)
+    Z <- .given_inducing(inducing, matrix(0, m, ncol(x0), dimnames = dimnames(x0)))
+    if (nrow(Z) > N) {
+      stop(sprintf("'inducing' has M = %d rows but there are only N = %d observations", nrow(Z), N),
+           call. = FALSE)
+    }
+    if (!is.null(M) || !is.null(threshold)) {
+      stop("'M' and 'threshold' apply to the selection methods; the given inducing inputs fix M",
+           call. = FALSE)
+    }
+    return(list(method = "given", M = nrow(Z), threshold = NULL, Z = Z))
+  }
+  if (is.null(M) && is.null(threshold) && (is.null(inducing) || identical(inducing, "greedy"))) {
+    return(list(method = "greedy", M = .auto_max_inducing(N), threshold = .auto_kl * N,
+                Z = NULL, auto = TRUE))
+  }
+  if (is.numeric(inducing) && length(inducing) == 1L) {
+    if (!is.null(M)) stop("give the number of inducing inputs once: 'inducing' or 'M'", call. = FALSE)
+    M <- inducing
+    inducing <- "greedy"
+  }
+  spec <- .inducing_spec(inducing, NULL, threshold, matrix(0, 1L, ncol(x0)))
+  if (!is.null(M)) {
+    M <- .check_M(M, N, NA_integer_)
+  } else if (is.null(threshold)) {
+    M <- min(N, 100L)
+  } else {
+    M <- NA_integer_
+  }
+  spec$M <- M
+  spec
+}
+
+# ---- greedy selection in rounds ------------------------------------------------
+
+# Greedy conditional variance selection over the rows of all workers of h
+# (see the top of this file): at most spec$M points, or until the trace of
+# the residual variances falls below spec$threshold (divided by the one
+# selection weight, as .select_by_spec_run() does). Ties are broken by a
+# random order on each worker and over the workers (R's random numbers on
+# this process seed them: set.seed() reproduces the selection). Each worker
+# works on its rows, or on a random subsample of them when its factor would
+# not fit in control$memory (.select_rows()), with its trace scaled up.
+.shards_greedy <- function(h, kernel, spec, weights, memory, colnames) {
+  N <- sum(h$n)
+  cap <- if (is.na(spec$M)) min(N, .select_defaults$greedy$max_threshold_points) else spec$M
+  thr <- spec$threshold
+  if (!is.null(thr) && length(weights) == 1L) thr <- thr / weights
+  nw <- length(h$cl)
+  seeds <- sample.int(.Machine$integer.max, nw)
+  order_w <- sample.int(nw)
+  on.exit(try(.cluster_call(h, ".shard_greedy_end", list()), silent = TRUE), add = TRUE)
+  p <- .cluster_call(h, ".shard_greedy_start", list(k = kernel, cap = cap, memory = memory),
+                     as.list(seeds))
+  Z <- matrix(0, cap, length(colnames))
+  m <- 0L
+  repeat {
+    if (m >= cap) break
+    score <- vapply(p, `[[`, 0, "score")
+    w <- order_w[which.max(score[order_w])]
+    if (!(score[w] > 0)) break
+    m <- m + 1L
+    Z[m, ] <- p[[w]]$x
+    p <- .cluster_call(h, ".shard_greedy_step",
+                       list(z = p[[w]]$x, crow = p[[w]]$crow, dp = score[w]),
+                       as.list(seq_len(nw) == w))
+    if (!is.null(thr) && sum(vapply(p, `[[`, 0, "trace")) < thr) break
+  }
+  Z <- Z[seq_len(m), , drop = FALSE]
+  dimnames(Z) <- list(NULL, colnames)
+  Z
+}
+
+# R's random numbers on a worker from `seed`, leaving its own stream as it
+# was.
+.with_seed <- function(seed, expr) {
+  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
+  old <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", old, envir = globalenv()))
+  set.seed(seed)
+  expr
+}
+
+# On a worker: the state of its part of the selection (an environment
+# holding its candidate rows, their factor C and residual variances d, a
+# random tie order) and its first proposal.
+.shard_greedy_start <- function(s, a, each) {
+  x <- s$fit$x
+  n <- nrow(x)
+  # the factor and a few vectors per row within the budget, at least 10 M rows
+  nc <- .budget_rows(a$memory, 8 * (a$cap + 2 * ncol(x) + 6), n = n,
+                     at_least = min(n, 10 * a$cap))
+  rows <- if (nc < n) sort(.with_seed(each, sample.int(n, nc))) else seq_len(n)
+  g <- new.env(parent = emptyenv())
+  g$x <- if (length(rows) < n) x[rows, , drop = FALSE] else x
+  g$C <- matrix(0, length(rows), a$cap)
+  g$d <- .ffi_kern_diag(a$k, g$x)
+  g$excl <- logical(length(rows))
+  g$order <- .with_seed(each + 1L, sample.int(length(rows)))
+  g$m <- 0L
+  g$k <- a$k
+  g$scale <- n / max(1, length(rows))
+  s$greedy <- g
+  .shard_greedy_proposal(g)
+}
+
+# Its row of largest residual variance (first in the tie order), with the
+# row of the factor there, and the trace of its residual variances.
+.shard_greedy_proposal <- function(g) {
+  ok <- !g$excl[g$order] & g$d[g$order] > 0
+  trace <- sum(g$d) * g$scale
+  if (!any(ok)) {
+    g$last <- NA_integer_
+    return(list(score = -Inf, trace = trace))
+  }
+  cand <- g$order[ok]
+  j <- cand[which.max(g$d[cand])]
+  g$last <- j
+  list(score = g$d[j], x = g$x[j, ], crow = g$C[j, seq_len(g$m)], trace = trace)
+}
+
+# On a worker: the column of the selected point added to its factor (the
+# owner, each = TRUE, zeroes the pivot's residual exactly, and every worker
+# marks exact copies of the pivot as explained, as src/select.c does), and
+# its next proposal.
+.shard_greedy_step <- function(s, a, each) {
+  g <- s$greedy
+  m <- g$m
+  kz <- drop(.ffi_kern_matrix(g$k, g$x, matrix(a$z, 1L)))
+  # the factor is taken out of its environment while it changes, so that R
+  # modifies it in place instead of copying it
+  C <- g$C
+  g$C <- NULL
+  col <- kz
+  # (the row of the pivot padded with zeros: no copy of C's first m columns)
+  if (m > 0L) col <- col - drop(C %*% c(a$crow, numeric(ncol(C) - m)))
+  col <- col / sqrt(a$dp)
+  C[, m + 1L] <- col
+  d <- pmax(g$d - col^2, 0)
+  kpp <- drop(.ffi_kern_diag(g$k, matrix(a$z, 1L)))
+  copies <- kz == kpp
+  g$excl[copies] <- TRUE
+  d[copies] <- 0
+  if (isTRUE(each) && !is.na(g$last)) {
+    C[g$last, m + 1L] <- sqrt(a$dp)
+    d[g$last] <- 0
+    g$excl[g$last] <- TRUE
+  }
+  g$C <- C
+  g$d <- d
+  g$m <- m + 1L
+  .shard_greedy_proposal(g)
+}
+
+.shard_greedy_end <- function(s, a, each = NULL) {
+  s$greedy <- NULL
+  TRUE
+}
+
+# ---- the subsample of the schedule ----------------------------------------------
+
+# The fit on a random subsample of n rows of the workers' data (all rows
+# when there are at most n), fetched to this process, for the schedule of
+# .train_large(). `all_rows` says whether it is all of them.
+.shards_subsample <- function(fit, n) {
+  N <- fit$shards$N
+  all <- N <= n
+  cp <- fit$cluster$checkpoint
+  if (all && is.environment(cp) && !is.null(cp$rows)) {
+    g <- cp$rows
+    rm("rows", envir = cp)
+  } else {
+    rows <- if (all) seq_len(N) else
+      sort(if (n <= N / 2) sample.int(N, n, useHash = TRUE) else sample.int(N, n))
+    g <- .shards_gather(fit$cluster, rows)
+  }
+  sub <- fit
+  if (!all && !is.null(sub$selection$threshold)) {
+    sub$selection$threshold <- sub$selection$threshold * n / N
+  }
+  sub$x <- g$x
+  colnames(sub$x) <- colnames(fit$x)
+  sub$y <- g$y
+  sub$cluster <- NULL
+  sub$shards <- NULL
+  list(fit = sub, all_rows = all)
+}
+
+# The schedule of .train_staged() on the subsample of .shards_subsample():
+# list(fit, all_rows). When the subsample is all the rows, `fit` is the
+# finished schedule put back on the workers' rows; else it is the
+# subsample's fit, whose parameters become the checkpoint.
+.shards_train_subsample <- function(fit, sets, reselect, joint_first) {
+  ss <- .shards_subsample(fit, .shards_subsample_rows())
+  sub <- .train_staged(ss$fit, sets, reselect, joint_first)
+  .shards_checkpoint(fit, sub$params)
+  if (ss$all_rows) {
+    sub[c("x", "y")] <- fit[c("x", "y")]
+    sub$cluster <- fit$cluster
+    sub$shards <- fit$shards
+  }
+  list(fit = sub, all_rows = ss$all_rows)
+}
+
+# The rows of the subsample of a fit on shards: those of one process
+# (.train_subsample); the option sparsevgp.shards_subsample sets fewer (for
+# tests of the path of large data on small data).
+.shards_subsample_rows <- function() {
+  n <- getOption("sparsevgp.shards_subsample")
+  if (is.null(n)) .train_subsample else as.integer(n)
+}
+
+# Where a fit on shards can resume from: the parameters of the last stage
+# that ended (kept in the cluster handle while it is fitted).
+.shards_checkpoint <- function(fit, params) {
+  cp <- fit$cluster$checkpoint
+  if (is.environment(cp)) cp$params <- params
+  invisible()
+}
+
+# ---- a fit's rows on the workers again --------------------------------------------
+
+# The cluster of objective() for a fit on shards: the shards given.
+.shards_objective_cluster <- function(fit, cluster) {
+  if (!inherits(cluster, "sparsevgp_shards")) {
+    stop("this fit's rows are on the workers of its shards: objective(fit, cluster = sh) evaluates it there, with sh the shards() of its data",
+         call. = FALSE)
+  }
+  cluster
+}
+
+# The workers of the shards `sh` each hold their rows of the fit's design
+# (its formula and levels), as during the fit: the handle for evaluations
+# (.cluster_call()). For objective(fit, cluster = sh).
+.shards_attach <- function(fit, sh) {
+  if (is.null(fit$terms)) {
+    stop("only fits made with a formula are evaluated on shards", call. = FALSE)
+  }
+  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels)
+  h <- dz$h
+  N <- if (is.null(fit$shards)) length(fit$y) else fit$shards$N
+  if (dz$N != N || !identical(dz$colnames, colnames(fit$x))) {
+    .cluster_release(h)
+    stop(sprintf("the workers of the shards hold %.0f rows with columns %s, but the fit was made on %.0f rows with columns %s",
+                 dz$N, paste(dz$colnames, collapse = ", "), N,
+                 paste(colnames(fit$x), collapse = ", ")), call. = FALSE)
+  }
+  .cluster_call(h, ".shard_configure",
+                list(kernel = fit$kernel, control = fit$control, noise_model = fit$noise_model))
+  h
+}
+
+# The error of a method that reads the rows of a fit whose rows are on
+# the workers (nothing for other fits): `what` it is, and what to do.
+.shards_refuse <- function(fit, what, instead) {
+  if (is.null(fit$shards)) return(invisible())
+  stop(sprintf("%s reads the rows of the fit, which are on the workers of its shards (not available yet): %s",
+               what, instead), call. = FALSE)
+}
+
+# ---- values at the workers' rows -------------------------------------------------
+
+# The latent mean (and variance) at the rows of each worker of the shards
+# `sh` under the formula of `fit`, computed on the workers: a list of the
+# workers' list(mean, var), in worker order.
+.shards_predict_rows <- function(fit, sh, want = c("mean", "var", "y")) {
+  if (is.null(fit$terms)) {
+    stop("the values at the rows of shards need a fit made with a formula", call. = FALSE)
+  }
+  a <- unclass(fit)[intersect(c("kernel", "params", "posterior", "whiten", "likelihood"),
+                              names(fit))]
+  class(a) <- class(fit)
+  all <- list(cl = sh$cl, key = sh$key, n = sh$n)
+  .cluster_call(all, ".shard_fitted", list(fit = a, terms = fit$terms, xlevels = fit$xlevels,
+                                           formula = stats::formula(fit$terms)))
+}
+
+# On a worker: the latent predictive at its rows (missing values dropped as
+# when fitting) and their response.
+.shard_fitted <- function(s, a, each = NULL) {
+  f <- a$formula
+  environment(f) <- globalenv()
+  mf <- stats::model.frame(f, s$data, xlev = a$xlevels, na.action = stats::na.omit,
+                           drop.unused.levels = FALSE)
+  x <- stats::model.matrix(a$terms, mf)
+  attr(x, "assign") <- attr(x, "contrasts") <- NULL
+  rownames(x) <- NULL
+  if (nrow(x) == 0L) return(list(mean = numeric(0), var = numeric(0), y = numeric(0)))
+  p <- .predict_latent(a$fit, x, FALSE)
+  list(mean = p$mean, var = p$var, y = as.double(stats::model.response(mf)))
+}
+
+# fitted() and residuals() of a fit whose rows are on the workers of `sh`
+# (NULL: not given, an error saying how).
+.shards_values <- function(object, sh, what) {
+  if (is.null(sh)) {
+    stop(sprintf("this fit's rows are on the workers of its shards: %s(fit, cluster = sh) computes the values there, with sh the shards() the fit was made on (or new shards of the same data)",
+                 what), call. = FALSE)
+  }
+  if (!inherits(sh, "sparsevgp_shards")) {
+    stop(sprintf("'cluster' must be the shards() of this fit's data for %s() of a fit on shards", what),
+         call. = FALSE)
+  }
+  r <- .shards_predict_rows(object, sh)
+  m <- unlist(lapply(r, `[[`, "mean"), use.names = FALSE)
+  if (length(m) != object$shards$N) {
+    stop(sprintf("the workers of 'cluster' hold %d rows, not the %.0f this fit was made on",
+                 length(m), object$shards$N), call. = FALSE)
+  }
+  if (what == "fitted") return(m)
+  unlist(lapply(r, `[[`, "y"), use.names = FALSE) - m
+}

@@ -1,0 +1,257 @@
+# Data held by the workers of a cluster (R/shards.R): fits on shards()
+# against one process on the concatenated rows, the selection in rounds
+# against the dense greedy conditional variance, uneven shards, factor
+# levels on one worker only, what the master keeps, and a dead worker.
+
+shards_data <- function(N, seed = 1) {
+  set.seed(seed)
+  d <- data.frame(x1 = runif(N, -3, 3), x2 = runif(N, -3, 3))
+  d$y <- sin(d$x1) * cos(d$x2) + rnorm(N, sd = 0.1)
+  d
+}
+
+# shards of the rows of d split at `ends` (cumulative row counts)
+make_shards <- function(cl, d, ends) {
+  starts <- c(0, head(ends, -1))
+  parts <- Map(function(a, b) d[seq_len(b - a) + a, , drop = FALSE], starts, ends)
+  shards(cl, function(i, parts) parts[[i]], parts = parts)
+}
+
+# the objectives of two fits at the same parameters: value and gradient
+expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
+  v1 <- o1$fn(par)
+  v0 <- o0$fn(par)
+  expect_lt(abs(v1 - v0), tol * max(1, abs(v0)))
+  g1 <- o1$gr(par)
+  g0 <- o0$gr(par)
+  expect_lt(max(abs(g1 - g0)), tol * max(1, abs(g0)))
+}
+
+test_that("shards() loads each worker's rows and refuses bad loads clearly", {
+  skip_on_cran()
+  cl <- parallel::makeCluster(2)
+  on.exit(parallel::stopCluster(cl))
+  d <- shards_data(40)
+  sh <- make_shards(cl, d, c(15, 40))
+  expect_s3_class(sh, "sparsevgp_shards")
+  expect_equal(sh$n, c(15, 25))
+  expect_output(print(sh), "40 rows \\(15, 25\\)")
+  expect_error(shards(cl, 1), "'load' must be a function")
+  expect_error(shards(list(), function(i) d), "'cl' must be a cluster")
+  expect_error(shards(cl, function(i) if (i == 2) stop("no such file") else d),
+               "load\\(2\\) failed on worker 2: no such file")
+  expect_error(shards(cl, function(i) 1:3), "not a data frame")
+  expect_error(pgpr(y ~ x1, data = sh), "pgpr\\(\\) does not take data held by shards")
+  expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' is not available")
+  expect_error(sgpr(y ~ x1, data = sh, noise = ~ x1), "one starting variance")
+  expect_error(sgpr(y ~ x1, data = sh, cluster = cl), "'cluster' is not used")
+})
+
+test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the concatenated rows", {
+  skip_on_cran()
+  d <- shards_data(300)
+  set.seed(5)
+  f0 <- sgpr(y ~ x1 + x2, data = d)
+  o0 <- objective(f0)
+  for (ends in list(c(120, 300), c(100, 101, 300))) {
+    cl <- parallel::makeCluster(length(ends))
+    sh <- make_shards(cl, d, ends)
+    set.seed(5)
+    f1 <- sgpr(y ~ x1 + x2, data = sh)
+    # the same start, selection and schedule (the few rows are fitted here,
+    # as in one process), so the same parameters; the final bound is
+    # evaluated on the workers
+    expect_equal(f1$params, f0$params, tolerance = 1e-10)
+    expect_lt(abs(f1$bound - f0$bound), 1e-10 * abs(f0$bound))
+    expect_equal(nobs(f1), 300)
+    expect_equal(f1$upper_bound, f0$upper_bound, tolerance = 1e-10)
+    # bound and gradient at other parameters, evaluated on the workers
+    o1 <- objective(f1, cluster = sh)
+    expect_same_objective(o1, o0, o0$par + 0.1)
+    o1$release()
+    # predictions here, fitted values and residuals on the workers
+    nd <- d[c(3, 150, 290), ]
+    expect_equal(predict(f1, nd), predict(f0, nd), tolerance = 1e-10)
+    expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
+    expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+    parallel::stopCluster(cl)
+  }
+  expect_error(fitted(f1), "fitted\\(fit, cluster = sh\\)")
+  expect_error(predict(f1), "give 'newdata'")
+  expect_error(objective(f1), "objective\\(fit, cluster = sh\\)")
+  # what reads the rows says so
+  expect_error(plot(f1), "plot.*on the workers of its shards")
+  expect_error(reinit_inducing(f1), "reinit_inducing\\(\\) reads the rows")
+  expect_error(df.residual(f1), "df.residual\\(\\) reads the rows")
+  expect_error(residuals(f0, cluster = 1), "'cluster' in residuals\\(\\) is for fits on shards")
+})
+
+test_that("uneven shards (one empty, one of one row) fit on a subsample and then on all rows", {
+  skip_on_cran()
+  d <- shards_data(400, seed = 2)
+  cl <- parallel::makeCluster(3)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(399, 399, 400))
+  expect_equal(sh$n, c(399, 0, 1))
+  # the path of large data: a subsample of 200 rows, then all 400 on the workers
+  old <- options(sparsevgp.shards_subsample = 200L)
+  on.exit(options(old), add = TRUE)
+  set.seed(3)
+  f1 <- sgpr(y ~ x1 + x2, data = sh, inducing = 12)
+  expect_equal(names(f1$optim$stages)[length(f1$optim$stages)], "all_data")
+  expect_equal(f1$optim$subsample, 200L)
+  expect_equal(nrow(f1$params$Z), 12L)
+  # bound and gradient of one process on all rows at the fit's parameters
+  # and near them
+  f0 <- sgpr(y ~ x1 + x2, data = d, inducing = f1$params$Z, kernel = f1$kernel,
+             optimize = FALSE)
+  f0$params <- f1$params
+  o0 <- objective(f0)
+  o1 <- objective(f1, cluster = sh)
+  expect_same_objective(o1, o0, o0$par)
+  expect_same_objective(o1, o0, o0$par - 0.05)
+  expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
+  o1$release()
+  # the residuals computed on the workers are y minus the predictions here
+  expect_equal(residuals(f1, cluster = sh), unname(d$y - predict(f1, d)$mean),
+               tolerance = 1e-10)
+  # `.` stands for the workers' columns; the starting kernel (lengthscales
+  # from 400 evenly spaced rows, variance from var(y)) is one process's
+  f2 <- sgpr(y ~ ., data = sh, inducing = f1$params$Z, optimize = FALSE)
+  f3 <- sgpr(y ~ ., data = d, inducing = f1$params$Z, optimize = FALSE)
+  expect_identical(colnames(f2$x), c("x1", "x2"))
+  expect_equal(f2$params, f3$params, tolerance = 1e-12)
+  expect_equal(f2$bound, f3$bound, tolerance = 1e-10)
+})
+
+test_that("greedy selection in rounds over the workers is the greedy conditional variance selection of all rows", {
+  skip_on_cran()
+  d <- shards_data(200, seed = 4)
+  cl <- parallel::makeCluster(3)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(70, 71, 200))
+  h <- sparsevgp:::.shards_design(sh, y ~ x1 + x2)$h
+  on.exit(sparsevgp:::.cluster_release(h), add = TRUE, after = FALSE)
+  k <- kernel_rbf(lengthscale = c(0.8, 1.3), variance = 1.5)
+  set.seed(1)
+  Z <- sparsevgp:::.shards_greedy(h, k, list(M = 12L, threshold = NULL), 1, 2^30,
+                                  c("x1", "x2"))
+  X <- as.matrix(d[, 1:2])
+  idx <- vapply(seq_len(nrow(Z)), function(m) which(X[, 1] == Z[m, 1] & X[, 2] == Z[m, 2]), 1L)
+  # the dense route: each point has the largest conditional variance given
+  # the earlier ones
+  K <- 1.5 * exp(-0.5 * as.matrix(dist(sweep(X, 2, c(0.8, 1.3), "/")))^2)
+  for (m in seq_along(idx)) {
+    S <- idx[seq_len(m - 1L)]
+    cv <- if (m == 1L) diag(K) else
+      diag(K) - rowSums((K[, S, drop = FALSE] %*% solve(K[S, S])) * K[, S, drop = FALSE])
+    expect_lt(max(cv) - cv[idx[m]], 1e-10)
+  }
+  # one process's selection with the same first point (the RBF ties all
+  # rows at the start) and its tie-breaking order over the concatenated
+  # rows (with a lengthscale long enough that no two residual variances
+  # tie in double precision) is the same
+  k2 <- kernel_rbf(lengthscale = c(2.5, 3), variance = 1.5)
+  set.seed(2)
+  Z2 <- sparsevgp:::.shards_greedy(h, k2, list(M = 8L, threshold = NULL), 1, 2^30,
+                                   c("x1", "x2"))
+  i2 <- vapply(1:8, function(m) which(X[, 1] == Z2[m, 1] & X[, 2] == Z2[m, 2]), 1L)
+  s1 <- select_inducing(X, k2, M = 8, perm = c(i2[1], setdiff(seq_len(200), i2[1])))
+  expect_equal(s1$index, i2)
+  # a threshold on the trace: the shortest prefix below it, as in one process
+  tr <- sparsevgp:::.ffi_select_trace(k, X, rep(1, 200), Z, 1e-10, FALSE)$trace
+  set.seed(1)
+  Zt <- sparsevgp:::.shards_greedy(h, k, list(M = 12L, threshold = tr[8] * 1.0001), 1, 2^30,
+                                   c("x1", "x2"))
+  expect_equal(unname(Zt), unname(Z[1:8, ]))
+})
+
+test_that("factor levels present on one worker only are agreed before the inputs are built", {
+  skip_on_cran()
+  d <- shards_data(120, seed = 6)
+  d$g <- rep(c("a", "b", "c"), each = 40)
+  d$y <- d$y + c(a = 0, b = 1, c = -1)[d$g]
+  cl <- parallel::makeCluster(2)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(80, 120))   # "c" only on worker 2, "a" only on worker 1
+  Z <- model.matrix(~ x1 + g - 1, d)[seq(1, 120, by = 8), ]
+  f1 <- sgpr(y ~ x1 + g, data = sh, inducing = Z, optimize = FALSE)
+  f0 <- sgpr(y ~ x1 + g, data = d, inducing = Z, optimize = FALSE)
+  expect_equal(f1$xlevels, list(g = c("a", "b", "c")))
+  expect_equal(colnames(f1$x), colnames(f0$x))
+  expect_same_objective(objective(f1, cluster = sh), objective(f0), objective(f0)$par + 0.1)
+  # a variable numeric on one worker and text on another is refused
+  bad <- shards(cl, function(i) if (i == 1) data.frame(y = 1:3, g = c("a", "b", "a")) else
+    data.frame(y = 1:3, g = 1:3))
+  expect_error(sgpr(y ~ g, data = bad), "'g' is character and integer on different workers")
+  # terms whose coefficients come from each worker's rows are refused
+  expect_error(sgpr(y ~ poly(x1, 2), data = sh), "terms computed from the data")
+})
+
+test_that("the master keeps O(M^2 + M D) numbers of a fit on shards", {
+  skip_on_cran()
+  cl <- parallel::makeCluster(2)
+  on.exit(parallel::stopCluster(cl))
+  sizes <- vapply(c(200, 1600), function(N) {
+    d <- shards_data(N, seed = 7)
+    sh <- make_shards(cl, d, c(N / 2, N))
+    Z <- as.matrix(d[1:10, 1:2])
+    f <- sgpr(y ~ x1 + x2, data = sh, inducing = Z, optimize = FALSE)
+    expect_equal(nrow(f$x), 0L)
+    expect_length(f$y, 0L)
+    # no member longer than M^2 numbers
+    leaves <- unlist(rapply(unclass(f), length, how = "unlist"))
+    expect_lte(max(leaves), 10^2)
+    as.numeric(object.size(f))
+  }, 0)
+  # and its size does not grow with N
+  expect_lt(abs(diff(sizes)), 512)
+})
+
+test_that("a dead worker gives the classed cluster error, and the fit resumes on a new cluster", {
+  skip_on_cran()
+  d <- shards_data(300, seed = 8)
+  load <- function(i, d) d[if (i == 1) 1:150 else 151:300, ]
+  cl <- parallel::makeCluster(2)
+  sh <- shards(cl, load, d = d)
+  pids <- unlist(parallel::clusterCall(cl, Sys.getpid))
+  killed <- FALSE
+  # the worker dies during the stage on all rows, after the subsample's schedule
+  old <- options(sparsevgp.shards_subsample = 150L, sparsevgp.evaluation_hook = function(i) {
+    f <- dynGet("fit", ifnotfound = NULL)
+    if (!killed && !is.null(f$shards)) {
+      tools::pskill(pids[2])
+      Sys.sleep(0.5)
+      killed <<- TRUE
+    }
+  })
+  set.seed(9)
+  e <- tryCatch(sgpr(y ~ x1 + x2, data = sh, inducing = 10), error = function(e) e)
+  options(old)
+  try(parallel::stopCluster(cl), silent = TRUE)
+  expect_true(killed)
+  expect_s3_class(e, "sparsevgp_cluster_error")
+  expect_match(conditionMessage(e), "update\\(e\\$fit")
+  # the master stays usable, and the fit resumes from the subsample's parameters
+  expect_s3_class(e$fit, "sgpr")
+  expect_equal(nrow(e$fit$params$Z), 10L)
+  cl2 <- parallel::makeCluster(2)
+  on.exit(parallel::stopCluster(cl2))
+  sh2 <- shards(cl2, load, d = d)
+  old <- options(sparsevgp.shards_subsample = 150L)
+  on.exit(options(old), add = TRUE)
+  at <- update(e$fit, data = sh2, optimize = FALSE)
+  expect_equal(at$params, e$fit$params)
+  f <- update(e$fit, data = sh2)
+  expect_true(is.finite(f$bound))
+  expect_gt(f$bound, at$bound - 0.01 * abs(at$bound))
+  expect_equal(nobs(f), 300)
+  # a worker that lost its rows (restarted, say): the same error class
+  parallel::clusterCall(cl2[2], function(key) sparsevgp:::.shard_drop(key), sh2$key)
+  expect_error(sgpr(y ~ x1 + x2, data = sh2, inducing = 10),
+               "a worker holds no share of the data", class = "sparsevgp_cluster_error")
+  # a worker that is gone when the fit starts: the same error class
+  parallel::stopCluster(cl2)
+  on.exit(options(old))
+  expect_error(sgpr(y ~ x1 + x2, data = sh2, inducing = 10), class = "sparsevgp_cluster_error")
+})
