@@ -147,8 +147,8 @@
 #'   a tenth of the variance of \code{y}, the paper's 0.1 for standardised
 #'   data); Student-t: the starting squared scale.
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
-#'   it; by default 0 for the classifiers and \code{"constant"} for the
-#'   others.
+#'   it; by default 0 for several classes and \code{"constant"} for the
+#'   others (two classes included, as in \code{\link{svgp}()}).
 #' @param fixed names of parameters to hold at their starting values, as in
 #'   \code{\link{svgp}()}, plus \code{"O"} and \code{"a_gamma"} (and, for
 #'   \code{basis = "decoupled"}, \code{"a_beta"} and \code{"L_B"} in place of

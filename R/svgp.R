@@ -154,9 +154,12 @@
 #'   a tenth of the variance of \code{y}); Student-t: the starting squared
 #'   scale.
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
-#'   it. By default 0 for the classifiers (as in Passerello 2022) and
-#'   \code{"constant"} for the others (starting at the mean of \code{y}, its
-#'   median for Student-t, the log of its mean for Poisson).
+#'   it. By default 0 for several classes and \code{"constant"} for the
+#'   others (starting at the mean of \code{y}, its median for Student-t,
+#'   the log of its mean for Poisson, and for two classes the link of the
+#'   share of the second class, as \code{\link{pgpr}()} does: with
+#'   unbalanced classes a mean held at 0 pulls every prediction towards one
+#'   half). \code{mean = 0} holds it at 0, as in Passerello (2022).
 #' @param optimize_inducing if \code{TRUE} (the default, as in GPflow), the
 #'   inducing inputs are optimised with the other parameters; Passerello's
 #'   "SVGP K-means" baseline holds them at the k-means centres

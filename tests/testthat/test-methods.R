@@ -150,11 +150,12 @@ test_that("logLik's df counts the optimised hyperparameters, the same way in eve
   for (f in list(pgpr(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE),
                  pgpr(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE,
                       optimize_inducing = TRUE),
-                 svgp(dc$x, dc$y, inducing = Z, optimize = FALSE))) {
+                 svgp(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE))) {
     expect_equal(attr(logLik(f), "df"), 2L, label = class(f)[1L])
   }
-  # pgpr learns a constant mean by default: one more
+  # two-class classifiers learn a constant mean by default: one more
   expect_equal(attr(logLik(pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE)), "df"), 3L)
+  expect_equal(attr(logLik(svgp(dc$x, dc$y, inducing = Z, optimize = FALSE)), "df"), 3L)
   # the uncollapsed models on the same data count the same four: the
   # orthogonal inputs, q(u) and the decoupled bases' coefficients are
   # variational (issue 20: odvgp's df was 14-15 here)
