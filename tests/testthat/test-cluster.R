@@ -148,7 +148,9 @@ test_that("svgp on a cluster: full batch and minibatches equal one process", {
   a <- svgp(d$x, d$lab, inducing = 5)
   set.seed(4)
   b <- svgp(d$x, d$lab, inducing = 5, cluster = cl)
-  expect_equal(b$bound, a$bound, tolerance = 1e-10)
+  # (sums in another order: the optimiser amplifies their rounding along
+  # flat directions, here to about 2e-10 of the bound)
+  expect_equal(b$bound, a$bound, tolerance = 1e-9)
   expect_equal(b$optim$counts, a$optim$counts)
   # (flat directions: inducing inputs and q(u) move together)
   expect_equal(b$params, a$params, tolerance = 1e-6)

@@ -433,7 +433,7 @@ test_that("the PG bound is below the Bernoulli ELBO at the same q(u), with the s
     f <- pgpr_at(d, k, Z, c, jitter = 1e-8)
     if (is.null(c)) f <- sparsevgp:::.finish(sparsevgp:::.pgpr_update_c(f, 20L))
     qu <- posterior_inducing(f)
-    s <- svgp(d$x, d$y, kernel = k, inducing = Z, q_u = qu, optimize = FALSE,
+    s <- svgp(d$x, d$y, kernel = k, inducing = Z, q_u = qu, mean = 0, optimize = FALSE,
               control = list(jitter = 1e-8))
     expect_lt(f$bound, s$bound)
     # with the same q(u) both models predict the same latent distribution
@@ -454,7 +454,7 @@ test_that("PGPR and Bernoulli SVGP at the same q(u): the PG bound is lower and t
     pf <- predict(f, xs, full_cov = TRUE)
     for (w in c(TRUE, FALSE)) {
       s <- svgp(d$x, d$y, kernel = k, inducing = Z, q_u = posterior_inducing(f), whiten = w,
-                optimize = FALSE, control = list(jitter = 1e-8))
+                mean = 0, optimize = FALSE, control = list(jitter = 1e-8))
       expect_lt(f$bound, s$bound)
       ps <- predict(s, xs, full_cov = TRUE)
       expect_equal(ps$mean, pf$mean, tolerance = 1e-8)

@@ -49,7 +49,7 @@ test_that("the Bernoulli expectations equal numerical integration", {
   Z <- matrix(c(-1.5, -0.3, 0.8, 1.7))
   q <- random_q(4, seed = 3)
   k <- kernel_matern32(0.7, 2)
-  f <- set_q(svgp(d$x, y01, kernel = k, inducing = Z, optimize = FALSE,
+  f <- set_q(svgp(d$x, y01, kernel = k, inducing = Z, mean = 0, optimize = FALSE,
                   control = list(jitter = 0)), q)
   D <- dense_qf(k, d$x, Z, q)
   ypm <- 2 * y01 - 1
@@ -78,7 +78,8 @@ test_that("svgp fits: Bernoulli on banana and Gaussian towards the SGPR optimum"
   expect_false(any(grepl("^q_", rownames(s$parameters))))
   expect_output(print(s), "ell")
   expect_named(coef(fit), c("variance", "lengthscale", "mean"))
-  expect_equal(attr(logLik(fit), "df"), 2L)
+  # kernel variance, lengthscale and the learned constant mean
+  expect_equal(attr(logLik(fit), "df"), 3L)
   expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")))
   pdf(NULL)
   on.exit(grDevices::dev.off(), add = TRUE)
@@ -364,8 +365,8 @@ test_that("the probit likelihood: expectations by integration, exact predictive 
   Z <- matrix(c(-1.5, -0.3, 0.8, 1.7))
   q <- random_q(4, seed = 3)
   k <- kernel_matern32(0.7, 2)
-  f <- set_q(svgp(d$x, y01, kernel = k, inducing = Z, likelihood = "probit", optimize = FALSE,
-                  quadrature = 60, control = list(jitter = 0)), q)
+  f <- set_q(svgp(d$x, y01, kernel = k, inducing = Z, likelihood = "probit", mean = 0,
+                  optimize = FALSE, quadrature = 60, control = list(jitter = 0)), q)
   D <- dense_qf(k, d$x, Z, q)
   ell <- sum(vapply(seq_along(ypm), function(n) {
     integrate(function(t) pnorm(ypm[n] * t, log.p = TRUE) * dnorm(t, D$mu[n], sqrt(D$s2[n])),

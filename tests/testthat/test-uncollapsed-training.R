@@ -30,8 +30,8 @@ test_that("q(u) at its conditional optimum: the ELBO is stationary in q(u)", {
 
 test_that("inside training, the gradient in the kernel is that of the profile ELBO (envelope theorem)", {
   d <- circle_data(60)
-  f <- svgp(d$x, d$y, kernel = kernel_rbf(1, 4), inducing = d$x[1:8, ], optimize = FALSE,
-            optimize_inducing = FALSE)
+  f <- svgp(d$x, d$y, kernel = kernel_rbf(1, 4), inducing = d$x[1:8, ], mean = 0,
+            optimize = FALSE, optimize_inducing = FALSE)
   g <- sparsevgp:::.uc_inner(f, tol = 1e-12)
   profile <- function(lp) {
     p <- g$params
@@ -56,7 +56,7 @@ test_that("a flat start is refused: default classifiers find a clear signal", {
   d <- circle_data(150)
   set.seed(2)
   flat <- svgp(d$x, d$y, kernel = kernel_rbf(lengthscale = 10, variance = 1),
-               inducing = 10, optimize = FALSE)
+               inducing = 10, mean = 0, optimize = FALSE)
   p_flat <- predict(flat, type = "prob")
   expect_lt(max(abs(p_flat - 0.5)), 0.01)
   for (model in c("svgp", "odvgp")) {
