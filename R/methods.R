@@ -263,7 +263,20 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 }
 
 .bound_label <- function(x) {
-  if (inherits(x, "gpr")) "log marginal likelihood" else "ELBO (lower bound on log p(y))"
+  if (inherits(x, "gpr")) return("log marginal likelihood")
+  if (identical(.objective_type(x), "likelihood")) {
+    return("log likelihood of the VIF approximation (not a bound)")
+  }
+  "ELBO (lower bound on log p(y))"
+}
+
+# What a fit's objective (logLik(), fit$bound) is: "likelihood" for an
+# exact (gpr) or approximate-model (sgpr with neighbours) log likelihood,
+# "bound" for a variational lower bound on log p(y). Fits record it in
+# `objective_type`; comparisons across the two kinds say so.
+.objective_type <- function(x) {
+  if (inherits(x, "gpr")) return("likelihood")
+  if (is.null(x$objective_type)) "bound" else x$objective_type
 }
 
 .optim_status <- function(o) {
@@ -375,7 +388,35 @@ NULL
 #' @export
 logLik.sparsevgp <- function(object, ...) {
   structure(object$bound, df = .df_hyper(object), nobs = length(object$y),
-            class = "logLik")
+            objective = .objective_type(object), class = "logLik")
+}
+
+#' @rdname sparsevgp-methods
+#' @param k the penalty per parameter, as in \code{\link[stats]{AIC}}.
+#' @export
+AIC.sparsevgp <- function(object, ..., k = 2) {
+  .warn_objective_mix(list(object, ...))
+  NextMethod()
+}
+
+#' @rdname sparsevgp-methods
+#' @export
+BIC.sparsevgp <- function(object, ...) {
+  .warn_objective_mix(list(object, ...))
+  NextMethod()
+}
+
+# A warning when fits whose objectives are of different kinds (a lower
+# bound and a likelihood) are compared.
+.warn_objective_mix <- function(fits) {
+  types <- unique(vapply(fits, function(f) {
+    if (inherits(f, "sparsevgp")) .objective_type(f) else "likelihood"
+  }, ""))
+  if (length(types) > 1L) {
+    warning("these fits report objectives of different kinds: a lower bound on log p(y) (the ELBO of the sparse variational models) and a log likelihood (gpr(), or of the approximate model of sgpr() with neighbours). The bound is below the log likelihood of its own model, so the comparison favours the likelihoods",
+            call. = FALSE)
+  }
+  invisible()
 }
 
 # The number of free hyperparameters (see ?"sparsevgp-methods"): every
@@ -400,6 +441,7 @@ df.residual.sparsevgp <- function(object, ...) {
   if (is.null(edf)) {
     stop(sprintf("df.residual() is not defined for %s fits: %s", class(object)[1L],
                  if (!is.null(object$labels)) "the fitted probabilities of a classifier are not a linear smoother of the labels" else
+                   if (!is.null(object$neighbours)) "the trace of the smoother matrix of a model with neighbours (the Vecchia residual) is not computed" else
                    "q(u) is optimised numerically, so the fitted values are not a linear smoother of y (sgpr() fits the same model with the optimal q(u) and has one)"),
          call. = FALSE)
   }

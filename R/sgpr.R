@@ -171,7 +171,8 @@ sgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, weights = NULL, offset = NULL, cluster = NULL, ...) {
+                         start = NULL, weights = NULL, offset = NULL, cluster = NULL,
+                         neighbours = 0, ...) {
   call <- .model_call(match.call(), "sgpr")
   data <- .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
@@ -186,7 +187,13 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (missing(inducing)) inducing <- start$params$Z
   }
+  nbr <- .check_neighbours(neighbours, nrow(x))
   spec <- .inducing_spec(inducing, M, threshold, x, auto_kl = .auto_kl)
+  # with neighbours, the automatic M keeps one evaluation within the same
+  # budget (R/vif.R)
+  if (isTRUE(spec$auto) && isTRUE(nbr$K > 0L)) {
+    spec$M <- min(spec$M, .vif_max_inducing(nrow(x), nbr$K))
+  }
   st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
                            control$schedule != "joint")
   kernel <- st$kernel
@@ -212,6 +219,11 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                  selection = spec[intersect(names(spec),
                                                             c("method", "M", "threshold", "auto"))]),
                             wo))
+  # with neighbours: the Vecchia residual of R/vif.R
+  if (isTRUE(nbr$K > 0L)) {
+    fit <- .vif_setup(fit, nbr$K)
+    return(.vif_cluster_fit(fit, optimize, cluster))
+  }
   # with a cluster the data go to the workers once (R/cluster.R)
   .cluster_fit(fit, optimize, cluster, .shard_gaussian(fit))
 }
@@ -223,6 +235,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # parameter block on the unconstrained scale.
 #' @export
 .evaluate.sgpr <- function(fit, params, grad = TRUE, ...) {
+  if (.has_neighbours(fit)) return(.vif_evaluate(fit, params, grad))
   if (is.null(fit$cluster)) {
     lambda <- .noise_lambda(fit, params)
     ytil <- fit$y - params$mean
@@ -246,6 +259,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 #' @export
 .predict_latent.sgpr <- function(fit, xnew, full_cov) {
+  if (.has_neighbours(fit)) return(.vif_predict(fit, xnew, full_cov))
   .collapsed_predict(fit, fit$params$Z, xnew, full_cov)
 }
 
@@ -270,6 +284,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 #' @export
 .report.sgpr <- function(fit) {
+  if (.has_neighbours(fit)) return(.vif_report(fit))
   U <- .sgpr_upper_bound(fit)
   fit$upper_bound <- U
   fit$summary_extra <- list(

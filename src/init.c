@@ -24,8 +24,15 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_grad_diag, 3),
     CALLDEF(ffi_kern_grad_given, 6),
     CALLDEF(ffi_kern_grad_threads, 7),
+    CALLDEF(ffi_kern_local, 3),
+    CALLDEF(ffi_kern_local_cross, 3),
+    CALLDEF(ffi_kern_local_grad, 5),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
+    CALLDEF(ffi_nb_ordered, 2),
+    CALLDEF(ffi_nb_query, 3),
+    CALLDEF(ffi_nb_select, 5),
+    CALLDEF(ffi_nb_spatial_order, 1),
     CALLDEF(ffi_pg_kl, 1),
     CALLDEF(ffi_pg_log_cosh, 1),
     CALLDEF(ffi_pg_theta, 1),
@@ -34,6 +41,10 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_sel_trace, 6),
     CALLDEF(ffi_svgp_elbo, 7),
     CALLDEF(ffi_svgp_ell, 3),
+    CALLDEF(ffi_vf_adjoints, 8),
+    CALLDEF(ffi_vf_predict, 9),
+    CALLDEF(ffi_vf_stats, 6),
+    CALLDEF(ffi_vf_value, 5),
     {NULL, NULL, 0}
 };
 

@@ -102,6 +102,13 @@ static inline double k_and_h(spv_family fam, double var, double r2, double *h)
     return NA_REAL;
 }
 
+/* k(r) and h(r) = (dk/dr) / r of the kernel k at squared scaled distance r2
+ * (for the workers of other files, such as kernel_local.c). */
+double kern_value_h(const spv_kernel *k, double r2, double *h)
+{
+    return k_and_h(k->family, k->variance, r2, h);
+}
+
 /* k(r) for a whole column of squared distances, in place: one loop per
  * family so that the family is not re-tested for every entry. */
 static void k_of_r2_column(spv_family fam, double var, double *c, size_t n)
@@ -183,6 +190,13 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
         return -(5.0 / 3.0) * (1.0 + r) * kv / (1.0 + r + r * r / 3.0);
     }
     return NA_REAL;
+}
+
+/* h(r) of the kernel k from its value kv at squared scaled distance r2
+ * (no exponential; for kernel_local.c). */
+double kern_h_given(const spv_kernel *k, double kv, double r2)
+{
+    return h_from_k(k->family, kv, r2);
 }
 
 /* Contraction for a cross-covariance K(A, B) (nA x nB, e.g. Kuf) through

@@ -1,0 +1,416 @@
+# sgpr(neighbours = K): the inducing-point model plus a Vecchia
+# approximation of the residual process, the Vecchia-inducing-points
+# full-scale approximation (VIF) of Gyger, Furrer and Sigrist (2025).
+#
+#   y = m + f_global + r + noise,  f_global the inducing-point (Nystrom)
+#   part of the GP, r + noise with covariance R = Kff - Qff + Lambda,
+#   approximated by Vecchia's product of conditionals: each point given its
+#   K neighbours (R/neighbours.R).
+#
+# The objective is the exact log likelihood of this approximate prior,
+# log N(y; m, Qff + R~), by the Woodbury identity with the sparse Vecchia
+# precision R~^-1 = B'D^-1 B; the maths, with the hand-derived adjoints, is
+# in the header of src/vecchia.c. As for the collapsed bound, the
+# likelihood reads the kernel blocks K(Z, Z), K(Z, X) and (here) the local
+# blocks K(S_i, S_i) of each point and its neighbours, and returns their
+# adjoints; .contract() and .kern_grad_local() turn them into gradients.
+#
+# It is a sum over points of M x M statistics, so it is computed over
+# blocks of rows: a block owns a run of rows (in the spatial order of
+# R/neighbours.R, so that a block and its neighbours are close) and holds
+# their neighbours besides (its halo). The blocks of one process are the
+# chunks of control$memory; the shards of a cluster are blocks too, and a
+# worker cuts its shard into chunks in the same way. Pass 1 sums the
+# blocks' statistics; the M x M step gives the value; pass 2 sums the
+# blocks' contracted gradients, M x M adjoint pieces and per-point adjoints.
+# Memory: the neighbour index (N K integers), M^2, and per chunk its rows
+# and halo times M plus its local blocks.
+
+# ---- setting up ----------------------------------------------------------------
+
+# The fit with neighbour sets: `neighbours` holds the structure of
+# R/neighbours.R (chosen here at the starting values), the objective is a
+# likelihood, and the label says so.
+.vif_setup <- function(fit, K) {
+  fit$neighbours <- .nb_new(nrow(fit$x), K)
+  fit$neighbours <- .nb_choose(fit, fit$params)
+  fit$objective_type <- "likelihood"
+  fit$model <- sub("^Sparse GP regression \\(SGPR\\)",
+                   sprintf("Sparse GP regression with a Vecchia residual (VIF, K = %d neighbours)", K),
+                   fit$model)
+  fit
+}
+
+.has_neighbours <- function(fit) !is.null(fit$neighbours)
+
+# Rows per chunk for M inducing inputs and K neighbours within `memory`
+# bytes: a chunk holds its Kuf, features and their adjoint (about four
+# rows x M doubles, and as much again for its halo) and its local kernel
+# blocks with their adjoint (2 (K+1)^2 doubles per row).
+.vif_rows <- function(memory, M, K) {
+  max(1, floor(.check_memory(memory) / (8 * (8 * max(1, M) + 2 * (K + 1)^2))))
+}
+
+# The most inducing inputs an automatic choice takes with K neighbours: as
+# .auto_max_inducing(), so that one evaluation costs about 3e8
+# multiplications, now N (M^2 + 1.5 M (K+1)^2) (the local Gram matrices and
+# their use), and at least 30.
+.vif_max_inducing <- function(N, K) {
+  b <- 3e8 / N
+  c1 <- 1.5 * (K + 1)^2
+  as.integer(min(N, max(30, floor((-c1 + sqrt(c1^2 + 4 * b)) / 2))))
+}
+
+# ---- the likelihood over blocks ------------------------------------------------
+
+# A space of rows over which the passes run: its inputs (nu x D), the
+# neighbour index of its first no rows (K x no, rows of the space), their
+# spatial order, and nu.
+.vif_space <- function(fit) {
+  nb <- fit$neighbours
+  list(x = fit$x, index = nb$index, spatial = nb$spatial)
+}
+
+# Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
+# sums, n)), and `held`, the kernel matrices of a single block (reused by
+# pass 2).
+.vif_pass1 <- function(k, Z, L, sp, lambda, ytil, rows) {
+  blocks <- .nb_blocks(sp$index, sp$spatial, rows, nrow(sp$x))
+  s <- NULL
+  held <- NULL
+  for (b in blocks) {
+    xb <- if (length(blocks) == 1L && identical(b$U, seq_len(nrow(sp$x)))) sp$x else
+      sp$x[b$U, , drop = FALSE]
+    Kuf <- .ffi_kern_matrix(k, Z, xb)
+    Kloc <- .kern_local(k, xb, b$nbl)
+    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U])
+    s <- if (is.null(s)) sb else .stream_add(s, sb)
+    if (length(blocks) == 1L) held <- list(block = b, x = xb, Kuf = Kuf, Kloc = Kloc)
+  }
+  list(stats = s, held = held, blocks = blocks)
+}
+
+# Pass 2: the contracted gradient of the blocks' Kuf and local blocks
+# (list(variance, lengthscale, W)), the per-row adjoints glambda and gytil
+# of the space, and sum Abar A' (M x M).
+.vif_pass2 <- function(k, Z, L, v, sp, lambda, ytil, p1, want_W) {
+  nu <- nrow(sp$x)
+  glambda <- gytil <- numeric(nu)
+  gk <- NULL
+  AA <- 0
+  for (b in p1$blocks) {
+    if (!is.null(p1$held)) {
+      xb <- p1$held$x
+      Kuf <- p1$held$Kuf
+      Kloc <- p1$held$Kloc
+    } else {
+      xb <- sp$x[b$U, , drop = FALSE]
+      Kuf <- .ffi_kern_matrix(k, Z, xb)
+      Kloc <- .kern_local(k, xb, b$nbl)
+    }
+    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U])
+    g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
+                   want_W = want_W)
+    th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,
+                                                 if (!.is_combo(k)) Kloc))
+    g$variance <- g$variance + th$variance
+    g$lengthscale <- g$lengthscale + th$lengthscale
+    gk <- if (is.null(gk)) g else .stream_add(gk, g)
+    glambda[b$U] <- glambda[b$U] + a$glambda
+    gytil[b$U] <- gytil[b$U] + a$gytil
+    AA <- AA + a$AbarA
+  }
+  list(gk = gk, glambda = glambda, gytil = gytil, AA = AA)
+}
+
+# dF/dKuu = -1/2 L^-T sym(Abar A') L^-1 (src/vecchia.c).
+.vif_guu <- function(L, AA) {
+  Li <- forwardsolve(L, diag(nrow(L)))
+  -0.25 * crossprod(Li, (AA + t(AA)) %*% Li)
+}
+
+# The VIF log likelihood at `params` with, for grad = TRUE, its gradient
+# blocks: the result of .evaluate() (R/protocol.R).
+.vif_evaluate <- function(fit, params, grad = TRUE) {
+  if (!is.null(fit$cluster)) {
+    b <- .vif_cluster_bound(fit, params, grad)
+  } else {
+    k <- .kernel_at(fit$kernel, params)
+    Z <- params$Z
+    lambda <- .noise_lambda(fit, params)
+    ytil <- fit$y - params$mean
+    Kuu <- .ffi_kern_matrix(k, Z)
+    ch <- .stream_chol(Kuu, fit$control)
+    sp <- .vif_space(fit)
+    rows <- .vif_rows(fit$control$memory, nrow(Z), fit$neighbours$K)
+    p1 <- .vif_pass1(k, Z, ch$L, sp, lambda, ytil, rows)
+    v <- .ffi_vf_value(p1$stats, length(ytil), grad)
+    b <- list(v = v, L = ch$L, jitter = ch$jitter, Kuu = Kuu)
+    if (grad) {
+      want_W <- .any_free(fit, "Z")
+      p2 <- .vif_pass2(k, Z, ch$L, v, sp, lambda, ytil, p1, want_W)
+      gk <- .stream_add(.stream_contract_uu(k, fit$x, Z, .vif_guu(ch$L, p2$AA), ch$jitter,
+                                            want_W), p2$gk)
+      b$gk <- gk
+      b$gytil <- sum(p2$gytil)
+      b$noise_grad <- .noise_grad(fit, params, p2$glambda, lambda)
+    }
+  }
+  v <- b$v
+  N <- length(fit$y)
+  out <- list(value = v$bound,
+              terms = c(fit = v$fit, logdet = v$logdet, constant = -0.5 * N * log(2 * pi)),
+              jitter = b$jitter, jitter_scale = mean(diag(b$Kuu)),
+              posterior = list(L = b$L, LB = v$LB, v = v$v))
+  if (grad) {
+    g <- c(list(variance = b$gk$variance, lengthscale = b$gk$lengthscale, mean = -b$gytil,
+                Z = b$gk$W), b$noise_grad)
+    out$grad <- g[names(params)]
+  }
+  out
+}
+
+# ---- prediction ------------------------------------------------------------------
+
+# The latent predictive distribution at the rows of xnew: the global part
+# and the residual conditioned on the K training points most correlated
+# with each new point under the residual process (chosen among its 2K
+# nearest, as in training), src/vecchia.c. Cost O(M^2 + M K^2 + K^3) per
+# point, in spatially ordered blocks of 1000 rows (a block's candidates
+# overlap). With full_cov, the covariance C' Bm^-1 C + diag(d): the local
+# residuals of distinct new points are independent given the data.
+.vif_predict <- function(fit, xnew, full_cov) {
+  params <- fit$params
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  post <- fit$posterior
+  L <- post$L
+  M <- nrow(Z)
+  vt <- drop(backsolve(t(post$LB), post$v))
+  Binv <- chol2inv(t(post$LB))
+  x <- fit$x
+  N <- nrow(x)
+  K <- fit$neighbours$K
+  lambda <- .noise_lambda(fit, params)
+  ytil <- fit$y - params$mean
+  n <- nrow(xnew)
+  mean <- var <- numeric(n)
+  C <- if (full_cov) matrix(0, M, n)
+  dd <- if (full_cov) numeric(n)
+  ls <- .nb_lengthscales(k, ncol(x))
+  xs <- .nb_scaled(x, ls)
+  xsn <- .nb_scaled(xnew, ls)
+  Kc <- min(N, max(K, .nb_candidate_factor * K))
+  cand_all <- if (K > 0L) .ffi_nb_query(xs, xsn, Kc)
+  ord <- if (n > 1L) .ffi_nb_spatial_order(xsn) else 1L
+  for (r in .row_blocks(n)) {
+    rr <- ord[r]
+    nbn <- length(rr)
+    xb <- xnew[rr, , drop = FALSE]
+    if (K > 0L) {
+      cand <- cand_all[, rr, drop = FALSE]
+      tr <- unique(as.vector(cand))
+      U <- c(-seq_len(nbn), tr)
+      xU <- rbind(xb, x[tr, , drop = FALSE])
+      candl <- matrix(nbn + match(cand, tr), nrow(cand))
+      Kuf <- .ffi_kern_matrix(k, Z, xU)
+      if (Kc > K) {
+        A <- forwardsolve(L, Kuf)
+        kd <- .ffi_kern_diag(k, xU)
+        rres <- pmax(kd - colSums(A^2), 1e-12 * kd)
+        nbl <- .ffi_nb_select(A, rres, .kern_local_cross(k, xU, candl), candl, K)
+      } else {
+        nbl <- candl
+      }
+      lam <- c(numeric(nbn), lambda[tr])
+      yt <- c(numeric(nbn), ytil[tr])
+    } else {
+      xU <- xb
+      Kuf <- .ffi_kern_matrix(k, Z, xU)
+      nbl <- matrix(0L, 0L, nbn)
+      lam <- yt <- numeric(nbn)
+    }
+    storage.mode(nbl) <- "integer"
+    Kloc <- .kern_local(k, xU, nbl)
+    p <- .ffi_vf_predict(L, Binv, vt, Kuf, Kloc, nbl, lam, yt, full_cov)
+    mean[rr] <- p$mean + params$mean
+    var[rr] <- p$var
+    if (full_cov) {
+      C[, rr] <- p$C
+      dd[rr] <- p$d
+    }
+  }
+  if (full_cov) {
+    cov <- crossprod(C, Binv %*% C)
+    diag(cov) <- diag(cov) + dd
+    return(list(mean = mean, cov = cov))
+  }
+  list(mean = mean, var = var)
+}
+
+# ---- training ----------------------------------------------------------------------
+
+# The fit of sgpr(neighbours = K): L-BFGS-B runs over all free parameters
+# with the neighbour sets held, chosen anew between runs by the rule of
+# R/neighbours.R; with more than .train_subsample observations, first on a
+# random subsample (with its own neighbour sets), then the kernel, noise
+# and mean on all the data with the inducing inputs held. The report adds
+# the runs as stages.
+.train_vif <- function(fit) {
+  start <- proc.time()[["elapsed"]]
+  N <- nrow(fit$x)
+  reports <- list()
+  if (N > .train_subsample) {
+    rows <- sort(sample.int(N, .train_subsample))
+    sub <- .subsample_fit(fit, rows)
+    sub$neighbours <- .nb_subset(fit$neighbours, rows)
+    sub$neighbours <- .nb_choose(sub, sub$params)
+    sub <- .train_vif(sub)
+    reports$subsample <- sub$optim
+    fit$params <- sub$params
+    if (isTRUE(sub$optim$interrupted)) {
+      fit$neighbours <- .nb_choose(fit, fit$params)
+      fit$optim <- .stage_report(sub$optim, reports)
+      fit$time <- proc.time()[["elapsed"]] - start
+      return(fit)
+    }
+    fit <- .vif_refresh(fit, force = TRUE)
+    fit$fixed[grepl("^Z\\[", names(fit$fixed))] <- TRUE
+  }
+  for (round in 0:.nb_refresh_rounds) {
+    fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
+      sprintf("neighbours chosen anew (%d)", round))
+    reports[[sprintf("run_%d", round)]] <- fit$optim
+    if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break
+    if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
+    fit <- .vif_refresh(fit, force = TRUE)
+  }
+  fit$fixed <- .fixed_from_spec(fit)
+  fit$optim <- .stage_report(fit$optim, reports)
+  fit$optim$neighbour_rounds <- round
+  if (N > .train_subsample) fit$optim$subsample <- .train_subsample
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit
+}
+
+# Choose the neighbour sets anew at the fit's parameters (when stale, or
+# with force); on a cluster the shards follow them.
+.vif_refresh <- function(fit, force = FALSE) {
+  if (!force && !.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) return(fit)
+  fit$neighbours <- .nb_choose(fit, fit$params)
+  if (!is.null(fit$cluster)) fit <- .vif_cluster_reshard(fit)
+  fit
+}
+
+# ---- what summary() reports ---------------------------------------------------------
+
+.vif_report <- function(fit) {
+  nb <- fit$neighbours
+  fit$summary_extra <- list(
+    "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
+    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points (random order)",
+                           nb$K, nb$candidates))
+  if (isTRUE(fit$selection$auto)) {
+    fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
+      "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",
+      nrow(fit$params$Z), .auto_kl, fit$selection$M)
+  }
+  fit
+}
+
+# ---- on a cluster -----------------------------------------------------------------
+
+# The shares of the workers: one block each (a run of the spatial order
+# and its halo), with the rows' data, noise model and local neighbour
+# index.
+.vif_shares <- function(fit, parts) {
+  nb <- fit$neighbours
+  memory <- fit$control$memory
+  lapply(parts, function(r) {
+    b <- .nb_block(nb$index, nb$spatial[r])
+    s <- .subsample_fit(fit, b$U)
+    list(model = "vif", x = s$x, y = s$y, noise_model = s$noise_model, memory = memory,
+         K = nb$K, index = b$nbl, spatial = seq_len(b$no))
+  })
+}
+
+# Send the shares to the workers of fit$cluster (after a refresh of the
+# neighbour sets, the old ones are dropped first).
+.vif_cluster_reshard <- function(fit) {
+  h <- fit$cluster
+  .cluster_release(h)
+  parts <- .cluster_parts(nrow(fit$x), length(h$cl))
+  shares <- .vif_shares(fit, parts)
+  tryCatch(parallel::clusterApply(h$cl, shares, .shard_store, key = h$key),
+           error = function(e) {
+             .cluster_fail(sprintf("the data could not be sent to the workers (%s)",
+                                   conditionMessage(e)))
+           })
+  h$n <- lengths(parts)
+  fit$cluster <- h
+  fit
+}
+
+# The tail of sgpr() with neighbours and a cluster: the shares go to the
+# workers, the model is fitted, the shares are dropped.
+.vif_cluster_fit <- function(fit, optimize, cluster) {
+  if (is.null(cluster)) return(.build_or_fit(fit, optimize))
+  cl <- .cluster_open(cluster, nrow(fit$x))
+  fit$cluster <- list(cl = cl, key = .shard_key(), n = integer())
+  on.exit(.cluster_release(fit$cluster), add = TRUE)
+  fit <- .vif_cluster_reshard(fit)
+  h <- fit$cluster
+  on.exit(.cluster_release(h), add = TRUE)
+  fit <- .build_or_fit(fit, optimize)
+  if (!is.null(fit$cluster)) .cluster_release(fit$cluster)
+  fit$cluster <- NULL
+  fit
+}
+
+# On a worker: one pass of the VIF likelihood over its share (R/vif.R).
+# Pass 1 returns the statistics; pass 2 the contracted gradient pieces,
+# sum Abar A', and the per-row adjoints reduced here: sum(gytil) and the
+# noise gradient.
+.shard_vif <- function(s, a, each = NULL) {
+  lambda <- .noise_lambda(s, a$params)
+  ytil <- s$y - a$params$mean
+  rows <- .vif_rows(s$memory, nrow(a$Z), s$K)
+  p1 <- .vif_pass1(a$k, a$Z, a$L, s, lambda, ytil, rows)
+  if (a$pass == 1L) return(p1$stats)
+  p2 <- .vif_pass2(a$k, a$Z, a$L, a$v, s, lambda, ytil, p1, a$want_W)
+  list(gk = p2$gk, AA = p2$AA, gytil = sum(p2$gytil),
+       noise = .noise_grad(s, a$params, p2$glambda, lambda))
+}
+
+# The VIF likelihood on the workers of fit$cluster: what .vif_evaluate()
+# reads (v, L, jitter, Kuu and, with grad, gk, gytil, noise_grad). Pass 2
+# recomputes the workers' pass 1 (the factors of their blocks are not kept
+# between calls).
+.vif_cluster_bound <- function(fit, params, grad) {
+  h <- fit$cluster
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  Kuu <- .ffi_kern_matrix(k, Z)
+  ch <- .stream_chol(Kuu, fit$control)
+  a <- list(k = k, Z = Z, L = ch$L, params = params, pass = 1L)
+  s <- Reduce(.stream_add, .cluster_call(h, ".shard_vif", a))
+  N <- nrow(fit$x)
+  if (!isTRUE(all.equal(s$n, N))) {
+    .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, N))
+  }
+  v <- .ffi_vf_value(s, N, grad)
+  b <- list(v = v, L = ch$L, jitter = ch$jitter, Kuu = Kuu)
+  if (grad) {
+    a$v <- v[c("Binv", "vt")]
+    a$want_W <- .any_free(fit, "Z")
+    a$pass <- 2L
+    r <- .cluster_call(h, ".shard_vif", a)
+    sum_of <- function(nm) Reduce(`+`, lapply(r, `[[`, nm))
+    b$gk <- .stream_add(.stream_contract_uu(k, fit$x, Z, .vif_guu(ch$L, sum_of("AA")), ch$jitter,
+                                            a$want_W), Reduce(.stream_add, lapply(r, `[[`, "gk")))
+    b$gytil <- sum_of("gytil")
+    nz <- lapply(r, `[[`, "noise")
+    b$noise_grad <- if (length(nz[[1L]])) Reduce(.stream_add, nz) else list()
+  }
+  b
+}
