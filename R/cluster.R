@@ -338,6 +338,11 @@
   a <- unclass(object)[intersect(c("kernel", "params", "posterior", "whiten", "likelihood"),
                                  names(object))]
   if (inherits(object, "gpr")) a$x <- object$x
+  # sgpr with neighbours conditions on the training data near each point
+  if (!is.null(object$neighbours)) {
+    a[c("x", "y", "noise_model")] <- unclass(object)[c("x", "y", "noise_model")]
+    a$neighbours <- list(K = object$neighbours$K)
+  }
   class(a) <- class(object)
   each <- lapply(.cluster_parts(nrow(xnew), length(cl)), function(r) xnew[r, , drop = FALSE])
   r <- .cluster_call(list(cl = cl, key = NULL), ".shard_predict", a, each)

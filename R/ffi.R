@@ -214,9 +214,10 @@
   .Call(ffi_kern_local_grad, .ffi_kernel(kernel), x, nbl, G, Kloc)
 }
 
-# Pass 1 of the VIF likelihood over one block: list(BB, w, sums, n).
-.ffi_vf_stats <- function(L, Kuf, Kloc, nbl, lambda, ytil) {
-  .Call(ffi_vf_stats, L, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil))
+# Pass 1 of the VIF likelihood over one block: list(BB, w, sums, n, recs);
+# with keep = TRUE, recs holds the points' local regressions for pass 2.
+.ffi_vf_stats <- function(L, Kuf, Kloc, nbl, lambda, ytil, keep = FALSE) {
+  .Call(ffi_vf_stats, L, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil), keep)
 }
 
 # The VIF log likelihood from the summed statistics: list(bound, logdet,
@@ -225,9 +226,11 @@
   .Call(ffi_vf_value, s$BB, s$w, s$sums, as.double(N), grad)
 }
 
-# Pass 2 over one block: list(Guf, Gloc, glambda, gytil, AbarA).
-.ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil) {
-  .Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil))
+# Pass 2 over one block: list(Guf, Gloc, glambda, gytil, AbarA); recs: the
+# records of pass 1 (or NULL).
+.ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL) {
+  .Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil),
+        recs)
 }
 
 # The VIF predictive at the first ncol(nbl) points of a block:

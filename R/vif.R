@@ -83,9 +83,11 @@
       sp$x[b$U, , drop = FALSE]
     Kuf <- .ffi_kern_matrix(k, Z, xb)
     Kloc <- .kern_local(k, xb, b$nbl)
-    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U])
+    one <- length(blocks) == 1L
+    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U], keep = one)
+    if (one) held <- list(block = b, x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
+    sb$recs <- NULL
     s <- if (is.null(s)) sb else .stream_add(s, sb)
-    if (length(blocks) == 1L) held <- list(block = b, x = xb, Kuf = Kuf, Kloc = Kloc)
   }
   list(stats = s, held = held, blocks = blocks)
 }
@@ -99,16 +101,18 @@
   gk <- NULL
   AA <- 0
   for (b in p1$blocks) {
+    recs <- NULL
     if (!is.null(p1$held)) {
       xb <- p1$held$x
       Kuf <- p1$held$Kuf
       Kloc <- p1$held$Kloc
+      recs <- p1$held$recs
     } else {
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
       Kloc <- .kern_local(k, xb, b$nbl)
     }
-    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U])
+    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U], recs)
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)
     th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,

@@ -53,11 +53,11 @@ SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q, SEXP lik,
                    SEXP opts, SEXP grad);
 SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik);
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
-                     SEXP nbl, SEXP lambda, SEXP ytil);
+                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs);
 SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP full);
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
-                  SEXP ytil);
+                  SEXP ytil, SEXP keep);
 SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad);
 
 #endif

@@ -41,9 +41,9 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_sel_trace, 6),
     CALLDEF(ffi_svgp_elbo, 7),
     CALLDEF(ffi_svgp_ell, 3),
-    CALLDEF(ffi_vf_adjoints, 8),
+    CALLDEF(ffi_vf_adjoints, 9),
     CALLDEF(ffi_vf_predict, 9),
-    CALLDEF(ffi_vf_stats, 6),
+    CALLDEF(ffi_vf_stats, 7),
     CALLDEF(ffi_vf_value, 5),
     {NULL, NULL, 0}
 };

@@ -20,6 +20,7 @@
 #include <R.h>
 #include <Rinternals.h>
 #include "spv.h"
+#include "kernel_math.h"
 
 /* S = (neighbours of c, c) as 0-based local indices; returns |N(c)|. */
 static int kl_set(const int *nbl, int K, int c, int *S)
@@ -34,20 +35,12 @@ static int kl_set(const int *nbl, int K, int c, int *S)
     return k;
 }
 
-static inline double kl_d2(const double *a, const double *b, int D)
-{
-    double s = 0.0;
-    for (int d = 0; d < D; d++) {
-        const double t = a[d] - b[d];
-        s += t * t;
-    }
-    return s;
-}
-
 void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
                 int no, double *Kloc)
 {
     const int D = k->D, K1 = K + 1;
+    const spv_family fam = k->family;
+    const double var = k->variance;
     int *S = (int *) R_alloc((size_t) K1, sizeof(int));
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
@@ -59,7 +52,7 @@ void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
             B[q + (size_t) K1 * q] = k->variance;
             for (int p = q + 1; p <= kc; p++) {
                 double h;
-                const double v = kern_value_h(k, kl_d2(xs + (size_t) D * S[p], xq, D), &h);
+                const double v = k_and_h(fam, var, sqdist(xs + (size_t) D * S[p], xq, D), &h);
                 B[p + (size_t) K1 * q] = v;
                 B[q + (size_t) K1 * p] = v;
             }
@@ -72,6 +65,8 @@ void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
                      double *dtheta)
 {
     const int D = k->D, K1 = K + 1, ard = k->nls > 1;
+    const spv_family fam = k->family;
+    const double var = k->variance;
     int *S = (int *) R_alloc((size_t) K1, sizeof(int));
     double *dls = (double *) R_alloc((size_t) k->nls, sizeof(double));
     memset(dls, 0, (size_t) k->nls * sizeof(double));
@@ -88,13 +83,13 @@ void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
                 const double g = Gc[p + (size_t) K1 * q] + Gc[q + (size_t) K1 * p];
                 if (g == 0.0) continue;
                 const double *xp = xs + (size_t) D * S[p];
-                const double r2 = kl_d2(xp, xq, D);
+                const double r2 = sqdist(xp, xq, D);
                 double h, v;
                 if (Kc) {
                     v = Kc[p + (size_t) K1 * q];
-                    h = kern_h_given(k, v, r2);
+                    h = h_from_k(fam, v, r2);
                 } else {
-                    v = kern_value_h(k, r2, &h);
+                    v = k_and_h(fam, var, r2, &h);
                 }
                 dvar += g * v;
                 if (h == 0.0) continue;
@@ -190,7 +185,7 @@ SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand)
                 error("'cand' must hold row numbers in 0..%d", nu);
             double h;
             o[(size_t) Kc * c + j] = v == 0 ? 0.0 :
-                kern_value_h(&k, kl_d2(xs + (size_t) D * c, xs + (size_t) D * (v - 1), D), &h);
+                k_and_h(k.family, k.variance, sqdist(xs + (size_t) D * c, xs + (size_t) D * (v - 1), D), &h);
         }
     }
     UNPROTECT(1);

@@ -45,11 +45,6 @@ void kern_overflow_error(const spv_kernel *k);
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
             const double *Bs, size_t nB, double *K);
 
-/* k and h = (dk/dr) / r at squared scaled distance r2 (kernels.c). */
-double kern_value_h(const spv_kernel *k, double r2, double *h);
-/* h = (dk/dr) / r from the kernel's value kv at r2 (kernels.c). */
-double kern_h_given(const spv_kernel *k, double kv, double r2);
-
 /* Local blocks of the kernel matrix for the Vecchia approximation
  * (kernel_local.c): xs holds nu points scaled by kern_scale_points (D x nu),
  * nbl the K x no local neighbour indices (1-based, 0 = none, packed first)

@@ -86,65 +86,120 @@ typedef struct {
     const int *nbl;
 } vf_block;
 
-/* One point's local regression: S, the gathered features W = A_S
- * (M x (K+1)), the factor of G in the leading k x k of R (ld K+1),
- * t = (-b, 1), c, d and e. */
-typedef struct {
-    int k;
-    int *S;
-    double *W, *R, *t, *c;
-    double d, e;
-} vf_point;
-
-static void vf_point_alloc(vf_point *p, int M, int K)
+/* A point's record between the passes: t = (-b, 1) (K+1), d, and the
+ * Cholesky factor of G packed by columns (K(K+1)/2), so that pass 2 does
+ * not factorise again. */
+static inline size_t vf_rec_size(int K)
 {
-    const int K1 = K + 1;
-    p->S = (int *) R_alloc((size_t) K1, sizeof(int));
-    p->W = la_alloc((size_t) M * K1);
-    p->R = la_alloc((size_t) K1 * K1);
-    p->t = la_alloc((size_t) K1);
-    p->c = la_alloc((size_t) M);
+    return (size_t) K + 2 + (size_t) K * (K + 1) / 2;
 }
 
-/* The local regression of point c of block b (header). With latent = 1
- * (prediction) a d below 0 from rounding is set to 0; otherwise d must be
- * positive. Returns a VF_ status. */
-static int vf_regress(const vf_block *b, int c, vf_point *p, int latent)
+/* The neighbours S = (N(c), c) of point c as 0-based columns; returns k. */
+static inline int vf_set(const vf_block *b, int c, int *S)
 {
-    const int M = b->M, K = b->K, K1 = K + 1, ione = 1;
-    const int *pc = b->nbl + (size_t) K * c;
+    const int *pc = b->nbl + (size_t) b->K * c;
     int k = 0;
-    while (k < K && pc[k] > 0) {
-        p->S[k] = pc[k] - 1;
+    while (k < b->K && pc[k] > 0) {
+        S[k] = pc[k] - 1;
         k++;
     }
-    p->S[k] = c;
-    p->k = k;
-    const int n1 = k + 1;
+    S[k] = c;
+    return k;
+}
+
+/* Lower Cholesky factor of the leading n x n of R (leading dimension ld)
+ * in place, right-looking (contiguous inner loops; n is small). Returns 0,
+ * or j + 1 when the pivot of column j is not positive. */
+static int vf_chol(double *R, int n, int ld)
+{
+    for (int j = 0; j < n; j++) {
+        double *cj = R + (size_t) ld * j;
+        if (!(cj[j] > 0.0)) return j + 1;
+        const double piv = sqrt(cj[j]);
+        cj[j] = piv;
+        const double ip = 1.0 / piv;
+        for (int i = j + 1; i < n; i++) cj[i] *= ip;
+        for (int q = j + 1; q < n; q++) {
+            double *cq = R + (size_t) ld * q;
+            const double f = cj[q];
+            for (int i = q; i < n; i++) cq[i] -= cj[i] * f;
+        }
+    }
+    return 0;
+}
+
+/* x <- L^-1 x and x <- L^-T x for the k x k lower factor packed by
+ * columns (column j at offset j k - j (j - 1) / 2). */
+static void vf_solve_packed(const double *P, int k, double *x)
+{
+    size_t off = 0;
+    for (int j = 0; j < k; j++) {
+        const double xj = x[j] / P[off];
+        x[j] = xj;
+        for (int i = j + 1; i < k; i++) x[i] -= P[off + (size_t) (i - j)] * xj;
+        off += (size_t) (k - j);
+    }
+}
+
+static void vf_solve_packed_t(const double *P, int k, double *x)
+{
+    for (int j = k - 1; j >= 0; j--) {
+        const size_t off = (size_t) j * k - (size_t) j * (j - 1) / 2;
+        double s = x[j];
+        for (int i = j + 1; i < k; i++) s -= P[off + (size_t) (i - j)] * x[i];
+        x[j] = s / P[off];
+    }
+}
+
+/* Workspace of the local regression: the gathered features W = A_S
+ * (M x (K+1)) and the block R[S,S] ((K+1)^2). */
+typedef struct {
+    int *S;
+    double *W, *R;
+} vf_work;
+
+static void vf_work_alloc(vf_work *w, int M, int K)
+{
+    w->S = (int *) R_alloc((size_t) K + 1, sizeof(int));
+    w->W = la_alloc((size_t) M * (K + 1));
+    w->R = la_alloc((size_t) (K + 1) * (K + 1));
+}
+
+/* The local regression of point c of block b (header): R[S,S] = K(S,S) -
+ * A_S'A_S + Lambda_S, the factor of G, t = (-b, 1) and d, written to the
+ * record `rec` (vf_rec_size). With latent = 1 (prediction) a d below 0
+ * from rounding is set to 0; otherwise d must be positive. Returns k in
+ * *kout and a VF_ status. */
+static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
+                      int latent, int *kout)
+{
+    const int M = b->M, K1 = b->K + 1;
+    const int k = vf_set(b, c, w->S), n1 = k + 1;
+    *kout = k;
     for (int q = 0; q < n1; q++)
-        memcpy(p->W + (size_t) M * q, b->A + (size_t) M * p->S[q], (size_t) M * sizeof(double));
-    /* R[S,S] = K(S,S) - W'W + Lambda_S (lower triangle) */
+        memcpy(w->W + (size_t) M * q, b->A + (size_t) M * w->S[q], (size_t) M * sizeof(double));
     const double *Kc = b->Kloc + (size_t) K1 * K1 * c;
-    double *R = p->R;
+    double *R = w->R;
     for (int q = 0; q < n1; q++)
         for (int i = q; i < n1; i++)
             R[i + (size_t) K1 * q] = Kc[i + (size_t) K1 * q];
     const double mone = -1.0, one = 1.0;
     if (M > 0)
-        F77_CALL(dsyrk)("L", "T", &n1, &M, &mone, p->W, &M, &one, R, &K1
+        F77_CALL(dsyrk)("L", "T", &n1, &M, &mone, w->W, &M, &one, R, &K1
                         FCONE FCONE);
-    for (int q = 0; q < n1; q++) R[q + (size_t) K1 * q] += b->lambda[p->S[q]];
+    for (int q = 0; q < n1; q++) R[q + (size_t) K1 * q] += b->lambda[w->S[q]];
     /* G = L_G L_G'; l = L_G^-1 g; d = rho - l'l; b = L_G^-T l */
-    double *t = p->t;
+    double *t = rec, *P = rec + K1 + 1;
     for (int q = 0; q < k; q++) t[q] = R[k + (size_t) K1 * q];
     double d = R[k + (size_t) K1 * k];
     if (k > 0) {
-        int info;
-        F77_CALL(dpotrf)("L", &k, R, &K1, &info FCONE);
-        if (la_check_info(info, "dpotrf") != 0) return VF_LOCAL;
-        F77_CALL(dtrsv)("L", "N", "N", &k, R, &K1, t, &ione FCONE FCONE FCONE);
+        if (vf_chol(R, k, K1) != 0) return VF_LOCAL;
+        size_t off = 0;
+        for (int j = 0; j < k; j++)
+            for (int i = j; i < k; i++) P[off++] = R[i + (size_t) K1 * j];
+        vf_solve_packed(P, k, t);
         for (int q = 0; q < k; q++) d -= t[q] * t[q];
-        F77_CALL(dtrsv)("L", "T", "N", &k, R, &K1, t, &ione FCONE FCONE FCONE);
+        vf_solve_packed_t(P, k, t);
         for (int q = 0; q < k; q++) t[q] = -t[q];
     }
     t[k] = 1.0;
@@ -154,13 +209,24 @@ static int vf_regress(const vf_block *b, int c, vf_point *p, int latent)
     } else if (!(d > 0.0)) {
         return VF_LOCAL;
     }
-    p->d = d;
-    /* c = W t, e = ytil_S' t */
-    la_gemv('N', p->W, M, n1, t, p->c);
-    double e = 0.0;
-    for (int q = 0; q < n1; q++) e += b->ytil[p->S[q]] * t[q];
-    p->e = e;
+    rec[K1] = d;
     return VF_OK;
+}
+
+/* c = A_S t and e = ytil_S' t of point c from its record. */
+static void vf_features_of(const vf_block *b, int c, const int *S, int k,
+                           const double *t, double *cc, double *e)
+{
+    const int M = b->M;
+    memcpy(cc, b->A + (size_t) M * c, (size_t) M * sizeof(double));
+    double ee = b->ytil[c];
+    for (int q = 0; q < k; q++) {
+        const double tq = t[q];
+        const double *aq = b->A + (size_t) M * S[q];
+        for (int m = 0; m < M; m++) cc[m] += tq * aq[m];
+        ee += tq * b->ytil[S[q]];
+    }
+    *e = ee;
 }
 
 /* A = L^-1 Kuf into fresh workspace. */
@@ -183,27 +249,37 @@ static void vf_status_error(int st)
 }
 
 /* Pass 1 of block b: BB = sum c c' / d (M x M, full), w = sum c e / d,
- * sums = (sum e^2 / d, sum log d). */
-static int vf_stats(const vf_block *b, double *BB, double *w, double *sums)
+ * sums = (sum e^2 / d, sum log d); the points' records into recs (no x
+ * vf_rec_size(K)). */
+static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
+                    double *recs)
 {
     const int M = b->M, no = b->no;
-    vf_point p;
-    vf_point_alloc(&p, M, b->K);
+    const size_t rs = vf_rec_size(b->K);
+    vf_work wk;
+    vf_work_alloc(&wk, M, b->K);
     double *C = la_alloc((size_t) M * no);
     double yy = 0.0, sld = 0.0;
     memset(w, 0, (size_t) M * sizeof(double));
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        const int st = vf_regress(b, c, &p, 0);
+        double *rec = recs + rs * c;
+        int k;
+        const int st = vf_regress(b, c, &wk, rec, 0, &k);
         if (st != VF_OK) return st;
-        const double isd = 1.0 / sqrt(p.d), es = p.e * isd;
-        double *Cc = C + (size_t) M * c;
+        const double d = rec[b->K + 1];
+        double *Cc = C + (size_t) M * c, e;
+        /* c = W t from the gathered features */
+        la_gemv('N', wk.W, M, k + 1, rec, Cc);
+        e = 0.0;
+        for (int q = 0; q <= k; q++) e += b->ytil[wk.S[q]] * rec[q];
+        const double isd = 1.0 / sqrt(d), es = e * isd;
         for (int m = 0; m < M; m++) {
-            Cc[m] = p.c[m] * isd;
+            Cc[m] *= isd;
             w[m] += Cc[m] * es;
         }
         yy += es * es;
-        sld += log(p.d);
+        sld += log(d);
     }
     la_syrk(C, M, no, 1.0, 0.0, BB);
     la_symmetrize_lower(BB, M);
@@ -212,59 +288,85 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums)
     return VF_OK;
 }
 
-/* Pass 2 of block b given Binv = Bm^-1 (M x M, full) and vt: Abar (M x nu,
- * zeroed by the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and
- * gytil (nu, zeroed by the caller). */
+/* Pass 2 of block b given Binv = Bm^-1 (M x M, full), vt and the points'
+ * records (from pass 1, or NULL: computed here): Abar (M x nu, zeroed by
+ * the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and gytil
+ * (nu, zeroed by the caller). The c of all points first, so that
+ * Bm^-1 C is one matrix product. */
 static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
-                       double *Abar, double *Gloc, double *glambda,
-                       double *gytil)
+                       const double *recs_in, double *Abar, double *Gloc,
+                       double *glambda, double *gytil)
 {
-    const int M = b->M, K = b->K, K1 = K + 1, no = b->no, ione = 1;
-    vf_point p;
-    vf_point_alloc(&p, M, K);
-    double *BC = la_alloc((size_t) M), *cbar = la_alloc((size_t) M);
-    double *z = la_alloc((size_t) M), *u = la_alloc((size_t) M);
+    const int M = b->M, K = b->K, K1 = K + 1, no = b->no;
+    const size_t rs = vf_rec_size(K);
+    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    const double *recs = recs_in;
+    if (recs == NULL) {
+        double *r = la_alloc(rs * no);
+        vf_work wk;
+        vf_work_alloc(&wk, M, K);
+        for (int c = 0; c < no; c++) {
+            if ((c & 1023) == 1023) R_CheckUserInterrupt();
+            int k;
+            const int st = vf_regress(b, c, &wk, r + rs * c, 0, &k);
+            if (st != VF_OK) return st;
+        }
+        recs = r;
+    }
+    double *C = la_alloc((size_t) M * no), *e = la_alloc((size_t) no);
+    for (int c = 0; c < no; c++) {
+        const int k = vf_set(b, c, S);
+        vf_features_of(b, c, S, k, recs + rs * c, C + (size_t) M * c, e + c);
+    }
+    /* BC = Bm^-1 C: M x no */
+    double *BC = la_alloc((size_t) M * no);
+    la_gemm_nn(Binv, M, M, C, no, BC);
+    double *cbar = la_alloc((size_t) M), *z = la_alloc((size_t) M);
     double *beta = la_alloc((size_t) K1);
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        const int st = vf_regress(b, c, &p, 0);
-        if (st != VF_OK) return st;
-        const int k = p.k, n1 = k + 1;
-        const double d = p.d, *cc = p.c, *t = p.t;
-        la_gemv('N', Binv, M, M, cc, BC);
+        const int k = vf_set(b, c, S), n1 = k + 1;
+        const double *rec = recs + rs * c, *t = rec, *P = rec + K1 + 1;
+        const double d = rec[K1];
+        const double *cc = C + (size_t) M * c, *bc = BC + (size_t) M * c;
         double q = 0.0, mu = 0.0;
         for (int m = 0; m < M; m++) {
-            q += cc[m] * BC[m];
+            q += cc[m] * bc[m];
             mu += cc[m] * vt[m];
         }
-        const double r = (p.e - mu) / d;
+        const double r = (e[c] - mu) / d;
         const double dbar = 0.5 * (r * r - 1.0 / d + q / (d * d));
-        for (int m = 0; m < M; m++) cbar[m] = -BC[m] / d + r * vt[m];
-        /* beta = G^-1 bbar, bbar = -A_N' cbar + r ytil_N */
-        for (int j = 0; j < n1; j++) beta[j] = 0.0;
-        if (k > 0) {
-            la_gemv('T', p.W, M, k, cbar, beta);
-            for (int j = 0; j < k; j++)
-                beta[j] = -beta[j] + r * b->ytil[p.S[j]];
-            F77_CALL(dtrsv)("L", "N", "N", &k, p.R, &K1, beta, &ione
-                            FCONE FCONE FCONE);
-            F77_CALL(dtrsv)("L", "T", "N", &k, p.R, &K1, beta, &ione
-                            FCONE FCONE FCONE);
-            la_gemv('N', p.W, M, k, beta, u);
-        } else {
-            memset(u, 0, (size_t) M * sizeof(double));
+        for (int m = 0; m < M; m++) cbar[m] = -bc[m] / d + r * vt[m];
+        /* beta = G^-1 bbar, bbar = -A_N' cbar + r ytil_N; z = cbar - 2 dbar c
+         * - A_N beta */
+        for (int m = 0; m < M; m++) z[m] = cbar[m] - 2.0 * dbar * cc[m];
+        for (int j = 0; j < k; j++) {
+            const double *aj = b->A + (size_t) M * S[j];
+            double s = 0.0;
+            for (int m = 0; m < M; m++) s += aj[m] * cbar[m];
+            beta[j] = -s + r * b->ytil[S[j]];
         }
-        /* Abar_S += z t' - c beta~' with z = cbar - 2 dbar c - A_N beta */
-        for (int m = 0; m < M; m++) z[m] = cbar[m] - 2.0 * dbar * cc[m] - u[m];
+        beta[k] = 0.0;
+        if (k > 0) {
+            vf_solve_packed(P, k, beta);
+            vf_solve_packed_t(P, k, beta);
+            for (int j = 0; j < k; j++) {
+                const double *aj = b->A + (size_t) M * S[j];
+                const double bj = beta[j];
+                for (int m = 0; m < M; m++) z[m] -= bj * aj[m];
+            }
+        }
+        /* Abar_S += z t' - c beta~'; H = dbar t t' + (beta~ t' + t beta~')/2 */
         double *H = Gloc + (size_t) K1 * K1 * c;
         for (int j = 0; j < n1; j++) {
-            double *aj = Abar + (size_t) M * p.S[j];
+            double *aj = Abar + (size_t) M * S[j];
             const double tj = t[j], bj = beta[j];
             for (int m = 0; m < M; m++) aj[m] += z[m] * tj - cc[m] * bj;
+            double *Hj = H + (size_t) K1 * j;
             for (int i = 0; i < n1; i++)
-                H[i + (size_t) K1 * j] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
-            glambda[p.S[j]] += dbar * tj * tj + bj * tj;
-            gytil[p.S[j]] -= r * tj;
+                Hj[i] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
+            glambda[S[j]] += dbar * tj * tj + bj * tj;
+            gytil[S[j]] -= r * tj;
         }
     }
     return VF_OK;
@@ -301,31 +403,43 @@ static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     b->lambda = REAL(lambda); b->ytil = REAL(ytil);
 }
 
-/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d), n). */
+/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d), n,
+ * recs), recs (the points' records for pass 2) when keep is TRUE. */
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
-                  SEXP ytil)
+                  SEXP ytil, SEXP keep)
 {
     vf_block b;
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     for (int i = 0; i < b.no; i++)
         if (!(b.lambda[i] > 0.0))
             error("noise variances 'lambda' must be positive");
+    const int kp = chk_flag(keep, "keep");
     b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
     int nprot = 0;
     SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
     SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
     SEXP sums = PROTECT(allocVector(REALSXP, 2)); nprot++;
-    const int st = vf_stats(&b, REAL(BB), REAL(w), REAL(sums));
+    const size_t rs = vf_rec_size(b.K);
+    SEXP recs = R_NilValue;
+    double *prec;
+    if (kp) {
+        recs = PROTECT(allocMatrix(REALSXP, (int) rs, b.no)); nprot++;
+        prec = REAL(recs);
+    } else {
+        prec = la_alloc(rs * b.no);
+    }
+    const int st = vf_stats(&b, REAL(BB), REAL(w), REAL(sums), prec);
     vf_status_error(st);
     chk_result(REAL(BB), (size_t) b.M * b.M, "Vecchia statistic Bm");
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
     chk_result(REAL(sums), 2, "Vecchia sums");
-    const char *names[] = {"BB", "w", "sums", "n", ""};
+    const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, BB);
     SET_VECTOR_ELT(out, 1, w);
     SET_VECTOR_ELT(out, 2, sums);
     SET_VECTOR_ELT(out, 3, ScalarReal((double) b.no));
+    SET_VECTOR_ELT(out, 4, recs);
     UNPROTECT(nprot);
     return out;
 }
@@ -391,9 +505,10 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
 }
 
 /* Pass 2 over one block: list(Guf = L^-T Abar (M x nu), Gloc ((K+1)^2 x
- * no), glambda, gytil (nu), AbarA = Abar A' (M x M)). */
+ * no), glambda, gytil (nu), AbarA = Abar A' (M x M)). recs: the records of
+ * pass 1 at the same parameters, or NULL. */
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
-                     SEXP nbl, SEXP lambda, SEXP ytil)
+                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
 {
     vf_block b;
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
@@ -406,6 +521,11 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     chk_finite(Binv, "Binv");
     chk_real_vector(vt, "vt", M);
     chk_finite(vt, "vt");
+    if (!isNull(recs)) {
+        chk_real_matrix(recs, "recs", b.no);
+        if ((size_t) nrows(recs) != vf_rec_size(b.K))
+            error("'recs' must have %d rows", (int) vf_rec_size(b.K));
+    }
     double *A = vf_features(REAL(L), M, REAL(Kuf), nu);
     b.A = A;
     int nprot = 0;
@@ -419,8 +539,9 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     memset(REAL(sGl), 0, (size_t) K1 * K1 * b.no * sizeof(double));
     memset(REAL(sgl), 0, (size_t) nu * sizeof(double));
     memset(REAL(sgy), 0, (size_t) nu * sizeof(double));
-    const int st = vf_adjoints(&b, REAL(Binv), REAL(vt), Abar, REAL(sGl),
-                               REAL(sgl), REAL(sgy));
+    const int st = vf_adjoints(&b, REAL(Binv), REAL(vt),
+                               isNull(recs) ? NULL : REAL(recs), Abar,
+                               REAL(sGl), REAL(sgl), REAL(sgy));
     vf_status_error(st);
     /* Abar A' (M x M), then Guf = L^-T Abar in place */
     const double one = 1.0, zero = 0.0;
@@ -470,24 +591,30 @@ SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     SEXP sd = PROTECT(allocVector(REALSXP, no)); nprot++;
     SEXP sC = R_NilValue;
     if (fc) { sC = PROTECT(allocMatrix(REALSXP, M, no)); nprot++; }
-    vf_point p;
-    vf_point_alloc(&p, M, b.K);
+    vf_work wk;
+    vf_work_alloc(&wk, M, b.K);
+    double *rec = la_alloc(vf_rec_size(b.K)), *cc = la_alloc((size_t) M);
     double *BC = la_alloc((size_t) M);
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        const int st = vf_regress(&b, c, &p, 1);
+        int k;
+        const int st = vf_regress(&b, c, &wk, rec, 1, &k);
         vf_status_error(st);
-        la_gemv('N', REAL(Binv), M, M, p.c, BC);
+        const double d = rec[b.K + 1];
+        la_gemv('N', wk.W, M, k + 1, rec, cc);
+        /* with the point's own target 0, t'ytil_S = -b'ytil_N */
+        double e = 0.0;
+        for (int q = 0; q <= k; q++) e += b.ytil[wk.S[q]] * rec[q];
+        la_gemv('N', REAL(Binv), M, M, cc, BC);
         double q = 0.0, mu = 0.0;
         for (int m = 0; m < M; m++) {
-            q += p.c[m] * BC[m];
-            mu += p.c[m] * REAL(vt)[m];
+            q += cc[m] * BC[m];
+            mu += cc[m] * REAL(vt)[m];
         }
-        /* with the point's own target 0, e = t'ytil_S = -b'ytil_N */
-        REAL(smean)[c] = mu - p.e;
-        REAL(svar)[c] = q + p.d;
-        REAL(sd)[c] = p.d;
-        if (fc) memcpy(REAL(sC) + (size_t) M * c, p.c, (size_t) M * sizeof(double));
+        REAL(smean)[c] = mu - e;
+        REAL(svar)[c] = q + d;
+        REAL(sd)[c] = d;
+        if (fc) memcpy(REAL(sC) + (size_t) M * c, cc, (size_t) M * sizeof(double));
     }
     chk_result(REAL(smean), (size_t) no, "predictive mean");
     chk_result(REAL(svar), (size_t) no, "predictive variance");
