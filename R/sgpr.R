@@ -73,6 +73,79 @@
 #' \code{summary()} reports the \eqn{M} chosen. Give \code{inducing} (a
 #' number) or \code{M} to choose it yourself.
 #'
+#' \strong{Neighbours: local structure on top of the inducing points.}
+#' A global rank-\eqn{M} approximation cannot follow a signal that varies
+#' on scales shorter than the spacing of affordable inducing points (a
+#' surface, low-dimensional data with short-range structure). With
+#' \code{neighbours = K > 0} the model is \eqn{y = m + f_{global} + r +
+#' \epsilon}{y = m + f_global + r + eps}: \eqn{f_{global}}{f_global} is the inducing-point (Nystrom) part of
+#' the GP, and the residual process with the noise, whose covariance
+#' \eqn{R = K_{ff} - Q_{ff} + \Lambda}{R = Kff - Qff + Lambda} is the kernel minus its Nystrom part plus
+#' the noise, gets a Vecchia approximation (Vecchia 1988; Katzfuss and
+#' Guinness 2021): each observation conditions on \eqn{K} others that
+#' come earlier in an ordering. This is the Vecchia-inducing-points
+#' full-scale approximation (VIF) of Gyger, Furrer and Sigrist (2025). The
+#' objective is then the exact log likelihood of this approximate model,
+#' \eqn{\log N(y; m, Q_{ff} + \tilde R)}{log N(y; m, Qff + R~)}, computed by the Woodbury identity
+#' with the sparse Vecchia precision \eqn{\tilde R^{-1} = B^\top D^{-1} B}{R~^-1 = B' D^-1 B} in
+#' \eqn{O(N(M^2 + M K^2 + K^3))}{O(N (M^2 + M K^2 + K^3))} time and \eqn{O(NK + M^2)}{O(N K + M^2)} memory
+#' plus a chunk of rows, with analytic gradients. It is a likelihood,
+#' not a lower bound: \code{logLik()}, \code{print()} and \code{summary()}
+#' say so, and \code{AIC()} warns when fits of the two kinds are compared.
+#' With \eqn{K = N - 1} it is the exact GP likelihood; \code{neighbours =
+#' 0} is the collapsed bound above.
+#' \itemize{
+#'   \item \emph{Ordering}: random, drawn when the model is built
+#'     (\code{set.seed()} reproduces it), as in VIF: random orderings give
+#'     far sharper Vecchia approximations than coordinate-based ones
+#'     (Guinness 2018).
+#'   \item \emph{Neighbours}: for each observation, its \eqn{2K} nearest
+#'     earlier observations in the inputs divided by the lengthscales are
+#'     the candidates (a kd-tree search, \eqn{O(N \log N)}{O(N log N)}); the
+#'     \eqn{K} most correlated with it under the residual process
+#'     \eqn{K_{ff} - Q_{ff}}{Kff - Qff} are kept (Gyger et al. 2025 choose by this correlation:
+#'     near an inducing input the residual is small and no longer
+#'     correlated by distance alone).
+#'   \item \emph{When they are chosen}: the neighbour sets are held fixed
+#'     during each optimiser run (so that it sees one smooth function),
+#'     chosen at the starting values and again after a run whenever a
+#'     lengthscale has moved by more than 20\% since they were (the run then
+#'     continues from where it stopped; at most three times).
+#'   \item \emph{Inducing inputs}: greedy selection at the starting values,
+#'     with the automatic \eqn{M} capped so that one evaluation stays within
+#'     the same budget, \eqn{N(M^2 + 1.5 M (K+1)^2) \le 3 \cdot 10^8}{N (M^2 + 1.5 M (K+1)^2) <= 3e8}, and held
+#'     there (\code{optimize_inducing = NULL}): the neighbours carry the
+#'     local structure, and optimising \eqn{M \times D}{M x D} coordinates costs many
+#'     evaluations for little gain.
+#'   \item \emph{Predictions}: the global part as above plus the residual
+#'     conditioned on the \eqn{K} training observations most correlated
+#'     with the new input among its \eqn{2K} nearest, in
+#'     \eqn{O(M^2 + M K^2 + K^3)}{O(M^2 + M K^2 + K^3)} per new input. The local residuals of distinct new
+#'     inputs are independent given the data, so the covariance
+#'     (\code{full_cov = TRUE}) and joint draws of \code{simulate()} are
+#'     smooth in their global part only.
+#'   \item \emph{Automatic choice} (\code{neighbours = "auto"}): no
+#'     neighbours when greedy selection meets its KL target below its cap of
+#'     \eqn{M} (the residual process carries no signal: smooth data, or few
+#'     observations); otherwise a trial fit with \eqn{K = 20} on a random
+#'     subsample of 1500 observations (constant noise, the inducing inputs
+#'     held) decides: the neighbours are kept when they raise its log
+#'     likelihood above that of the same model without them (the
+#'     Nystrom-plus-diagonal likelihood) by more than 0.02 nats per
+#'     observation at the fitted parameters, and the trial's parameters
+#'     start the fit. In high dimensions neighbours are far apart and barely
+#'     correlated, and the gain is small. \code{summary()} reports the
+#'     choice. With \code{optimize = FALSE} \code{"auto"} means 0.
+#'   \item Everything else works as without neighbours: known or learned
+#'     (log-linear) noise, prior weights, offsets, kernels combined by
+#'     \code{+} and \code{*} (the neighbours use each column's shortest
+#'     lengthscale), fits on a 20 000-row subsample first for large
+#'     \eqn{N}, chunks of rows within \code{control$memory} and
+#'     \code{cluster} (each worker holds a run of observations that are
+#'     close in the inputs, with their neighbours; see \code{\link{scaling}}).
+#'     \code{control$schedule} does not apply: training is the runs above.
+#' }
+#'
 #' Predictions follow the Titsias/GPflow convention (no diagonal
 #' correction); see \code{\link{predict.sparsevgp}}. \code{summary()} reports
 #' the bound's terms, the upper bound on \eqn{\log p(y)}{log p(y)} of Titsias (2014)
@@ -108,9 +181,11 @@
 #'   so that \eqn{M} is chosen from the data. It is on the scale of the KL
 #'   divergence: \code{kl_threshold(kl, N = N)} for a target of \code{kl}
 #'   nats per observation.
-#' @param optimize_inducing if \code{TRUE} (the default), the inducing
-#'   inputs are optimised with the other parameters in the last stage of
-#'   training; \code{FALSE} holds them where (re-)selection put them.
+#' @param optimize_inducing if \code{TRUE}, the inducing inputs are
+#'   optimised with the other parameters in the last stage of training;
+#'   \code{FALSE} holds them where (re-)selection put them. By default
+#'   (\code{NULL}) \code{TRUE} without neighbours and \code{FALSE} with
+#'   them (see Details).
 #' @param control as for \code{\link{gpr}()}, and \code{schedule}:
 #'   \code{"auto"} (the default, see Details), \code{"staged"} or
 #'   \code{"joint"}, and \code{memory}: the working memory of one evaluation
@@ -129,7 +204,12 @@
 #'   \code{"noise_coef"}, \code{"mean"}, \code{"Z"}, or single entries such
 #'   as \code{"Z[3,1]"}.
 #' @param start a previous fit of the same kind whose parameters are used as
-#'   starting values (this is how \code{update()} warm-starts).
+#'   starting values (this is how \code{update()} warm-starts; with
+#'   \code{neighbours = "auto"} the new fit keeps the number of neighbours
+#'   of \code{start}).
+#' @param neighbours the number \eqn{K} of neighbours each observation
+#'   conditions on in the residual process (see Details): \code{"auto"},
+#'   0 (the collapsed bound alone) or a whole number below \eqn{N}.
 #' @return An object of class \code{c("sgpr", "sparsevgp")}.
 #' @templateVar model sgpr
 #' @templateVar classifier no
@@ -137,6 +217,20 @@
 #' @template practice
 #' @references Titsias, M. (2009). Variational learning of inducing
 #'   variables in sparse Gaussian processes. AISTATS.
+#'
+#'   Gyger, T., Furrer, R. and Sigrist, F. (2025). Vecchia-inducing-points
+#'   full-scale approximations for Gaussian processes. arXiv:2507.05064.
+#'
+#'   Guinness, J. (2018). Permutation and grouping methods for sharpening
+#'   Gaussian process approximations. \emph{Technometrics} 60(4), 415--429.
+#'
+#'   Katzfuss, M. and Guinness, J. (2021). A general framework for Vecchia
+#'   approximations of Gaussian processes. \emph{Statistical Science} 36(1),
+#'   124--141.
+#'
+#'   Vecchia, A. V. (1988). Estimation and model identification for
+#'   continuous spatial processes. \emph{Journal of the Royal Statistical
+#'   Society B} 50(2), 297--312.
 #' @seealso \code{\link{posterior_inducing}}, \code{\link{gpr}},
 #'   \code{\link{objective}}
 #' @examples
@@ -151,6 +245,15 @@
 #' y <- 2.5 * sin(6 * x / 5) + rnorm(200, sd = sqrt(0.05 + 0.05 * x^2))
 #' het <- sgpr(x, y, inducing = 20, noise = ~ x + I(x^2))
 #' coef(het)
+#'
+#' # a surface with short-range structure: inducing points for the global
+#' # part, 10 neighbours per observation for the rest (VIF)
+#' v <- data.frame(row = c(row(volcano)), col = c(col(volcano)),
+#'                 height = c(volcano))[seq(1, length(volcano), by = 5), ]
+#' set.seed(1)
+#' surf <- sgpr(height ~ row + col, data = v, neighbours = 10, inducing = 30)
+#' surf
+#' predict(surf, data.frame(row = 40, col = 30), interval = "prediction")
 #'
 #' # model frames as in lm(): rows with NA are dropped, subset and weights
 #' aq <- sgpr(Ozone ~ Temp + Wind, data = airquality, subset = Month > 5,
@@ -170,7 +273,7 @@ sgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 #' @export
 sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
-                         optimize_inducing = TRUE, fixed = NULL, control = list(),
+                         optimize_inducing = NULL, fixed = NULL, control = list(),
                          start = NULL, weights = NULL, offset = NULL, cluster = NULL,
                          neighbours = 0, ...) {
   call <- .model_call(match.call(), "sgpr")
@@ -180,7 +283,6 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
-  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
   if (!is.null(.check_start(start, "sgpr"))) {
@@ -188,6 +290,11 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     if (missing(inducing)) inducing <- start$params$Z
   }
   nbr <- .check_neighbours(neighbours, nrow(x))
+  # a warm start keeps the number of neighbours of the fit it starts from
+  if (nbr$auto && !is.null(start)) {
+    nbr <- list(K = if (is.null(start$neighbours)) 0L else start$neighbours$K, auto = FALSE)
+  }
+  kernel_given <- kernel
   spec <- .inducing_spec(inducing, M, threshold, x, auto_kl = .auto_kl)
   # with neighbours, the automatic M keeps one evaluation within the same
   # budget (R/vif.R)
@@ -204,6 +311,30 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   Z <- .select_by_spec(spec, x, kernel, sel_weights,
                        warn_short = !is.null(M) || is.numeric(inducing), memory = control$memory)
   mn <- .mean_start(mean, mean(y))
+  # neighbours = "auto": a trial on a subsample decides (R/vif.R), and its
+  # fitted parameters are the starting values of a fit with neighbours
+  auto <- NULL
+  if (nbr$auto) {
+    auto <- .vif_auto(x, y, kernel_given, noise, spec, Z, control, mean, optimize)
+    nbr$K <- auto$K
+    if (auto$K > 0L) {
+      kernel <- .warm_kernel(kernel, auto$params, ncol(x))
+      if (!is.null(nz$params$noise)) nz$params$noise <- auto$params$noise
+      if (!mn$fixed) mn$value <- auto$params$mean
+      if (spec$method != "given") {
+        if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))
+        Z <- .select_by_spec(spec, x, kernel,
+                             1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
+                             memory = control$memory)
+      }
+    }
+  }
+  # by default the inducing inputs are optimised, except with neighbours:
+  # there the residual model carries the local structure, and greedy
+  # selection places them well for the global part at a fraction of the
+  # cost (R/vif.R)
+  if (is.null(optimize_inducing)) optimize_inducing <- !isTRUE(nbr$K > 0L)
+  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   params <- c(.kern_params(kernel),
               nz$params, list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
@@ -218,7 +349,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   extra = c(list(noise_model = nz$model,
                                  selection = spec[intersect(names(spec),
                                                             c("method", "M", "threshold", "auto"))]),
-                            wo))
+                            wo, list(auto_neighbours = auto$report)))
   # with neighbours: the Vecchia residual of R/vif.R
   if (isTRUE(nbr$K > 0L)) {
     fit <- .vif_setup(fit, nbr$K)
@@ -290,6 +421,9 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   fit$summary_extra <- list(
     "Upper bound on log p(y) (Titsias 2014)" = format(U, digits = 8L),
     "KL(q || exact posterior) <= U - ELBO" = format(U - fit$bound, digits = 4L))
+  if (!is.null(fit$auto_neighbours)) {
+    fit$summary_extra[["Neighbours"]] <- .vif_auto_line(fit$auto_neighbours)
+  }
   if (isTRUE(fit$selection$auto)) {
     fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
       "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",

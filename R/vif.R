@@ -314,6 +314,10 @@
     "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
     "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points (random order)",
                            nb$K, nb$candidates))
+  if (!is.null(fit$auto_neighbours)) {
+    fit$summary_extra[["Neighbours"]] <- paste(fit$summary_extra[["Neighbours"]], "-",
+                                               .vif_auto_line(fit$auto_neighbours))
+  }
   if (isTRUE(fit$selection$auto)) {
     fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
       "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",
@@ -417,4 +421,64 @@
     b$noise_grad <- if (length(nz[[1L]])) Reduce(.stream_add, nz) else list()
   }
   b
+}
+
+# ---- neighbours = "auto" ------------------------------------------------------------
+
+# The number of neighbours an automatic choice takes, the rows of its
+# trial, and the gain in log likelihood per observation (nats) that the
+# neighbours must bring there.
+.vif_auto_K <- 20L
+.vif_auto_rows <- 1500L
+.vif_auto_gain <- 0.02
+
+# neighbours = "auto": K = 0 (the collapsed bound of today's sgpr) where the
+# residual process carries no signal, else .vif_auto_K. Two steps:
+#   1. the global part suffices when greedy selection of the inducing
+#      inputs (automatic M) met its KL target before its cap: the residual
+#      Kff - Qff is then below the noise everywhere (smooth data);
+#   2. otherwise a trial: sgpr(neighbours = K) fitted on a random subsample
+#      of .vif_auto_rows rows with the inducing inputs the full model would
+#      have (held) and a constant noise; the neighbours are kept when they
+#      raise its log likelihood above that of the same model without them
+#      (K = 0, the Nystrom-plus-diagonal likelihood) at the fitted
+#      parameters by more than .vif_auto_gain nats per observation. In
+#      high dimensions neighbours are far apart and barely correlated, and
+#      the gain is small.
+# With optimize = FALSE no trial is run (K = 0). Returns list(K, params (of
+# the trial, the starting values of the full fit), report).
+.vif_auto <- function(x, y, kernel, noise, spec, Z, control, mean, optimize) {
+  N <- nrow(x)
+  if (!optimize) return(list(K = 0L, report = list(reason = "not optimised")))
+  if (isTRUE(spec$auto) && nrow(Z) < spec$M) {
+    return(list(K = 0L, report = list(reason = "smooth", M = nrow(Z))))
+  }
+  K <- min(.vif_auto_K, N - 1L)
+  n <- min(N, .vif_auto_rows)
+  if (n < 4L * K) return(list(K = 0L, report = list(reason = "small")))
+  rows <- if (N > n) sort(sample.int(N, n)) else seq_len(N)
+  nzt <- if (is.numeric(noise) && length(noise) == N) noise[rows] else
+    if (is.numeric(noise) && length(noise) == 1L) noise
+  Mt <- max(1L, min(n %/% 4L, .vif_max_inducing(N, K), nrow(Z)))
+  ctl <- list(maxit = 200L, jitter = control$jitter, jitter_cap = control$jitter_cap, trace = 0L,
+              memory = control$memory)
+  trial <- suppressWarnings(sgpr.default(x[rows, , drop = FALSE], y[rows], kernel = kernel,
+                                         M = Mt, noise = nzt, mean = mean, neighbours = K,
+                                         optimize_inducing = FALSE, control = ctl))
+  l0 <- .evaluate(.vif_setup(trial, 0L), trial$params, grad = FALSE)$value
+  gain <- (trial$bound - l0) / n
+  list(K = if (isTRUE(gain > .vif_auto_gain)) K else 0L, params = trial$params,
+       report = list(reason = "trial", gain = gain, rows = n, K = K))
+}
+
+# The line of summary() on an automatic choice.
+.vif_auto_line <- function(r) {
+  switch(r$reason,
+         smooth = sprintf("none: greedy selection met its KL target with M = %d inducing inputs, so the residual process carries no signal (neighbours = \"auto\")",
+                          r$M),
+         small = "none: too few observations for a trial (neighbours = \"auto\")",
+         "not optimised" = "none (neighbours = \"auto\" without optimisation)",
+         trial = sprintf("%s: on a subsample of %d rows, K = %d neighbours raised the log likelihood by %s nats per observation (the threshold is %g; neighbours = \"auto\")",
+                         if (r$gain > .vif_auto_gain) sprintf("K = %d", r$K) else "none",
+                         r$rows, r$K, format(r$gain, digits = 3L), .vif_auto_gain))
 }

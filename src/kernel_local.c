@@ -42,17 +42,26 @@ void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
     const spv_family fam = k->family;
     const double var = k->variance;
     int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    double *r2 = (double *) R_alloc((size_t) K1 * K1 + 1, sizeof(double));
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
         double *B = Kloc + (size_t) K1 * K1 * c;
         memset(B, 0, (size_t) K1 * K1 * sizeof(double));
         const int kc = kl_set(nbl, K, c, S);
-        for (int q = 0; q <= kc; q++) {
+        /* the squared distances of the strict lower triangle, then the
+         * kernel over them in one loop (no branch on the family per
+         * entry), then the upper triangle and the diagonal */
+        size_t n = 0;
+        for (int q = 0; q < kc; q++) {
             const double *xq = xs + (size_t) D * S[q];
-            B[q + (size_t) K1 * q] = k->variance;
+            for (int p = q + 1; p <= kc; p++) r2[n++] = sqdist(xs + (size_t) D * S[p], xq, D);
+        }
+        k_of_r2(fam, var, r2, n);
+        n = 0;
+        for (int q = 0; q <= kc; q++) {
+            B[q + (size_t) K1 * q] = var;
             for (int p = q + 1; p <= kc; p++) {
-                double h;
-                const double v = k_and_h(fam, var, sqdist(xs + (size_t) D * S[p], xq, D), &h);
+                const double v = r2[n++];
                 B[p + (size_t) K1 * q] = v;
                 B[q + (size_t) K1 * p] = v;
             }

@@ -85,4 +85,30 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
     return NA_REAL;
 }
 
+/* k(r) for a whole column of squared distances, in place: one loop per
+ * family so that the family is not re-tested for every entry. */
+static inline void k_of_r2(spv_family fam, double var, double *c, size_t n)
+{
+    switch (fam) {
+    case KERN_RBF:
+        for (size_t i = 0; i < n; i++) c[i] = var * exp(-0.5 * c[i]);
+        break;
+    case KERN_MATERN12:
+        for (size_t i = 0; i < n; i++) c[i] = var * exp(-sqrt(c[i]));
+        break;
+    case KERN_MATERN32:
+        for (size_t i = 0; i < n; i++) {
+            const double r = SQRT3 * sqrt(c[i]);
+            c[i] = var * poly_exp(1.0 + r, r);
+        }
+        break;
+    case KERN_MATERN52:
+        for (size_t i = 0; i < n; i++) {
+            const double r = SQRT5 * sqrt(c[i]);
+            c[i] = var * poly_exp(1.0 + r + r * r / 3.0, r);
+        }
+        break;
+    }
+}
+
 #endif

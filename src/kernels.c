@@ -51,32 +51,6 @@ int kern_scale_points(const spv_kernel *k, const double *x, size_t n,
     return ok ? 0 : 1;
 }
 
-/* k(r) for a whole column of squared distances, in place: one loop per
- * family so that the family is not re-tested for every entry. */
-static void k_of_r2_column(spv_family fam, double var, double *c, size_t n)
-{
-    switch (fam) {
-    case KERN_RBF:
-        for (size_t i = 0; i < n; i++) c[i] = var * exp(-0.5 * c[i]);
-        break;
-    case KERN_MATERN12:
-        for (size_t i = 0; i < n; i++) c[i] = var * exp(-sqrt(c[i]));
-        break;
-    case KERN_MATERN32:
-        for (size_t i = 0; i < n; i++) {
-            const double r = SQRT3 * sqrt(c[i]);
-            c[i] = var * poly_exp(1.0 + r, r);
-        }
-        break;
-    case KERN_MATERN52:
-        for (size_t i = 0; i < n; i++) {
-            const double r = SQRT5 * sqrt(c[i]);
-            c[i] = var * poly_exp(1.0 + r + r * r / 3.0, r);
-        }
-        break;
-    }
-}
-
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
             const double *Bs, size_t nB, double *K)
 {
@@ -102,7 +76,7 @@ void kern_K(const spv_kernel *k, const double *As, size_t nA,
         }
         for (; i < nA; i++)
             Kj[i] = sqdist(As + (size_t) D * i, b, D);
-        k_of_r2_column(k->family, k->variance, Kj, nA);
+        k_of_r2(k->family, k->variance, Kj, nA);
     }
 }
 
