@@ -174,7 +174,7 @@ test_that("VIF gradients match central finite differences: kernels x noise model
   for (nz in names(noises)) for (k in kernels) {
     set.seed(4)
     fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = noises[[nz]], neighbours = 4,
-                optimize = FALSE)
+                optimize = FALSE, optimize_inducing = TRUE)
     err <- expect_grad(fit, tol = 1e-6)
     o <- objective(fit)
     # every kind is free: kernel, noise (unless known), mean, Z
@@ -187,7 +187,7 @@ test_that("VIF gradients match central finite differences: kernels x noise model
                  kernel_rbf(c(0.3, 0.5), 1) * kernel_matern32(0.5))) {
     set.seed(4)
     fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = ~ x1, neighbours = 5,
-                optimize = FALSE)
+                optimize = FALSE, optimize_inducing = TRUE)
     expect_grad(fit, tol = 1e-6)
   }
 })
@@ -197,11 +197,11 @@ test_that("chunks of rows give the one-piece likelihood and gradient", {
   for (nz in list(0.05, ~ x2)) {
     set.seed(5)
     a <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
-              noise = nz, neighbours = 6, optimize = FALSE)
+              noise = nz, neighbours = 6, optimize = FALSE, optimize_inducing = TRUE)
     # 7 rows per chunk (.vif_rows(): 8 (8 M + 2 (K+1)^2) bytes per row)
     set.seed(5)
     b <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
-              noise = nz, neighbours = 6, optimize = FALSE,
+              noise = nz, neighbours = 6, optimize = FALSE, optimize_inducing = TRUE,
               control = list(memory = 7 * 8 * (8 * 6 + 2 * 49)))
     expect_identical(a$neighbours$index, b$neighbours$index)
     expect_equal(sparsevgp:::.vif_rows(b$control$memory, 6, 6), 7)
@@ -323,10 +323,10 @@ test_that("on a cluster the likelihood, gradient and predictions equal one proce
   for (nz in list(0.05, ~ x1)) {
     set.seed(10)
     a <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.3, 0.4), 1), inducing = d$Z, noise = nz,
-              neighbours = 5, optimize = FALSE)
+              neighbours = 5, optimize = FALSE, optimize_inducing = TRUE)
     set.seed(10)
     fit <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.3, 0.4), 1), inducing = d$Z, noise = nz,
-                neighbours = 5, optimize = FALSE)
+                neighbours = 5, optimize = FALSE, optimize_inducing = TRUE)
     # the workers hold one block each (a run of the spatial order and its
     # neighbours), and chunks within it
     fit$control$memory <- 5 * 8 * (8 * 6 + 2 * 36)
@@ -350,4 +350,27 @@ test_that("on a cluster the likelihood, gradient and predictions equal one proce
   expect_equal(predict(f1, xnew, cluster = cl), predict(f1, xnew), tolerance = 1e-12)
   left <- unlist(parallel::clusterCall(cl, function() ls(asNamespace("sparsevgp")$.shards)))
   expect_length(left, 0L)
+})
+
+test_that("prior weights and offsets with neighbours: the likelihood of the equivalent model", {
+  d <- vif_data(N = 50)
+  w <- seq(0.5, 2, length.out = 50)
+  off <- seq(-1, 1, length.out = 50)
+  k <- kernel_matern32(c(0.3, 0.4), 1)
+  set.seed(12)
+  a <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05, weights = w, offset = off,
+            neighbours = 5, optimize = FALSE, optimize_inducing = TRUE)
+  set.seed(12)
+  b <- sgpr(d$x, d$y - off, kernel = k, inducing = d$Z, noise = 0.05 / w, neighbours = 5,
+            optimize = FALSE)
+  expect_equal(a$bound, b$bound, tolerance = 1e-12)
+  expect_lt(abs(a$bound - vif_dense(a)$ll) / abs(a$bound), 1e-10)
+  # the weights' noise gradient: central differences
+  expect_grad(a, tol = 1e-6)
+  # held parameters stay put in a fit
+  set.seed(13)
+  f <- sgpr(d$x, d$y, kernel = kernel_rbf(c(0.3, 0.3), 1), inducing = d$Z, neighbours = 4,
+            fixed = c("lengthscale", "noise"), noise = 0.05)
+  expect_equal(unname(f$params$lengthscale), c(0.3, 0.3))
+  expect_equal(f$params$noise, 0.05)
 })
