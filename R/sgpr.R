@@ -208,8 +208,9 @@
 #'   \code{neighbours = "auto"} the new fit keeps the number of neighbours
 #'   of \code{start}).
 #' @param neighbours the number \eqn{K} of neighbours each observation
-#'   conditions on in the residual process (see Details): \code{"auto"},
-#'   0 (the collapsed bound alone) or a whole number below \eqn{N}.
+#'   conditions on in the residual process (see Details): \code{"auto"}
+#'   (the default), 0 (the collapsed bound alone) or a whole number below
+#'   \eqn{N}.
 #' @return An object of class \code{c("sgpr", "sparsevgp")}.
 #' @templateVar model sgpr
 #' @templateVar classifier no
@@ -275,7 +276,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = NULL, fixed = NULL, control = list(),
                          start = NULL, weights = NULL, offset = NULL, cluster = NULL,
-                         neighbours = 0, ...) {
+                         neighbours = "auto", ...) {
   call <- .model_call(match.call(), "sgpr")
   data <- .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)

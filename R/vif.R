@@ -289,6 +289,29 @@
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
     fit <- .vif_refresh(fit, force = TRUE)
   }
+  # greedy inducing inputs that are held: re-selected at the fitted
+  # parameters (with the neighbour sets chosen anew for them) and refitted
+  # while that raises the likelihood, as stage 2 of the staged schedule
+  # (R/training.R)
+  if (N <= .train_subsample && !isTRUE(fit$optim$interrupted) && !.any_free(fit, "Z") &&
+      isTRUE(fit$selection$method %in% .greedy_methods)) {
+    gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
+    for (pass in seq_len(.vif_reselect_passes)) {
+      Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
+                           weights = .select_weights(fit), perm = fit$selection$perm,
+                           memory = fit$control$memory)
+      if (identical(unname(Z), unname(fit$params$Z))) break
+      cand <- .vif_refresh(.set_inducing(fit, Z), force = TRUE)
+      cand <- .fit_lbfgsb(cand, sprintf("re-selection %d", pass))
+      reports[[sprintf("reselect_%d", pass)]] <- cand$optim
+      if (!isTRUE(cand$optim$value > fit$optim$value + gain)) {
+        if (isTRUE(cand$optim$interrupted) && cand$optim$value > fit$optim$value) fit <- cand
+        break
+      }
+      fit <- cand
+      if (isTRUE(fit$optim$interrupted)) break
+    }
+  }
   fit$fixed <- .fixed_from_spec(fit)
   fit$optim <- .stage_report(fit$optim, reports)
   fit$optim$neighbour_rounds <- round
@@ -296,6 +319,9 @@
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }
+
+# Re-selection passes of the greedy inducing inputs at most.
+.vif_reselect_passes <- 2L
 
 # Choose the neighbour sets anew at the fit's parameters (when stale, or
 # with force); on a cluster the shards follow them.
@@ -425,37 +451,47 @@
 
 # ---- neighbours = "auto" ------------------------------------------------------------
 
-# The number of neighbours an automatic choice takes, the rows of its
-# trial, and the gain in log likelihood per observation (nats) that the
-# neighbours must bring there.
+# The number of neighbours an automatic choice takes, the most input
+# columns for which it considers them, the rows of its trial, and the gain
+# in log likelihood per observation (nats) that the neighbours must bring
+# there.
 .vif_auto_K <- 20L
+.vif_auto_max_dim <- 5L
 .vif_auto_rows <- 1500L
-.vif_auto_gain <- 0.02
+.vif_auto_gain <- 0.01
 
 # neighbours = "auto": K = 0 (the collapsed bound of today's sgpr) where the
-# residual process carries no signal, else .vif_auto_K. Two steps:
-#   1. the global part suffices when greedy selection of the inducing
-#      inputs (automatic M) met its KL target before its cap: the residual
-#      Kff - Qff is then below the noise everywhere (smooth data);
-#   2. otherwise a trial: sgpr(neighbours = K) fitted on a random subsample
-#      of .vif_auto_rows rows with the inducing inputs the full model would
-#      have (held) and a constant noise; the neighbours are kept when they
-#      raise its log likelihood above that of the same model without them
-#      (K = 0, the Nystrom-plus-diagonal likelihood) at the fitted
-#      parameters by more than .vif_auto_gain nats per observation. In
-#      high dimensions neighbours are far apart and barely correlated, and
-#      the gain is small.
+# residual process carries no usable signal, else .vif_auto_K.
+#   - More than .vif_auto_max_dim input columns: 0. Nearest neighbours are
+#     informative in low dimensions (the spatial settings of Vecchia
+#     approximations; Katzfuss and Guinness 2021); in more dimensions the
+#     budget is better spent on inducing points: on kin8nm (8 columns) the
+#     collapsed bound with its M beats neighbours with the M the same
+#     budget leaves them (bench_peers.R).
+#   - Otherwise a trial: sgpr(neighbours = K) fitted on a random subsample
+#     of .vif_auto_rows rows with the inducing inputs the full model would
+#     have (held) and a constant noise; the neighbours are kept when they
+#     raise its log likelihood above that of the same model without them
+#     (K = 0, the Nystrom-plus-diagonal likelihood) at the fitted
+#     parameters by more than .vif_auto_gain nats per observation. On a
+#     smooth function the residual is noise and the gain about 0.
 # With optimize = FALSE no trial is run (K = 0). Returns list(K, params (of
 # the trial, the starting values of the full fit), report).
 .vif_auto <- function(x, y, kernel, noise, spec, Z, control, mean, optimize) {
   N <- nrow(x)
   if (!optimize) return(list(K = 0L, report = list(reason = "not optimised")))
-  if (isTRUE(spec$auto) && nrow(Z) < spec$M) {
-    return(list(K = 0L, report = list(reason = "smooth", M = nrow(Z))))
+  if (ncol(x) > .vif_auto_max_dim) {
+    return(list(K = 0L, report = list(reason = "dimension", D = ncol(x))))
   }
   K <- min(.vif_auto_K, N - 1L)
   n <- min(N, .vif_auto_rows)
   if (n < 4L * K) return(list(K = 0L, report = list(reason = "small")))
+  # the trial draws its own random numbers (the subsample, the order of its
+  # neighbours, ties in its selection) and then restores the stream, so
+  # that a fit without neighbours draws what it drew before
+  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
+  seed <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", seed, envir = globalenv()), add = TRUE)
   rows <- if (N > n) sort(sample.int(N, n)) else seq_len(N)
   nzt <- if (is.numeric(noise) && length(noise) == N) noise[rows] else
     if (is.numeric(noise) && length(noise) == 1L) noise
@@ -474,8 +510,8 @@
 # The line of summary() on an automatic choice.
 .vif_auto_line <- function(r) {
   switch(r$reason,
-         smooth = sprintf("none: greedy selection met its KL target with M = %d inducing inputs, so the residual process carries no signal (neighbours = \"auto\")",
-                          r$M),
+         dimension = sprintf("none: %d input columns, more than the %d up to which neighbours are considered (neighbours = \"auto\")",
+                             r$D, .vif_auto_max_dim),
          small = "none: too few observations for a trial (neighbours = \"auto\")",
          "not optimised" = "none (neighbours = \"auto\" without optimisation)",
          trial = sprintf("%s: on a subsample of %d rows, K = %d neighbours raised the log likelihood by %s nats per observation (the threshold is %g; neighbours = \"auto\")",
