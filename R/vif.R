@@ -274,7 +274,7 @@
     fit$params <- sub$params
     if (isTRUE(sub$optim$interrupted)) {
       fit$neighbours <- .nb_choose(fit, fit$params)
-      fit$optim <- .stage_report(sub$optim, reports)
+      fit$optim <- .stage_report(sub$optim, reports, schedule = "neighbours")
       fit$time <- proc.time()[["elapsed"]] - start
       return(fit)
     }
@@ -313,7 +313,7 @@
     }
   }
   fit$fixed <- .fixed_from_spec(fit)
-  fit$optim <- .stage_report(fit$optim, reports)
+  fit$optim <- .stage_report(fit$optim, reports, schedule = "neighbours")
   fit$optim$neighbour_rounds <- round
   if (N > .train_subsample) fit$optim$subsample <- .train_subsample
   fit$time <- proc.time()[["elapsed"]] - start
