@@ -108,12 +108,12 @@
 }
 
 # Send the fit's data to the workers of `cl`, one contiguous share each:
-# `share(rows)` is what the model's workers need of those rows (a list).
+# `share(rows)` is what the model's workers need of those rows (a list),
+# stored under `key` (a new one by default).
 # Returns the handle the evaluations use: list(cl, key, n (rows per worker)).
-.cluster_setup <- function(cl, fit, share = .shard_gaussian(fit)) {
+.cluster_setup <- function(cl, fit, share = .shard_gaussian(fit), key = .shard_key()) {
   N <- nrow(fit$x)
   cl <- .cluster_open(cl, N)
-  key <- .shard_key()
   parts <- .cluster_parts(N, length(cl))
   tryCatch(parallel::clusterApply(cl, lapply(parts, share), .shard_store, key = key),
            error = function(e) {

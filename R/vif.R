@@ -354,34 +354,26 @@
 
 # ---- on a cluster -----------------------------------------------------------------
 
-# The shares of the workers: one block each (a run of the spatial order
-# and its halo), with the rows' data, noise model and local neighbour
-# index.
-.vif_shares <- function(fit, parts) {
+# What a worker holds: one block (a run of the spatial order and its
+# halo), with the rows' data, noise model and local neighbour index.
+.vif_share <- function(fit) {
   nb <- fit$neighbours
   memory <- fit$control$memory
-  lapply(parts, function(r) {
+  function(r) {
     b <- .nb_block(nb$index, nb$spatial[r])
     s <- .subsample_fit(fit, b$U)
     list(model = "vif", x = s$x, y = s$y, noise_model = s$noise_model, memory = memory,
          K = nb$K, index = b$nbl, spatial = seq_len(b$no))
-  })
+  }
 }
 
-# Send the shares to the workers of fit$cluster (after a refresh of the
-# neighbour sets, the old ones are dropped first).
+# Send the shares to the workers of fit$cluster under its key (after a
+# refresh of the neighbour sets the old ones are dropped first), so that
+# one release at the end drops the latest.
 .vif_cluster_reshard <- function(fit) {
   h <- fit$cluster
   .cluster_release(h)
-  parts <- .cluster_parts(nrow(fit$x), length(h$cl))
-  shares <- .vif_shares(fit, parts)
-  tryCatch(parallel::clusterApply(h$cl, shares, .shard_store, key = h$key),
-           error = function(e) {
-             .cluster_fail(sprintf("the data could not be sent to the workers (%s)",
-                                   conditionMessage(e)))
-           })
-  h$n <- lengths(parts)
-  fit$cluster <- h
+  fit$cluster <- .cluster_setup(h$cl, fit, .vif_share(fit), key = h$key)
   fit
 }
 
@@ -389,14 +381,10 @@
 # workers, the model is fitted, the shares are dropped.
 .vif_cluster_fit <- function(fit, optimize, cluster) {
   if (is.null(cluster)) return(.build_or_fit(fit, optimize))
-  cl <- .cluster_open(cluster, nrow(fit$x))
-  fit$cluster <- list(cl = cl, key = .shard_key(), n = integer())
-  on.exit(.cluster_release(fit$cluster), add = TRUE)
-  fit <- .vif_cluster_reshard(fit)
-  h <- fit$cluster
+  h <- .cluster_setup(cluster, fit, .vif_share(fit))
   on.exit(.cluster_release(h), add = TRUE)
+  fit$cluster <- h
   fit <- .build_or_fit(fit, optimize)
-  if (!is.null(fit$cluster)) .cluster_release(fit$cluster)
   fit$cluster <- NULL
   fit
 }

@@ -32,6 +32,7 @@
 #include <R.h>
 #include <Rinternals.h>
 #include "spv.h"
+#include "kernel_math.h"
 
 #define NB_LEAF 16
 /* positions below which ordered neighbours are found by brute force */
@@ -116,16 +117,6 @@ static void nb_heap_sorted(nb_heap *h, int *out_id)
     }
     for (int j = 0; j < h->K; j++) out_id[j] = j < n ? h->id[j] + 1 : 0;
     h->n = 0;
-}
-
-static inline double nb_d2(const double *a, const double *b, int D)
-{
-    double s = 0.0;
-    for (int d = 0; d < D; d++) {
-        const double t = a[d] - b[d];
-        s += t * t;
-    }
-    return s;
 }
 
 /* idx[lo..hi) partially sorted so that idx[mid] holds the point whose
@@ -235,7 +226,7 @@ static void nb_search(const nb_tree *t, int node, const double *q, int limit,
         for (int i = t->lo[node]; i < t->hi[node]; i++) {
             const int id = t->idx[i];
             if ((limit >= 0 && id >= limit) || id == skip) continue;
-            nb_heap_push(h, nb_d2(t->x + (size_t) D * id, q, D), id);
+            nb_heap_push(h, sqdist(t->x + (size_t) D * id, q, D), id);
         }
         return;
     }
@@ -289,7 +280,7 @@ SEXP ffi_nb_ordered(SEXP x, SEXP Kc)
     for (int p = 0; p < brute; p++) {
         h.n = 0;
         for (int j = 0; j < p; j++)
-            nb_heap_push(&h, nb_d2(xs + (size_t) D * j, xs + (size_t) D * p, D), j);
+            nb_heap_push(&h, sqdist(xs + (size_t) D * j, xs + (size_t) D * p, D), j);
         nb_heap_sorted(&h, o + (size_t) K * p);
     }
     int *ids = (int *) R_alloc((size_t) N + 1, sizeof(int));

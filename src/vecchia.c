@@ -403,6 +403,25 @@ static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     b->lambda = REAL(lambda); b->ytil = REAL(ytil);
 }
 
+/* The owned points' noise variances must be positive (the bound's
+ * points; a new point of a prediction has none). */
+static void vf_positive_noise(const vf_block *b)
+{
+    for (int i = 0; i < b->no; i++)
+        if (!(b->lambda[i] > 0.0))
+            error("noise variances 'lambda' must be positive");
+}
+
+/* Bm^-1 (M x M) and vt (M) from ffi_vf_value, checked. */
+static void vf_posterior_args(SEXP Binv, SEXP vt, int M)
+{
+    chk_real_matrix(Binv, "Binv", M);
+    if (nrows(Binv) != M) error("'Binv' must have %d rows", M);
+    chk_finite(Binv, "Binv");
+    chk_real_vector(vt, "vt", M);
+    chk_finite(vt, "vt");
+}
+
 /* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d), n,
  * recs), recs (the points' records for pass 2) when keep is TRUE. */
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
@@ -410,9 +429,7 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
 {
     vf_block b;
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
-    for (int i = 0; i < b.no; i++)
-        if (!(b.lambda[i] > 0.0))
-            error("noise variances 'lambda' must be positive");
+    vf_positive_noise(&b);
     const int kp = chk_flag(keep, "keep");
     b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
     int nprot = 0;
@@ -513,14 +530,8 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     vf_block b;
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     const int M = b.M, nu = b.nu, K1 = b.K + 1;
-    for (int i = 0; i < b.no; i++)
-        if (!(b.lambda[i] > 0.0))
-            error("noise variances 'lambda' must be positive");
-    chk_real_matrix(Binv, "Binv", M);
-    if (nrows(Binv) != M) error("'Binv' must have %d rows", M);
-    chk_finite(Binv, "Binv");
-    chk_real_vector(vt, "vt", M);
-    chk_finite(vt, "vt");
+    vf_positive_noise(&b);
+    vf_posterior_args(Binv, vt, M);
     if (!isNull(recs)) {
         chk_real_matrix(recs, "recs", b.no);
         if ((size_t) nrows(recs) != vf_rec_size(b.K))
@@ -578,11 +589,7 @@ SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     vf_block b;
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     const int M = b.M, no = b.no;
-    chk_real_matrix(Binv, "Binv", M);
-    if (nrows(Binv) != M) error("'Binv' must have %d rows", M);
-    chk_finite(Binv, "Binv");
-    chk_real_vector(vt, "vt", M);
-    chk_finite(vt, "vt");
+    vf_posterior_args(Binv, vt, M);
     const int fc = chk_flag(full, "full");
     b.A = vf_features(REAL(L), M, REAL(Kuf), b.nu);
     int nprot = 0;

@@ -330,9 +330,7 @@ test_that("on a cluster the likelihood, gradient and predictions equal one proce
     # the workers hold one block each (a run of the spatial order and its
     # neighbours), and chunks within it
     fit$control$memory <- 5 * 8 * (8 * 6 + 2 * 36)
-    fit$cluster <- list(cl = sparsevgp:::.cluster_open(cl, 70), key = sparsevgp:::.shard_key(),
-                        n = integer())
-    fit <- sparsevgp:::.vif_cluster_reshard(fit)
+    fit$cluster <- sparsevgp:::.cluster_setup(cl, fit, sparsevgp:::.vif_share(fit))
     r1 <- sparsevgp:::.evaluate(a, a$params, grad = TRUE)
     r2 <- sparsevgp:::.evaluate(fit, fit$params, grad = TRUE)
     sparsevgp:::.cluster_release(fit$cluster)
