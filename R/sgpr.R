@@ -353,7 +353,7 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                             wo, list(auto_neighbours = auto$report)))
   # with neighbours: the Vecchia residual of R/vif.R
   if (isTRUE(nbr$K > 0L)) {
-    fit <- .vif_setup(fit, nbr$K)
+    fit <- .vif_setup(fit, nbr$K, from = start)
     return(.vif_cluster_fit(fit, optimize, cluster))
   }
   # with a cluster the data go to the workers once (R/cluster.R)

@@ -29,11 +29,19 @@
 # ---- setting up ----------------------------------------------------------------
 
 # The fit with neighbour sets: `neighbours` holds the structure of
-# R/neighbours.R (chosen here at the starting values), the objective is a
-# likelihood, and the label says so.
-.vif_setup <- function(fit, K) {
-  fit$neighbours <- .nb_new(nrow(fit$x), K)
-  fit$neighbours <- .nb_choose(fit, fit$params)
+# R/neighbours.R (chosen here at the starting values, or those of `from`,
+# a fit it warm-starts from), the objective is a likelihood, and the label
+# says so.
+.vif_setup <- function(fit, K, from = NULL) {
+  # a warm start on the same inputs keeps the neighbour sets of the fit it
+  # starts from, so that update(fit, optimize = FALSE) reproduces it
+  if (!is.null(from$neighbours) && identical(from$neighbours$K, as.integer(K)) &&
+      identical(unname(from$x), unname(fit$x))) {
+    fit$neighbours <- from$neighbours
+  } else {
+    fit$neighbours <- .nb_new(nrow(fit$x), K)
+    fit$neighbours <- .nb_choose(fit, fit$params)
+  }
   fit$objective_type <- "likelihood"
   fit$model <- sub("^Sparse GP regression \\(SGPR\\)",
                    sprintf("Sparse GP regression with a Vecchia residual (VIF, K = %d neighbours)", K),
@@ -52,11 +60,17 @@
 }
 
 # The most inducing inputs an automatic choice takes with K neighbours: as
-# .auto_max_inducing(), so that one evaluation costs about 3e8
-# multiplications, now N (M^2 + 1.5 M (K+1)^2) (the local Gram matrices and
-# their use), and at least 30.
+# .auto_max_inducing(), a budget of multiplications per evaluation, with
+# the cost N (M^2 + 1.5 M (K+1)^2) of the likelihood with neighbours (the
+# local Gram matrices and their use) and a budget of .vif_budget, a third of
+# the collapsed bound's: the neighbours carry the local structure, so the
+# global part needs fewer inducing inputs (on power and volcano, M = 30 and
+# M = 100 give the same test accuracy), and the search and choice of
+# neighbours cost besides. At least 30.
+.vif_budget <- 1e8
+
 .vif_max_inducing <- function(N, K) {
-  b <- 3e8 / N
+  b <- .vif_budget / N
   c1 <- 1.5 * (K + 1)^2
   as.integer(min(N, max(30, floor((-c1 + sqrt(c1^2 + 4 * b)) / 2))))
 }
@@ -313,6 +327,9 @@
     }
   }
   fit$fixed <- .fixed_from_spec(fit)
+  # on a cluster the shares must hold this fit's neighbour sets (a rejected
+  # re-selection may have sent others)
+  if (!is.null(fit$cluster)) fit <- .vif_cluster_reshard(fit)
   fit$optim <- .stage_report(fit$optim, reports, schedule = "neighbours")
   fit$optim$neighbour_rounds <- round
   if (N > .train_subsample) fit$optim$subsample <- .train_subsample
@@ -443,7 +460,7 @@
 # columns for which it considers them, the rows of its trial, and the gain
 # in log likelihood per observation (nats) that the neighbours must bring
 # there.
-.vif_auto_K <- 20L
+.vif_auto_K <- 10L
 .vif_auto_max_dim <- 5L
 .vif_auto_rows <- 1500L
 .vif_auto_gain <- 0.01

@@ -269,8 +269,9 @@ static int nb_count(SEXP K, const char *name)
 SEXP ffi_nb_ordered(SEXP x, SEXP Kc)
 {
     const double *xs = nb_points(x, "x", -1);
-    const int N = nrows(x), D = ncols(x), K = nb_count(Kc, "Kc");
+    const int N = nrows(x), D = ncols(x);
     if (D < 1) error("'x' must have at least one column");
+    const int K = nb_count(Kc, "Kc");
     SEXP out = PROTECT(allocMatrix(INTSXP, K, N));
     int *o = INTEGER(out);
     nb_heap h = {.K = K, .n = 0};
@@ -309,6 +310,7 @@ SEXP ffi_nb_query(SEXP x, SEXP xnew, SEXP Kc)
 {
     const double *xs = nb_points(x, "x", -1);
     const int N = nrows(x), D = ncols(x);
+    if (D < 1) error("'x' must have at least one column");
     const double *qs = nb_points(xnew, "xnew", D);
     const int n = nrows(xnew), K = nb_count(Kc, "Kc");
     if (K > N) error("'Kc' must be at most the number of rows of 'x'");
@@ -338,6 +340,7 @@ SEXP ffi_nb_spatial_order(SEXP x)
 {
     const double *xs = nb_points(x, "x", -1);
     const int N = nrows(x), D = ncols(x);
+    if (D < 1) error("'x' must have at least one column");
     int *ids = (int *) R_alloc((size_t) N + 1, sizeof(int));
     for (int i = 0; i < N; i++) ids[i] = i;
     nb_tree t;

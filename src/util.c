@@ -171,6 +171,9 @@ void chk_local_index(SEXP nbl, const char *name, int nu)
     if (!isInteger(nbl) || !isMatrix(nbl))
         error("'%s' must be an integer matrix", name);
     const int K = nrows(nbl), no = ncols(nbl);
+    /* (K+1)^2 is a block's size: kept within an int */
+    if (K > 40000)
+        error("'%s' has %d rows: at most 40000 neighbours per point", name, K);
     if (no > nu)
         error("'%s' has %d columns, more than the %d points", name, no, nu);
     const int *p = INTEGER(nbl);

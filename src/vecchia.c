@@ -566,6 +566,8 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     chk_result(Abar, (size_t) M * nu, "adjoint of Kuf");
     chk_result(REAL(sGl), (size_t) K1 * K1 * b.no, "adjoint of the local kernel blocks");
     chk_result(REAL(sgl), (size_t) nu, "adjoint of lambda");
+    chk_result(REAL(sgy), (size_t) nu, "adjoint of ytil");
+    chk_result(REAL(sAA), (size_t) M * M, "adjoint of Kuu");
     const char *names[] = {"Guf", "Gloc", "glambda", "gytil", "AbarA", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, sG);
