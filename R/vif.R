@@ -303,29 +303,6 @@
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
     fit <- .vif_refresh(fit, force = TRUE)
   }
-  # greedy inducing inputs that are held: re-selected at the fitted
-  # parameters (with the neighbour sets chosen anew for them) and refitted
-  # while that raises the likelihood, as stage 2 of the staged schedule
-  # (R/training.R)
-  if (N <= .train_subsample && !isTRUE(fit$optim$interrupted) && !.any_free(fit, "Z") &&
-      isTRUE(fit$selection$method %in% .greedy_methods)) {
-    gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
-    for (pass in seq_len(.vif_reselect_passes)) {
-      Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
-                           weights = .select_weights(fit), perm = fit$selection$perm,
-                           memory = fit$control$memory)
-      if (identical(unname(Z), unname(fit$params$Z))) break
-      cand <- .vif_refresh(.set_inducing(fit, Z), force = TRUE)
-      cand <- .fit_lbfgsb(cand, sprintf("re-selection %d", pass))
-      reports[[sprintf("reselect_%d", pass)]] <- cand$optim
-      if (!isTRUE(cand$optim$value > fit$optim$value + gain)) {
-        if (isTRUE(cand$optim$interrupted) && cand$optim$value > fit$optim$value) fit <- cand
-        break
-      }
-      fit <- cand
-      if (isTRUE(fit$optim$interrupted)) break
-    }
-  }
   fit$fixed <- .fixed_from_spec(fit)
   # on a cluster the shares must hold this fit's neighbour sets (a rejected
   # re-selection may have sent others)
@@ -336,9 +313,6 @@
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }
-
-# Re-selection passes of the greedy inducing inputs at most.
-.vif_reselect_passes <- 2L
 
 # Choose the neighbour sets anew at the fit's parameters (when stale, or
 # with force); on a cluster the shards follow them.
@@ -463,7 +437,7 @@
 .vif_auto_K <- 10L
 .vif_auto_max_dim <- 5L
 .vif_auto_rows <- 1500L
-.vif_auto_gain <- 0.01
+.vif_auto_gain <- 0.002
 
 # neighbours = "auto": K = 0 (the collapsed bound of today's sgpr) where the
 # residual process carries no usable signal, else .vif_auto_K.
