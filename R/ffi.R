@@ -186,8 +186,11 @@
 # R/vif.R use them.
 
 # Ordered neighbours: the Kc Euclidean nearest earlier positions of each
-# position of the scaled points xs (rows in the Vecchia order), Kc x N.
-.ffi_nb_ordered <- function(xs, Kc) .Call(ffi_nb_ordered, xs, as.integer(Kc))
+# position of the scaled points xs (rows in the Vecchia order), Kc x N;
+# with `order` (the rows at positions 1..N), the neighbours' rows by row.
+.ffi_nb_ordered <- function(xs, Kc, order = NULL) {
+  .Call(ffi_nb_ordered, xs, as.integer(Kc), if (!is.null(order)) as.integer(order))
+}
 
 # The Kc nearest rows of xs to each row of xsnew (both scaled), Kc x n.
 .ffi_nb_query <- function(xs, xsnew, Kc) .Call(ffi_nb_query, xs, xsnew, as.integer(Kc))

@@ -107,10 +107,7 @@
     return(nb)
   }
   Kc <- max(K, nb$candidates)
-  pos <- .ffi_nb_ordered(xs[nb$order, , drop = FALSE], Kc)
-  # positions to rows, columns by row
-  cand <- matrix(0L, Kc, N)
-  cand[, nb$order] <- ifelse(pos > 0L, nb$order[pmax(pos, 1L)], 0L)
+  cand <- .ffi_nb_ordered(xs[nb$order, , drop = FALSE], Kc, nb$order)
   if (Kc == K || selection == "distance") {
     nb$index <- cand[seq_len(K), , drop = FALSE]
     return(nb)

@@ -324,7 +324,8 @@ sgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     nbr$K <- auto$K
     if (auto$K > 0L) {
       kernel <- .warm_kernel(kernel, auto$params, ncol(x))
-      if (!is.null(nz$params$noise)) nz$params$noise <- auto$params$noise
+      # exact names: $noise would match a noise model's noise_coef
+      if (!is.null(nz$params[["noise"]])) nz$params[["noise"]] <- auto$params[["noise"]]
       if (!mn$fixed) mn$value <- auto$params$mean
       if (spec$method != "given") {
         if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))

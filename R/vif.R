@@ -78,8 +78,8 @@
 # ---- the likelihood over blocks ------------------------------------------------
 
 # A space of rows over which the passes run: its inputs (nu x D), the
-# neighbour index of its first no rows (K x no, rows of the space), their
-# spatial order, and nu.
+# neighbour index of its first no rows (K x no, rows of the space) and
+# their spatial order. A worker's share (.vif_share()) is a space too.
 .vif_space <- function(fit) {
   nb <- fit$neighbours
   list(x = fit$x, index = nb$index, spatial = nb$spatial)
@@ -99,7 +99,7 @@
     Kloc <- .kern_local(k, xb, b$nbl)
     one <- length(blocks) == 1L
     sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U], keep = one)
-    if (one) held <- list(block = b, x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
+    if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
     sb$recs <- NULL
     s <- if (is.null(s)) sb else .stream_add(s, sb)
   }
@@ -228,7 +228,6 @@
     if (K > 0L) {
       cand <- cand_all[, rr, drop = FALSE]
       tr <- unique(as.vector(cand))
-      U <- c(-seq_len(nbn), tr)
       xU <- rbind(xb, x[tr, , drop = FALSE])
       candl <- matrix(nbn + match(cand, tr), nrow(cand))
       Kuf <- .ffi_kern_matrix(k, Z, xU)

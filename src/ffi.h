@@ -36,7 +36,7 @@ SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand);
 SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
-SEXP ffi_nb_ordered(SEXP x, SEXP Kc);
+SEXP ffi_nb_ordered(SEXP x, SEXP Kc, SEXP order);
 SEXP ffi_nb_query(SEXP x, SEXP xnew, SEXP Kc);
 SEXP ffi_nb_select(SEXP A, SEXP r, SEXP kval, SEXP cand, SEXP K);
 SEXP ffi_nb_spatial_order(SEXP x);

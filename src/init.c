@@ -29,7 +29,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_local_grad, 5),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
-    CALLDEF(ffi_nb_ordered, 2),
+    CALLDEF(ffi_nb_ordered, 3),
     CALLDEF(ffi_nb_query, 3),
     CALLDEF(ffi_nb_select, 5),
     CALLDEF(ffi_nb_spatial_order, 1),

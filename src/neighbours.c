@@ -265,8 +265,10 @@ static int nb_count(SEXP K, const char *name)
 /* Ordered neighbours: x (N x D) holds the scaled points in the Vecchia
  * order; returns the Kc x N integer matrix whose column p holds the
  * positions (1-based) of the Kc nearest points among positions 1..p-1,
- * nearest first (ties: the earlier position), padded with 0. */
-SEXP ffi_nb_ordered(SEXP x, SEXP Kc)
+ * nearest first (ties: the earlier position), padded with 0. With `order`
+ * (the rows of the points at positions 1..N, a permutation), column
+ * order[p] holds the rows order[q] instead: the neighbours by row. */
+SEXP ffi_nb_ordered(SEXP x, SEXP Kc, SEXP order)
 {
     const double *xs = nb_points(x, "x", -1);
     const int N = nrows(x), D = ncols(x);
@@ -298,6 +300,27 @@ SEXP ffi_nb_ordered(SEXP x, SEXP Kc)
             nb_heap_sorted(&h, o + (size_t) K * p);
         }
         vmaxset(vmax);
+    }
+    if (!isNull(order)) {
+        if (!isInteger(order) || XLENGTH(order) != N)
+            error("'order' must be an integer vector of length %d", N);
+        const int *po = INTEGER(order);
+        int *seen = (int *) R_alloc((size_t) N + 1, sizeof(int));
+        memset(seen, 0, ((size_t) N + 1) * sizeof(int));
+        for (int p = 0; p < N; p++) {
+            if (po[p] == NA_INTEGER || po[p] < 1 || po[p] > N || seen[po[p]])
+                error("'order' must be a permutation of 1..%d", N);
+            seen[po[p]] = 1;
+        }
+        SEXP byrow = PROTECT(allocMatrix(INTSXP, K, N));
+        int *b = INTEGER(byrow);
+        for (int p = 0; p < N; p++) {
+            const int *op = o + (size_t) K * p;
+            int *bp = b + (size_t) K * (po[p] - 1);
+            for (int j = 0; j < K; j++) bp[j] = op[j] > 0 ? po[op[j] - 1] : 0;
+        }
+        UNPROTECT(2);
+        return byrow;
     }
     UNPROTECT(1);
     return out;

@@ -445,11 +445,14 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     } else {
         prec = la_alloc(rs * b.no);
     }
+    /* the slots a point with fewer than K neighbours leaves unused */
+    memset(prec, 0, rs * b.no * sizeof(double));
     const int st = vf_stats(&b, REAL(BB), REAL(w), REAL(sums), prec);
     vf_status_error(st);
     chk_result(REAL(BB), (size_t) b.M * b.M, "Vecchia statistic Bm");
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
     chk_result(REAL(sums), 2, "Vecchia sums");
+    if (kp) chk_result(prec, rs * b.no, "local regression of a neighbour block");
     const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, BB);

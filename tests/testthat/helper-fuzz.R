@@ -70,7 +70,7 @@ fuzz_templates <- function() {
     ffi_kern_local_cross = function() list(kc, x, nbl),
     ffi_kern_local_grad = function() list(kc, x, nbl, matrix(seq(-1, 1, length.out = 128), 16, 8), Kl),
     ffi_la_chol = function() list(Kuu, 0, 1e-2),
-    ffi_nb_ordered = function() list(x, 3L),
+    ffi_nb_ordered = function() list(x, 3L, c(3L, 1L, 4L, 8L, 5L, 2L, 6L, 7L)),
     ffi_nb_query = function() list(x, x[1:3, ], 3L),
     ffi_nb_select = function() {
       list(A, rep(0.5, 8), .Call(ns$ffi_kern_local_cross, kc, x, nbl), nbl, 2L)
