@@ -269,16 +269,18 @@
 
 # The fit of sgpr(neighbours = K): L-BFGS-B runs over all free parameters
 # with the neighbour sets held, chosen anew between runs by the rule of
-# R/neighbours.R; with more than .train_subsample observations, first on a
-# random subsample (with its own neighbour sets), then the kernel, noise
-# and mean on all the data with the inducing inputs held. The report adds
-# the runs as stages.
+# R/neighbours.R; with more than .vif_train_subsample observations, first
+# on a random subsample (with its own neighbour sets), then the kernel,
+# noise and mean on all the data with the inducing inputs held. The report
+# adds the runs as stages.
+.vif_train_subsample <- 10000L
+
 .train_vif <- function(fit) {
   start <- proc.time()[["elapsed"]]
   N <- nrow(fit$x)
   reports <- list()
-  if (N > .train_subsample) {
-    rows <- sort(sample.int(N, .train_subsample))
+  if (N > .vif_train_subsample) {
+    rows <- sort(sample.int(N, .vif_train_subsample))
     sub <- .subsample_fit(fit, rows)
     sub$neighbours <- .nb_subset(fit$neighbours, rows)
     sub$neighbours <- .nb_choose(sub, sub$params)
@@ -308,7 +310,7 @@
   if (!is.null(fit$cluster)) fit <- .vif_cluster_reshard(fit)
   fit$optim <- .stage_report(fit$optim, reports, schedule = "neighbours")
   fit$optim$neighbour_rounds <- round
-  if (N > .train_subsample) fit$optim$subsample <- .train_subsample
+  if (N > .vif_train_subsample) fit$optim$subsample <- .vif_train_subsample
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }
