@@ -1,119 +1,10 @@
 # What the two binary classifiers, pgpr() and svgp(likelihood = "bernoulli" or "probit"),
-# share: label coding, class probabilities from the latent predictive
-# distribution, the Polya-Gamma variance map, and the predict/plot helpers
-# that their methods in R/pgpr.R and R/svgp.R call.
+# share: the Polya-Gamma variance map and the predict/plot helpers that their
+# methods in R/pgpr.R and R/svgp.R call.
 
-# ---- labels ---------------------------------------------------------------
-
-# Two classes coded as y01 in {0, 1} and ypm = 2 y01 - 1 in {-1, +1} (the PG
-# formulas use y_n^2 = 1, Passerello 2022, chapter 4), plus what is needed to give
-# class predictions back in the user's coding. The positive class (1) is the
-# second factor level, TRUE, or 1, as in glm().
-.as_labels <- function(y, n, name = "y") {
-  if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
-  if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
-  if (!is.null(dim(y))) stop(sprintf("'%s' must be a vector, not a matrix", name), call. = FALSE)
-  if (length(y) != n) {
-    stop(sprintf("'%s' has length %d but the inputs have %d rows", name, length(y), n),
-         call. = FALSE)
-  }
-  if (anyNA(y)) {
-    stop(sprintf("'%s' contains NA (%d of %d labels): remove those observations first",
-                 name, sum(is.na(y)), n), call. = FALSE)
-  }
-  two <- function(k, what) {
-    if (k != 2L) {
-      stop(sprintf("'%s' must have exactly two classes, but it has %d (%s)", name, k, what),
-           call. = FALSE)
-    }
-  }
-  if (is.factor(y)) {
-    used <- levels(y)[levels(y) %in% as.character(y)]
-    two(length(used), paste(used, collapse = ", "))
-    y01 <- as.numeric(as.character(y) == used[2L])
-    coding <- list(type = "factor", levels = used)
-  } else if (is.logical(y)) {
-    two(length(unique(y)), paste(unique(y), collapse = ", "))
-    y01 <- as.numeric(y)
-    coding <- list(type = "logical", levels = c("FALSE", "TRUE"))
-  } else if (is.numeric(y)) {
-    u <- sort(unique(y))
-    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
-      stop(sprintf("'%s' as a number must be coded 0/1 (or -1/+1); it has values %s", name,
-                   paste(utils::head(u, 5L), collapse = ", ")), call. = FALSE)
-    }
-    two(length(u), paste(u, collapse = ", "))
-    y01 <- as.numeric(y == 1)
-    coding <- list(type = "numeric", levels = as.character(u), values = u)
-  } else {
-    stop(sprintf("'%s' must be a two-level factor, a logical vector or a 0/1 vector, not %s",
-                 name, class(y)[1L]), call. = FALSE)
-  }
-  list(y01 = y01, ypm = 2 * y01 - 1, coding = coding)
-}
-
-# The starting value of a learned constant prior mean of a classifier: the
-# logit of the share of positive labels (kept within [0.01, 0.99]).
-.class_mean_start <- function(y01) stats::qlogis(min(max(mean(y01), 0.01), 0.99))
-
-# Class labels in the user's coding from the probability of the positive
-# class (p > 1/2; every probability method gives the same boundary mu = 0).
-.labels_from_prob <- function(p, coding) {
-  pos <- p > 0.5
-  out <- switch(coding$type,
-    factor = factor(coding$levels[1L + pos], levels = coding$levels),
-    logical = pos,
-    numeric = coding$values[1L + pos])
-  names(out) <- names(p)
-  out
-}
-
-# ---- probabilities ----------------------------------------------------------
-
-.gh_cache <- new.env(parent = emptyenv())
-
-# Gauss-Hermite nodes and weights for int exp(-t^2) g(t) dt (Golub and Welsch 1969:
-# the nodes are the eigenvalues of the Jacobi matrix of the Hermite
-# polynomials, the weights sqrt(pi) times the squared first components).
-.gauss_hermite <- function(n = 20L) {
-  key <- as.character(n)
-  if (!is.null(.gh_cache[[key]])) return(.gh_cache[[key]])
-  if (n == 1L) {
-    gh <- list(x = 0, w = sqrt(pi))
-  } else {
-    J <- matrix(0, n, n)
-    off <- sqrt(seq_len(n - 1L) / 2)
-    J[cbind(1:(n - 1L), 2:n)] <- off
-    J[cbind(2:n, 1:(n - 1L))] <- off
-    e <- eigen(J, symmetric = TRUE)
-    o <- order(e$values)
-    gh <- list(x = e$values[o], w = sqrt(pi) * e$vectors[1L, o]^2)
-  }
-  .gh_cache[[key]] <- gh
-  gh
-}
-
-# p(y = 1 | x) from the latent predictive N(mu, s2):
-#   "quadrature": int sigmoid(f) N(f; mu, s2) df by 20-point Gauss-Hermite,
-#   "probit":     sigmoid(mu / sqrt(1 + pi s2 / 8)) (MacKay 1992),
-#   "plugin":     sigmoid(mu), the choice of the code behind Passerello's
-#                 experiments (2022, chapter 5).
-.class_prob <- function(mu, s2, method, link = "logit") {
-  # probit link: int Phi(f) N(f; mu, s2) df = Phi(mu / sqrt(1 + s2)) exactly
-  if (identical(link, "probit")) {
-    return(if (method == "plugin") stats::pnorm(mu) else stats::pnorm(mu / sqrt(1 + pmax(s2, 0))))
-  }
-  switch(method,
-    plugin = stats::plogis(mu),
-    probit = stats::plogis(mu / sqrt(1 + pi * s2 / 8)),
-    quadrature = {
-      gh <- .gauss_hermite(20L)
-      s <- sqrt(pmax(s2, 0))
-      p <- numeric(length(mu))
-      for (i in seq_along(gh$x)) p <- p + gh$w[i] * stats::plogis(mu + sqrt(2) * s * gh$x[i])
-      p / sqrt(pi)
-    })
-}
+# Label coding (.as_labels(), .labels_from_prob()), Gauss-Hermite
+# quadrature and the probabilities of the binary links (.class_prob()) are
+# the likelihood layer's, in R/likelihoods.R.
 
 #' Polya-Gamma helper functions
 #'
@@ -268,8 +159,19 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 
 # The link of a classifier: "probit" for svgp(likelihood = "probit"), else
 # "logit" (pgpr and svgp's Bernoulli-logit).
-.class_link <- function(object) {
-  if (identical(object$likelihood, "probit")) "probit" else "logit"
+.class_link <- function(object) .lik_of(object)$link
+
+# Residuals of a classifier (residuals() of pgpr and svgp fits): the 0/1
+# labels minus the probabilities of the positive class, divided by
+# sqrt(p (1 - p)) for type = "pearson"; padded for na.exclude.
+.residuals_classifier <- function(object, type = c("response", "pearson")) {
+  type <- match.arg(type)
+  p <- .predict_classifier(object, NULL, "prob", "quadrature", "none", 0.95, FALSE, FALSE,
+                           pad = FALSE)
+  r <- object$y - p
+  if (type == "pearson") r <- r / sqrt(p * (1 - p))
+  names(r) <- rownames(object$x)
+  stats::naresid(object$na.action, r)
 }
 
 # Training-set probabilities (padded for the rows that na.exclude dropped).
@@ -292,11 +194,14 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 # the PG variance map) with a colour key, the decision boundary p = 1/2,
 # the data by class (shapes and colours that stay visible on the
 # background, with a legend naming the classes) and the inducing inputs.
-# More inputs: the predicted probabilities by observed class.
+# More inputs: the predicted probabilities by observed class. Legends go
+# above the plot and keys in the right margin (R/plot.R).
 .plot_classifier <- function(object, which, what, n, method, level, xlab, ylab, main,
-                             inducing = TRUE, ...) {
+                             inducing = TRUE, ..., points = NULL, inputs = NULL) {
   which <- match.arg(which, c("fit", "convergence", "residuals"))
   level <- .check_level(level)
+  if (!is.null(points)) points <- .check_flag(points, "points")
+  n <- .check_grid_n(n)
   if (which == "convergence") return(invisible(.plot_convergence(object, xlab, ylab, main, ...)))
   if (which == "residuals") return(invisible(.plot_residuals(object, xlab, ylab, main, ...)))
   D <- ncol(object$x)
@@ -305,18 +210,24 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
     if (what == "pg_variance") main <- paste(main, if (D == 2L) "- log10 PG variance" else "- PG variance")
   }
   if (D == 1L) {
-    return(.plot_class_1d(object, what, n, method, level, xlab, ylab, main, inducing, ...))
+    return(.plot_class_1d(object, what, n, method, level, xlab, ylab, main, inducing, points,
+                          ...))
   }
   if (D == 2L) {
-    return(.plot_class_2d(object, what, min(n, 100L), method, xlab, ylab, main, inducing, ...))
+    return(.plot_class_2d(object, what, min(n, .surface_n), method, xlab, ylab, main, inducing,
+                          points, inputs, ...))
   }
   p <- .predict_classifier(object, NULL, "prob", method, pad = FALSE)
   cls <- factor(object$labels$levels[1L + object$y], levels = object$labels$levels)
-  graphics::stripchart(p ~ cls, vertical = TRUE, method = "jitter", pch = 16, cex = 0.6,
-                       col = .class_colours, main = main,
+  m <- .plot_margins(main)
+  on.exit(graphics::par(m$op))
+  st <- .point_style(length(p), drop = FALSE)
+  graphics::stripchart(p ~ cls, vertical = TRUE, method = "jitter", pch = 16, cex = st$cex,
+                       col = grDevices::adjustcolor(.class_colours, st$alpha),
                        xlab = if (is.null(xlab)) paste("observed", .response_name(object)) else xlab,
                        ylab = if (is.null(ylab)) .prob_label(object) else ylab, ...)
   graphics::abline(h = 0.5, lty = 2, col = grDevices::grey(0.4))
+  .plot_decorate(m)
   invisible(data.frame(class = cls, prob = unname(p)))
 }
 
@@ -328,7 +239,8 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   sprintf("p(%s = %s)", .response_name(object), object$labels$levels[2L])
 }
 
-.plot_class_1d <- function(object, what, n, method, level, xlab, ylab, main, inducing, ...) {
+.plot_class_1d <- function(object, what, n, method, level, xlab, ylab, main, inducing, points,
+                           ...) {
   xr <- range(object$x[, 1L])
   pad <- 0.05 * diff(xr)
   if (pad == 0) pad <- 1
@@ -338,9 +250,13 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   marks <- if (inducing) .inducing_marks(object) else list()
   if (what == "pg_variance") {
     v <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
+    leg <- if (length(marks)) list(legend = "inducing inputs", lty = 1, lwd = 2, col = "firebrick")
+    m <- .plot_margins(main, leg)
+    on.exit(graphics::par(m$op))
     graphics::plot(g, v, type = "l", lwd = 2, col = "darkorange3", xlab = xlab,
-                   ylab = if (is.null(ylab)) "PG variance 1/theta" else ylab, main = main, ...)
+                   ylab = if (is.null(ylab)) "PG variance 1/theta" else ylab, ...)
     for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
+    .plot_decorate(m)
     return(invisible(data.frame(x = g, pg_variance = unname(v))))
   }
   link <- .class_link(object)
@@ -350,82 +266,95 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   inv <- if (link == "probit") stats::pnorm else stats::plogis
   lo <- inv(lat$mean - z * s)
   hi <- inv(lat$mean + z * s)
-  graphics::plot(object$x[, 1L], object$y, ylim = c(-0.05, 1.05), xlab = xlab,
-                 ylab = if (is.null(ylab)) .prob_label(object) else ylab,
-                 main = main, pch = 16, cex = 0.6, col = .class_colours[1L + object$y], ...)
-  graphics::polygon(c(g, rev(g)), c(lo, rev(hi)), border = NA,
-                    col = grDevices::adjustcolor("steelblue", 0.3))
+  lev <- object$labels$levels
+  band <- grDevices::adjustcolor("steelblue", 0.3)
+  leg <- list(legend = c(sprintf("%s (at 0)", lev[1L]), sprintf("%s (at 1)", lev[2L]),
+                         "probability", sprintf("%g%% interval", 100 * level),
+                         if (length(marks)) "inducing inputs"),
+              pch = c(16, 16, NA, 15, if (length(marks)) NA),
+              pt.cex = c(1, 1, NA, 2, if (length(marks)) NA),
+              lty = c(NA, NA, 1, NA, if (length(marks)) 1),
+              lwd = c(NA, NA, 2, NA, if (length(marks)) 2),
+              col = c(.class_colours, "steelblue4", band, if (length(marks)) "firebrick"))
+  m <- .plot_margins(main, leg)
+  on.exit(graphics::par(m$op))
+  graphics::plot(range(object$x[, 1L], g), c(-0.05, 1.05), type = "n", xlab = xlab,
+                 ylab = if (is.null(ylab)) .prob_label(object) else ylab, ...)
+  graphics::polygon(c(g, rev(g)), c(lo, rev(hi)), border = NA, col = band)
+  st <- .point_style(length(object$y), points, drop = FALSE)
+  if (st$draw) {
+    graphics::points(object$x[, 1L], object$y, pch = 16, cex = st$cex,
+                     col = grDevices::adjustcolor(.class_colours, st$alpha)[1L + object$y])
+  }
   graphics::lines(g, p, lwd = 2, col = "steelblue4")
   graphics::abline(h = 0.5, lty = 3, col = grDevices::grey(0.5))
   for (mk in marks) graphics::rug(mk$at, side = 1, col = mk$col, lwd = 2, ticksize = 0.04)
-  lev <- object$labels$levels
-  leg <- c(sprintf("%s (at 0)", lev[1L]), sprintf("%s (at 1)", lev[2L]), "probability",
-           sprintf("%g%% interval", 100 * level), if (length(marks)) "inducing inputs")
-  graphics::legend("right", bty = "n", cex = 0.8, legend = leg,
-                   pch = c(16, 16, NA, 15, NA)[seq_along(leg)],
-                   lty = c(NA, NA, 1, NA, 1)[seq_along(leg)],
-                   lwd = c(NA, NA, 2, NA, 2)[seq_along(leg)],
-                   col = c(.class_colours, "steelblue4", grDevices::adjustcolor("steelblue", 0.3),
-                           "firebrick")[seq_along(leg)])
+  if (!st$draw) m$legend <- lapply(leg, `[`, -(1:2))
+  .plot_decorate(m)
   invisible(data.frame(x = g, prob = unname(p), mean = unname(lat$mean), sd = unname(s)))
 }
 
-.plot_class_2d <- function(object, what, n, method, xlab, ylab, main, inducing, ...) {
-  r1 <- range(object$x[, 1L])
-  r2 <- range(object$x[, 2L])
-  g1 <- seq(r1[1L], r1[2L], length.out = n)
-  g2 <- seq(r2[1L], r2[2L], length.out = n)
-  grid <- as.matrix(expand.grid(g1, g2))
-  lat <- .grid_moments(object, grid)
+.plot_class_2d <- function(object, what, n, method, xlab, ylab, main, inducing, points, inputs,
+                           ...) {
+  ax <- .surface_axes(object, inputs)
+  sg <- .surface_grid(object, n, ax)
+  lat <- .grid_moments(object, sg$grid)
   p <- .class_prob(lat$mean, lat$var, method, .class_link(object))
-  nm <- .input_names(object)
-  if (is.null(xlab)) xlab <- nm[1L]
-  if (is.null(ylab)) ylab <- nm[2L]
+  pm <- matrix(p, n, n)
+  if (is.null(xlab)) xlab <- ax$names[1L]
+  if (is.null(ylab)) ylab <- ax$names[2L]
   if (what == "pg_variance") {
-    z <- 1 / pg_theta(sqrt(lat$mean^2 + lat$var))
-    zm <- matrix(log10(z), n, n)
-    .image_key(g1, g2, zm, col = grDevices::hcl.colors(40, "YlOrRd", rev = TRUE),
-               zlim = range(zm), key_title = "log10 1/theta", xlab = xlab, ylab = ylab,
-               main = main, ...)
-    if (diff(range(zm)) > 0) {
-      graphics::contour(g1, g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,
-                        nlevels = 6)
-    }
+    zm <- matrix(log10(1 / pg_theta(sqrt(lat$mean^2 + lat$var))), n, n)
+    col <- grDevices::hcl.colors(40, "YlOrRd", rev = TRUE)
+    ks <- .key_scale(range(zm))
+    key <- "log10 1/theta"
   } else {
-    zm <- matrix(p, n, n)
-    .image_key(g1, g2, zm, col = grDevices::hcl.colors(40, "Blue-Red 3"), zlim = c(0, 1),
-               key_title = .prob_label(object), xlab = xlab, ylab = ylab, main = main, ...)
-    if (diff(range(zm)) > 0) {
-      graphics::contour(g1, g2, zm, levels = c(0.1, 0.25, 0.75, 0.9), add = TRUE,
-                        col = grDevices::grey(0.25), labcex = 0.6, lty = 2)
-    }
+    zm <- pm
+    col <- grDevices::hcl.colors(40, "Blue-Red 3")
+    ks <- .key_scale(c(0, 1))
+    key <- .prob_label(object)
   }
   # a constant surface (an unfitted model) has no contours to draw
   boundary <- diff(range(p)) > 0
+  has_Z <- inducing && !is.null(object$params$Z) && nrow(object$params$Z) > 0L
+  lev <- object$labels$levels
+  leg <- list(legend = c(lev, if (boundary) "p = 0.5", if (has_Z) "inducing inputs"),
+              pch = c(21, 24, if (boundary) NA, if (has_Z) 23),
+              pt.bg = c(.class_colours, if (boundary) NA, if (has_Z) "gold"),
+              col = c(grDevices::grey(0.3), grDevices::grey(0.3), if (boundary) "black",
+                      if (has_Z) "black"),
+              lty = c(NA, NA, if (boundary) 1, if (has_Z) NA),
+              lwd = c(NA, NA, if (boundary) 2.5, if (has_Z) 1))
+  m <- .surface_plot(sg, ax, zm, col, ks, key, main, leg, xlab, ylab, ...)
+  on.exit(graphics::par(m$op))
+  if (diff(range(zm)) > 0) {
+    if (what == "pg_variance") {
+      graphics::contour(sg$g1, sg$g2, zm, add = TRUE, col = grDevices::grey(0.3), labcex = 0.6,
+                        nlevels = 6)
+    } else {
+      graphics::contour(sg$g1, sg$g2, zm, levels = c(0.1, 0.25, 0.75, 0.9), add = TRUE,
+                        col = grDevices::grey(0.25), labcex = 0.6, lty = 2)
+    }
+  }
   if (boundary) {
-    graphics::contour(g1, g2, matrix(p, n, n), levels = 0.5, add = TRUE, lwd = 2.5,
+    graphics::contour(sg$g1, sg$g2, pm, levels = 0.5, add = TRUE, lwd = 2.5,
                       drawlabels = FALSE, col = "black")
   }
   # each class in its colour, with a white edge that shows on the
   # saturated background of its own colour, and its own shape
-  graphics::points(object$x[, 1L], object$x[, 2L], pch = c(21, 24)[1L + object$y], cex = 0.6,
-                   bg = .class_colours[1L + object$y], col = "white", lwd = 0.6)
-  has_Z <- inducing && !is.null(object$params$Z) && nrow(object$params$Z) > 0L
-  if (has_Z) {
-    graphics::points(object$params$Z[, 1L], object$params$Z[, 2L], pch = 23, cex = 1.1,
-                     bg = "gold", col = "black", lwd = 1)
+  st <- .point_style(length(object$y), points)
+  if (st$draw) {
+    graphics::points(object$x[, ax$idx[1L]], object$x[, ax$idx[2L]],
+                     pch = c(21, 24)[1L + object$y], cex = st$cex,
+                     bg = grDevices::adjustcolor(.class_colours, st$alpha)[1L + object$y],
+                     col = grDevices::adjustcolor("white", st$alpha), lwd = 0.6)
   }
-  lev <- object$labels$levels
-  leg <- c(lev, if (boundary) "p = 0.5", if (has_Z) "inducing inputs")
-  graphics::legend("topleft", legend = leg, cex = 0.7, bg = grDevices::adjustcolor("white", 0.8),
-                   box.col = NA,
-                   pch = c(21, 24, if (boundary) NA, if (has_Z) 23),
-                   pt.bg = c(.class_colours, if (boundary) NA, if (has_Z) "gold"),
-                   col = c("white", "white", if (boundary) "black", if (has_Z) "black"),
-                   lty = c(NA, NA, if (boundary) 1, if (has_Z) NA),
-                   lwd = c(NA, NA, if (boundary) 2.5, if (has_Z) 1))
-  out <- data.frame(grid, prob = unname(p), mean = unname(lat$mean), sd = unname(sqrt(lat$var)))
-  names(out)[1:2] <- nm
+  if (has_Z) .draw_inducing_2d(object, ax$idx)
+  if (!st$draw) m$legend <- lapply(leg, `[`, -(1:2))
+  .plot_decorate(m)
+  out <- data.frame(sg$axes_grid, prob = unname(p), mean = unname(lat$mean),
+                    sd = unname(sqrt(lat$var)))
+  names(out)[1:2] <- ax$names
   if (what == "pg_variance") out$pg_variance <- unname(1 / pg_theta(sqrt(lat$mean^2 + lat$var)))
   invisible(out)
 }

@@ -4,19 +4,31 @@
 # evaluation sends the parameters (and M x M factors) and receives sums over
 # the worker's rows: M x M and M-vector statistics and gradient pieces. The
 # master does the M x M algebra. One path serves every model:
+#   .share(fit)         what each worker holds of the rows (a generic)
 #   .cluster_setup()    load the package on the workers, send the shares
 #   .cluster_call()     run one function of this package on every worker's
 #                       share (.shard_run()), restating a worker's error
 #   .cluster_release()  drop the shares
 #   .cluster_fit()      the shared tail of a model constructor on a cluster
 # and the models supply what their workers compute:
-#   sgpr, pgpr  .shard_collapsed(): the two passes of the collapsed bound
-#               (R/stream.R); pgpr's per-point c live on the workers
-#               (.shard_pg_update(), .shard_pg_c());
-#   svgp        .shard_svgp(): the expected log-likelihood and its adjoints
-#               on the worker's rows (or its rows of a minibatch);
-#   predict()   .shard_predict(): the latent predictive at the worker's rows
-#               of new data (no share: the fit's posterior is sent along).
+#   sgpr, pgpr, osgpr   .shard_collapsed(): the two passes of the collapsed
+#                       bound (R/stream.R) on the worker's rows, with the
+#                       model's .targets() there; pgpr's per-point c live on
+#                       the workers (.shard_pg_update(), .shard_pg_c());
+#   sgpr with neighbours
+#                       .shard_vif() (R/vif.R): the two passes of the VIF
+#                       likelihood on the worker's run of rows and its halo;
+#   svgp                .shard_uncollapsed() (R/uncollapsed.R) through
+#                       .cluster_rows(): the data term of the ELBO and its
+#                       adjoints on the worker's rows (or its rows of a
+#                       minibatch);
+#   predict()           .shard_predict(): the latent predictive at the
+#                       worker's rows of new data (no share: the fit's
+#                       posterior is sent along).
+# Every exchange with the workers runs with interrupts suspended
+# (suspendInterrupts()): a Ctrl-C then takes effect once the workers have
+# answered, so that no answer is left unread on a connection, where the
+# next call on the cluster would take it for its own.
 
 # The shares of the data held by this process as a worker, by key; each share
 # is an environment, so that per-point state (pgpr's c) can change in place.
@@ -95,7 +107,7 @@
     TRUE
   }
   environment(load) <- globalenv()
-  tryCatch(parallel::clusterCall(cl, load, lib), error = function(e) {
+  tryCatch(suspendInterrupts(parallel::clusterCall(cl, load, lib)), error = function(e) {
     .cluster_fail(sprintf("a worker did not answer or could not load sparsevgp (%s)",
                           conditionMessage(e)), shares)
   })
@@ -108,14 +120,17 @@
 }
 
 # Send the fit's data to the workers of `cl`, one contiguous share each:
-# `share(rows)` is what the model's workers need of those rows (a list),
-# stored under `key` (a new one by default).
-# Returns the handle the evaluations use: list(cl, key, n (rows per worker)).
-.cluster_setup <- function(cl, fit, share = .shard_gaussian(fit), key = .shard_key()) {
+# `share(rows)` is what the model's workers need of those rows (a list;
+# .share()), stored under `key` (a new one by default; a fit whose shares
+# change between runs, sgpr with neighbours, sends the new ones under its
+# key). Returns the handle the evaluations use: list(cl, key, n (rows per
+# worker)).
+.cluster_setup <- function(cl, fit, share = .share(fit), key = .shard_key()) {
   N <- nrow(fit$x)
   cl <- .cluster_open(cl, N)
   parts <- .cluster_parts(N, length(cl))
-  tryCatch(parallel::clusterApply(cl, lapply(parts, share), .shard_store, key = key),
+  tryCatch(suspendInterrupts(parallel::clusterApply(cl, lapply(parts, share), .shard_store,
+                                                    key = key)),
            error = function(e) {
              .cluster_fail(sprintf("the data could not be sent to the workers (%s)",
                                    conditionMessage(e)))
@@ -125,15 +140,16 @@
 
 # Remove the shares from the workers (ignoring workers that are gone).
 .cluster_release <- function(h) {
-  try(parallel::clusterCall(h$cl, .shard_drop, h$key), silent = TRUE)
+  try(suspendInterrupts(parallel::clusterCall(h$cl, .shard_drop, h$key)), silent = TRUE)
   invisible()
 }
 
 # .shard_run(fun) on every worker of the handle h: the list of their
 # results. `each` (a list, one element per worker) are per-worker arguments.
 .cluster_call <- function(h, fun, a, each = NULL) {
-  r <- tryCatch(if (is.null(each)) parallel::clusterCall(h$cl, .shard_run, NULL, h$key, fun, a)
-                else parallel::clusterApply(h$cl, each, .shard_run, h$key, fun, a),
+  r <- tryCatch(suspendInterrupts(
+                  if (is.null(each)) parallel::clusterCall(h$cl, .shard_run, NULL, h$key, fun, a)
+                  else parallel::clusterApply(h$cl, each, .shard_run, h$key, fun, a)),
                 error = function(e) .cluster_fail(sprintf("a worker did not answer (%s)",
                                                           conditionMessage(e)), !is.null(h$key)))
   bad <- vapply(r, inherits, TRUE, "sparsevgp_shard_error")
@@ -146,11 +162,16 @@
 }
 
 # The shared tail of a model constructor with a `cluster`: the data go to the
-# workers once, the model is fitted (or built), and the shares are dropped;
-# the fit does not keep the cluster.
-.cluster_fit <- function(fit, optimize, cluster, share) {
-  if (is.null(cluster)) return(.build_or_fit(fit, optimize))
-  h <- .cluster_setup(cluster, fit, share)
+# workers once, the model is fitted, and the shares are dropped; the fit
+# does not keep the cluster. With optimize = FALSE nothing is sent: the
+# model is built in this process (objective(fit, cluster = cl) evaluates it
+# on a cluster when asked).
+.cluster_fit <- function(fit, optimize, cluster, share = NULL) {
+  if (is.null(cluster) || !isTRUE(optimize)) {
+    if (!is.null(cluster)) .cluster_check(cluster)
+    return(.build_or_fit(fit, optimize))
+  }
+  h <- .cluster_setup(cluster, fit, if (is.null(share)) .share(fit) else share)
   on.exit(.cluster_release(h), add = TRUE)
   fit$cluster <- h
   fit <- .build_or_fit(fit, optimize)
@@ -158,173 +179,150 @@
   fit
 }
 
-# ---- the collapsed bounds (sgpr, pgpr) --------------------------------------
-
-# What a worker of sgpr holds: the rows of the inputs, targets and noise
-# model, and the memory budget of its chunks.
-.shard_gaussian <- function(fit) {
-  memory <- fit$control$memory
-  function(rows) {
-    s <- .subsample_fit(fit, rows)
-    list(model = "sgpr", x = s$x, y = s$y, noise_model = s$noise_model, memory = memory)
+# `cluster` is a cluster (without contacting it).
+.cluster_check <- function(cl, name = "cluster") {
+  if (!inherits(cl, "cluster")) {
+    stop(sprintf("'%s' must be a cluster from parallel::makeCluster()", name), call. = FALSE)
   }
+  if (length(cl) < 1L) stop(sprintf("'%s' has no workers", name), call. = FALSE)
+  invisible(cl)
 }
 
-# The per-point noise and targets of the collapsed bound on a worker's share
-# at `params`: sgpr's noise and y - m, or pgpr's lambda = 1 / theta(c) and
-# pseudo-targets y / (2 theta) - m with the sums of the terms that depend on
-# c only (see .evaluate.pgpr()).
-.shard_targets <- function(s, params) {
-  if (identical(s$model, "pgpr")) {
-    theta <- .ffi_pg_theta(s$c)
-    return(list(lambda = 1 / theta, ytil = s$ypm / (2 * theta) - params$mean,
-                pg = c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
-                       kl = sum(.ffi_pg_kl(s$c)))))
-  }
-  list(lambda = .noise_lambda(s, params), ytil = s$y - params$mean)
+# What the workers of a fit hold of the rows `rows`: a function of the rows
+# returning a list (stored on the worker as an environment).
+.share <- function(fit) UseMethod(".share")
+
+#' @export
+.share.default <- function(fit) {
+  stop(sprintf("%s() fits do not run on a cluster: 'cluster' is for sgpr(), pgpr(), osgpr() and svgp() (see ?scaling)",
+               class(fit)[1L]), call. = FALSE)
 }
 
-# On a worker: one pass of the collapsed bound over its share at the
-# parameters in `a` (R/stream.R). Pass 1 returns the statistics (with pgpr's
-# sums); pass 2 the contracted gradient pieces, with the per-point adjoints
-# reduced here: sum(gytil) and sgpr's noise gradient.
+# ---- the collapsed bounds (sgpr, pgpr, osgpr) --------------------------------
+
+# A collapsed model's worker holds the fit restricted to its rows (data
+# only: the rows of the inputs, targets, noise model and pgpr's labels and
+# local parameters c, with the kernel and the control, whose memory budget
+# its chunks use) and, once it has evaluated, its workspace.
+.share_collapsed <- function(fit) {
+  function(rows) list(fit = .share_fit(fit, rows))
+}
+
+#' @export
+.share.sgpr <- function(fit) {
+  # with neighbours, a run of the spatial order with its halo (R/vif.R)
+  if (.has_neighbours(fit)) .share_vif(fit) else .share_collapsed(fit)
+}
+#' @export
+.share.osgpr <- function(fit) .share_collapsed(fit)
+#' @export
+.share.pgpr <- function(fit) .share_collapsed(fit)
+
+# The fit restricted to the rows `rows`, with only what the workers read.
+.share_fit <- function(fit, rows) {
+  s <- list(x = fit$x[rows, , drop = FALSE], kernel = fit$kernel, control = fit$control)
+  for (f in c("y", "ypm", "c")) if (!is.null(fit[[f]])) s[[f]] <- fit[[f]][rows]
+  nm <- fit$noise_model
+  if (!is.null(nm)) {
+    if (!is.null(nm$lambda)) nm$lambda <- nm$lambda[rows]
+    if (!is.null(nm$Phi)) nm$Phi <- nm$Phi[rows, , drop = FALSE]
+    nm$terms <- nm$xlevels <- NULL
+    s$noise_model <- nm
+  }
+  structure(s, class = class(fit))
+}
+
+# On a worker: one pass of the collapsed bound over its rows at the
+# parameters in `a` (R/stream.R), with the model's targets there and its
+# own plan (one piece or chunks within the fit's budget). Pass 1 returns
+# the statistics with the model's sums; pass 2 the contracted gradient
+# pieces with the model's own gradient blocks (sums over the rows).
 .shard_collapsed <- function(s, a, each = NULL) {
-  t <- .shard_targets(s, a$params)
-  rows <- .stream_rows(s$memory, nrow(a$W))
-  threads <- .stream_threads()
-  if (a$pass == 1L) {
-    st <- .stream_pass1(s$x, a$k, a$W, a$L, t$lambda, t$ytil, rows, threads)
-    if (!is.null(t$pg)) st$pg <- t$pg
-    return(st)
-  }
-  p <- .stream_pass2(s$x, a$k, a$W, a$L, a$v, t$lambda, t$ytil, rows, threads, a$want_W)
-  list(gk = p$gk, gytil = sum(p$gytil),
-       noise = if (!identical(s$model, "pgpr")) .noise_grad(s, a$params, p$glambda, t$lambda))
+  fit <- s$fit
+  if (is.null(s$work)) s$work <- .work_new()
+  t <- .targets(fit, a$params)
+  a$plan <- .collapsed_plan(fit, nrow(a$W))
+  if (a$pass == 1L) .pass1(fit, a, t, s$work) else .pass2(fit, a, t, s$work)
 }
 
-# The collapsed bound of an sgpr or pgpr fit on the cluster of fit$cluster:
-# as .stream_bound(), with the per-point adjoints already reduced on the
-# workers to the noise gradient (`noise_grad`) and sum(gytil) (`gytil`);
-# pgpr's sums over the points are in `pg`.
-.cluster_bound <- function(fit, params, grad) {
+# One pass of a collapsed bound on the cluster of fit$cluster: the workers'
+# results added up (pass 1: the statistics, checked to cover every row).
+.cluster_pass <- function(fit, a, pass) {
   h <- fit$cluster
-  k <- .kernel_at(fit$kernel, params)
-  W <- params$Z
-  Kww <- .ffi_kern_matrix(k, W)
-  ch <- .stream_chol(Kww, fit$control)
-  a <- list(k = k, W = W, L = ch$L, params = params, pass = 1L)
-  s <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
-  N <- sum(h$n)
-  if (!isTRUE(all.equal(s$n, N)) || N != nrow(fit$x)) {
-    .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, nrow(fit$x)))
+  a$pass <- pass
+  a$plan <- NULL
+  r <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
+  if (pass == 1L) {
+    N <- sum(h$n)
+    if (!isTRUE(all.equal(r$n, N)) || N != nrow(fit$x)) {
+      .cluster_fail(sprintf("the workers hold %g observations, not %d", r$n, nrow(fit$x)))
+    }
   }
-  v <- .ffi_stream_value(ch$L, s, N, grad)
-  b <- list(bound = v$bound, logdet = v$logdet, fit = v$fit, trace = v$trace,
-            jitter = ch$jitter, L = ch$L, LB = v$LB, v = v$v, Kww = Kww, pg = s$pg)
-  if (grad) {
-    a$v <- v[c("E", "alpha", "vt")]
-    a$want_W <- .any_free(fit, "Z")
-    a$pass <- 2L
-    r <- Reduce(.stream_add, .cluster_call(h, ".shard_collapsed", a))
-    b$gk <- .stream_add(.stream_contract_uu(k, fit$x, W, v$Guu, ch$jitter, a$want_W), r$gk)
-    b$noise_grad <- r$noise
-    b$gytil <- r$gytil
-  }
-  b
-}
-
-# What a worker of pgpr holds: the rows of the inputs, the labels (+-1) and
-# the local parameters c, which the workers update (.shard_pg_update()).
-.shard_pg <- function(fit) {
-  memory <- fit$control$memory
-  function(rows) {
-    list(model = "pgpr", x = fit$x[rows, , drop = FALSE], ypm = fit$ypm[rows], c = fit$c[rows],
-         memory = memory)
-  }
+  r
 }
 
 # On a worker: the closed-form update c_n = sqrt(mu_n^2 + s_n^2) of pgpr
 # (.pgpr_update_c()) at its rows, from the posterior in `a`; returns the
 # largest change and the largest new c.
 .shard_pg_update <- function(s, a, each = NULL) {
-  q <- .collapsed_predict(a, a$params$Z, s$x, FALSE)
+  q <- .collapsed_predict(a, a$params$Z, s$fit$x, FALSE)
   cnew <- sqrt(q$mean^2 + pmax(q$var, 0))
-  out <- c(change = max(abs(cnew - s$c)), largest = max(cnew))
-  s$c <- cnew
+  out <- c(change = max(abs(cnew - s$fit$c)), largest = max(cnew))
+  s$fit$c <- cnew
   out
 }
 
 # On a worker: its c (each = NULL), or set them to `each`.
 .shard_pg_c <- function(s, a, each = NULL) {
-  if (!is.null(each)) s$c <- each
-  s$c
+  if (!is.null(each)) s$fit$c <- each
+  s$fit$c
 }
 
-# ---- the uncollapsed SVGP -----------------------------------------------------
+# ---- the stage of one lengthscale (classifiers) --------------------------------
 
-# What a worker of svgp holds: the rows of the inputs and targets, with the
-# likelihood's settings.
-.shard_svgp_data <- function(fit) {
-  keep <- fit[c("likelihood", "quadrature", "whiten", "control", "kernel")]
-  function(rows) {
-    c(keep, list(x = fit$x[rows, , drop = FALSE], target = fit$target[rows]))
-  }
+# The classifiers' first stage fits one lengthscale for all inputs in units
+# of their sd as an isotropic kernel on the inputs divided by their sd
+# (R/pgpr_training.R, R/uncollapsed_training.R). On a cluster the workers
+# divide their own rows (.shard_rescale()), so that the stage is the one
+# fitted in one process, bit for bit; scale = NULL restores the inputs.
+.cluster_rescale <- function(fit, scale) {
+  if (!is.null(fit$cluster)) .cluster_call(fit$cluster, ".shard_rescale", list(scale = scale))
+  invisible()
 }
 
-# On a worker: src/svgp.c on its rows `each` (NULL: all) with the minibatch
-# factor of the whole batch, and the contraction of the adjoints of its
-# Kuf and diag Kff. The q(u) gradient and Guu it returns include the KL
-# divergence's share (.svgp_cluster_call() takes it out).
-.shard_svgp <- function(s, a, each = NULL) {
-  r <- .svgp_call(s, a$params, a$grad, each, scale = a$scale)
-  out <- list(ell = r$ell, n = length(r$mu))
-  if (a$grad) {
-    out[c("gq_mu", "gq_sqrt", "Guu", "gmean", "gnoise")] <-
-      r[c("gq_mu", "gq_sqrt", "Guu", "gmean", "gnoise")]
-    out$gk <- .contract(r$kernel, r$x, a$params$Z, Gww = NULL, Gwf = r$Guf, gdiag = r$gdiag,
-                        Kwf = r$Kuf, want_W = a$want_W)
-  }
-  out
+# On a worker: its inputs divided by a$scale, column by column, or (a$scale
+# NULL) the inputs as they were sent. A collapsed model's share holds its
+# rows in a fit (s$fit$x), an uncollapsed model's in s$x.
+.shard_rescale <- function(s, a, each = NULL) {
+  inside <- !is.null(s$fit)
+  if (is.null(s$x_sent)) s$x_sent <- if (inside) s$fit$x else s$x
+  x <- if (is.null(a$scale)) s$x_sent else sweep(s$x_sent, 2L, a$scale, "/")
+  if (is.null(a$scale)) s$x_sent <- NULL
+  if (inside) s$fit$x <- x else s$x <- x
+  TRUE
 }
 
-# The svgp evaluation on the cluster of fit$cluster, on the rows `batch` of
-# the data (NULL: all; the expected log-likelihood is then scaled by
-# N / |batch|, as in one process): each worker gets its rows of the batch.
-# The master computes the KL divergence and its gradient (src/svgp.c on no
-# rows) and the contraction of the adjoint of Kuu; the workers' q(u)
-# gradients and Guu each include the KL share once, so that
-# sum_w r_w - (w - 1) r_0 is the gradient of the whole ELBO. Returns what
-# .evaluate.svgp() reads of .svgp_call(), with `gk_data` the workers'
-# contraction of Kuf and diag Kff.
-.svgp_cluster_call <- function(fit, params, grad, batch = NULL) {
-  h <- fit$cluster
-  N <- sum(h$n)
-  scale <- 1
+# ---- row sums (the uncollapsed models) -----------------------------------------------
+
+# What a worker of svgp holds: the rows of the inputs and targets
+# (.shard_svgp_data(), R/uncollapsed.R).
+#' @export
+.share.svgp <- function(fit) .shard_svgp_data(fit)
+
+# .shard_run(fun) on every worker, each on the rows of `batch` (indices
+# into the whole data; NULL: all) that fall in its share: the list of their
+# results (sums over those rows, which the caller adds up). A worker whose
+# share holds none of a minibatch gets no rows.
+.cluster_rows <- function(h, fun, a, batch = NULL) {
   each <- NULL
   if (!is.null(batch)) {
-    scale <- N / length(batch)
     ends <- cumsum(h$n)
     starts <- ends - h$n
     each <- lapply(seq_along(h$n), function(w) {
-      b <- batch[batch > starts[w] & batch <= ends[w]] - starts[w]
-      as.integer(b)
+      as.integer(batch[batch > starts[w] & batch <= ends[w]] - starts[w])
     })
   }
-  a <- list(params = params, grad = grad, scale = scale, want_W = .any_free(fit, "Z"))
-  r <- .cluster_call(h, ".shard_svgp", a, each)
-  r0 <- .svgp_call(fit, params, grad, integer(0), scale = scale)
-  out <- r0[c("kl", "jitter", "L", "kernel", "Kuu")]
-  out$ell <- sum(vapply(r, `[[`, 0, "ell"))
-  out$elbo <- out$ell - r0$kl
-  if (grad) {
-    w <- length(r)
-    sum_of <- function(nm) Reduce(`+`, lapply(r, `[[`, nm))
-    for (nm in c("gq_mu", "gq_sqrt", "Guu")) out[[nm]] <- sum_of(nm) - (w - 1) * r0[[nm]]
-    out$gmean <- sum_of("gmean")
-    out$gnoise <- sum_of("gnoise")
-    out$gk_data <- Reduce(.stream_add, lapply(r, `[[`, "gk"))
-  }
-  out
+  .cluster_call(h, fun, a, each)
 }
 
 # ---- prediction ---------------------------------------------------------------

@@ -1,48 +1,8 @@
-# What the collapsed Gaussian models share (sgpr, osgpr, pgpr): the bound on
-# a set of inducing inputs W with its contracted gradient, and the predictive
-# distribution and optimal q(u) from the cached factors.
-
-# The collapsed bound at `params` on the inducing inputs W with per-point
-# noise `lambda` and targets `ytil`: the SGPR bound (Titsias 2009, with
-# per-point noise as in Passerello 2022, ch. 3; src/bound_gaussian.c), or
-# with `variant` ("union", "solve", "odvgp") the orthogonal bound whose
-# first M1 rows of W are the regular inducing inputs (Fernlund 2022,
-# Algorithm 3; src/bound_orthogonal.c). Returns the C result with the kernel
-# matrices Kww, Kwf, kdiag (Kwf and kdiag NULL when the SGPR bound was
-# computed over row chunks, R/stream.R) and, with grad = TRUE, `gk`: the contraction of
-# the adjoints (list(variance, lengthscale, W), R/kernels.R). The remaining
-# adjoints glambda and gytil are left to the model's chain rule.
-.collapsed_bound <- function(fit, params, W, lambda, ytil, grad, variant = NULL,
-                             M1 = nrow(W)) {
-  # beyond the memory budget, or with threads: over row chunks (R/stream.R)
-  if (is.null(variant) && .stream_wanted(fit$control, nrow(W), nrow(fit$x))) {
-    return(.stream_bound(fit, params, W, lambda, ytil, grad))
-  }
-  k <- .kernel_at(fit$kernel, params)
-  x <- fit$x
-  ctl <- fit$control
-  km <- .collapsed_matrices(k, W, x)
-  Kww <- km$Kww
-  Kwf <- km$Kwf
-  kdiag <- km$kdiag
-  b <- if (is.null(variant)) {
-    .ffi_gaussian_bound(Kww, Kwf, kdiag, lambda, ytil, ctl$jitter, ctl$jitter_cap, grad)
-  } else {
-    .ffi_orthogonal_bound(Kww, Kwf, M1, kdiag, lambda, ytil, variant, ctl$jitter,
-                          ctl$jitter_cap, grad)
-  }
-  b$Kww <- Kww
-  b$Kwf <- Kwf
-  b$kdiag <- kdiag
-  if (grad) {
-    orth <- !is.null(variant)
-    b$gk <- .contract(k, x, W, Gww = if (orth) b$Gww else b$Guu,
-                      Gwf = if (orth) b$Gwf else b$Guf, gdiag = b$gdiag, Kwf = Kwf,
-                      jitter = if (orth) rep(b$jitter, c(M1, nrow(W) - M1)) else b$jitter,
-                      want_W = .any_free(fit, c("Z", "O")))
-  }
-  b
-}
+# What the collapsed Gaussian models share (sgpr, osgpr, pgpr): the
+# gradient blocks of an evaluation, and the predictive distribution, the
+# optimal q(u) and the effective number of parameters from the cached
+# factors. The bound itself is computed by .collapsed_eval() (R/stream.R),
+# which decides where it runs.
 
 # The kernel matrices a collapsed bound reads: K(W, W), K(W, X), diag K(X, X).
 .collapsed_matrices <- function(kernel, W, x) {
@@ -51,16 +11,17 @@
 }
 
 # The gradient blocks of a collapsed model in the order of `params`, from
-# the contraction gk, the mean's adjoint and any further blocks (noise).
-.collapsed_grad <- function(params, gk, gytil, ...) {
-  g <- c(list(variance = gk$variance, lengthscale = gk$lengthscale, mean = -sum(gytil)),
-         list(...))
+# the contraction gk, the model's own blocks (mean, noise; .targets_grad())
+# and any further blocks (the inducing inputs).
+.collapsed_grad <- function(params, gk, blocks, ...) {
+  g <- c(list(variance = gk$variance, lengthscale = gk$lengthscale), blocks, list(...))
   g[names(params)]
 }
 
 # The predictive distribution of a collapsed model from its cached factors
-# (L, LB, v) and inducing inputs W (src/predict.c), in blocks of rows for the
-# diagonal path; the constant mean is added.
+# (L, LB, v) and inducing inputs W (src/predict.c), over chunks of rows for
+# the diagonal path (src/bound_stream.c; blocks of 1000 rows for a sum or
+# product of kernels); the constant mean is added.
 .collapsed_predict <- function(fit, W, xnew, full_cov) {
   k <- .kernel_at(fit$kernel, fit$params)
   post <- fit$posterior
@@ -69,6 +30,19 @@
                                .ffi_kern_matrix(k, xnew), TRUE)
     p$mean <- p$mean + fit$params$mean
     return(p)
+  }
+  if (!.is_combo(k) && nrow(xnew) > 0L) {
+    # a pass over the rows with the workspace of the bound's passes
+    # (src/bound_stream.c): within the fit's memory budget, nothing
+    # allocated per block
+    # (the two results, 16 bytes a row, within the budget too)
+    at <- fit
+    at$x <- xnew
+    at$cluster <- NULL
+    plan <- .collapsed_plan(at, nrow(W), reserve = 16 * nrow(xnew))
+    ws <- .pass_work(fit$.work, plan, nrow(W), ncol(xnew))
+    return(.ffi_pass_predict(k, W, xnew, post$L, post$LB, post$v, fit$params$mean, ws,
+                             plan$rows, plan$threads))
   }
   mean <- var <- numeric(nrow(xnew))
   for (b in .row_blocks(nrow(xnew))) {
@@ -106,13 +80,17 @@
 # over chunks, and A' B^-1 A u one pass for A u and one for A'.
 .collapsed_edf <- function(fit, W) {
   k <- .kernel_at(fit$kernel, fit$params)
-  lambda <- .noise_lambda(fit, fit$params)
+  t <- .targets(fit, fit$params)
+  N <- nrow(fit$x)
+  lam_of <- function(b) if (length(t$lambda) == 1L) rep(t$lambda, length(b)) else t$lambda[b]
   M <- nrow(W)
   L <- .ffi_chol(.ffi_kern_matrix(k, W), fit$control$jitter, fit$control$jitter_cap)$L
-  blocks <- .row_blocks(nrow(fit$x), .stream_rows(fit$control$memory, M))
+  fit$cluster <- NULL
+  blocks <- .collapsed_plan(fit, M)$blocks
+  if (is.null(blocks)) blocks <- .row_blocks(N, max(1L, N))
   chunk_A <- function(b) {
     forwardsolve(L, .ffi_kern_matrix(k, W, fit$x[b, , drop = FALSE])) *
-      rep(1 / sqrt(lambda[b]), each = M)
+      rep(1 / sqrt(lam_of(b)), each = M)
   }
   # in one piece, A is computed once
   held <- if (length(blocks) == 1L) chunk_A(blocks[[1L]])
@@ -121,7 +99,7 @@
   for (b in blocks) AA <- AA + tcrossprod(A_of(b))
   LB <- t(chol(diag(M) + AA))
   tr_s <- M - sum(forwardsolve(LB, diag(M))^2)
-  .edf_mean(fit, tr_s, lambda, function(u) {
+  .edf_mean(fit, tr_s, lam_of(seq_len(N)), function(u) {
     Au <- numeric(M)
     for (b in blocks) Au <- Au + drop(A_of(b) %*% u[b])
     z <- backsolve(t(LB), forwardsolve(LB, Au))

@@ -37,13 +37,22 @@
   fit
 }
 
-# The call of a default method as recorded in the fit: the model's name,
-# without the warm start (update() supplies it).
+# The call of a default method as recorded in the fit: the call as run,
+# under the model's name, with `start` as the user wrote it (a fit given
+# as a value rather than by name, as do.call() gives it, is recorded as a
+# placeholder, so that a fit never carries another one in its call).
 .model_call <- function(call, model) {
+  # a new fit: no interrupt of an earlier one is pending (R/interrupt.R)
+  .interrupt_clear()
   call[[1L]] <- as.name(model)
-  call$start <- NULL
+  call$start <- .start_record(call$start)
   call$.data <- NULL
   call
+}
+
+.start_record <- function(start) {
+  if (is.null(start) || is.language(start)) return(start)
+  as.name(sprintf("<%s fit>", class(start)[1L]))
 }
 
 # The `...` of a default method: only `.data` (from the formula method) is
@@ -53,7 +62,7 @@
   data <- dots$.data
   dots$.data <- NULL
   if ("cluster" %in% names(dots)) {
-    stop("'cluster' is only for sgpr(), pgpr() and svgp() (and predict()): this model fits in one process (see ?scaling)",
+    stop("'cluster' is only for sgpr(), pgpr(), osgpr() and svgp() (and predict()): this model fits in one process (see ?scaling)",
          call. = FALSE)
   }
   if (length(dots)) do.call(.no_dots, dots)
@@ -69,10 +78,16 @@
   }
 }
 
-.check_start <- function(start, model) {
+.check_start <- function(start, model, x = NULL) {
   if (!is.null(start) && !inherits(start, model)) {
-    stop(sprintf("'start' must be %s %s fit", if (model %in% c("osgpr", "svgp")) "an" else "a",
-                 model), call. = FALSE)
+    stop(sprintf("'start' must be %s %s fit",
+                 if (model %in% c("osgpr", "svgp", "sgpr", "odvgp")) "an" else "a", model),
+         call. = FALSE)
+  }
+  # a fit on inputs of another width has no parameters to start this one
+  if (!is.null(start) && !is.null(x) && !is.null(start$x) && ncol(start$x) != ncol(x)) {
+    stop(sprintf("'start' is a fit on %d input column%s, but these inputs have %d: its parameters (lengthscales, inducing inputs) cannot start this fit; leave 'start' out",
+                 ncol(start$x), if (ncol(start$x) == 1L) "" else "s", ncol(x)), call. = FALSE)
   }
   start
 }
@@ -92,10 +107,14 @@
 # not optimised) on top of the user's `fixed` and the kernel's own (the
 # variances of the later factors of a product); `extra` holds the model's own
 # fields (a list, so that their names never match an argument partially).
+# Each block's role and scale (R/params.R) are recorded: those of the shared
+# table, with `roles` (c(role, scale) by block) for blocks of the model's or
+# likelihood's own.
 .new_fit <- function(model, call, x, y, kernel, params, transforms, fixed, always,
-                     control, label, extra = list()) {
+                     control, label, extra = list(), roles = list()) {
+  r <- .roles_of(params, roles)
   structure(c(list(call = call, x = x, y = y, kernel = kernel, params = params,
-                   transforms = transforms,
+                   transforms = transforms, roles = r$role, scales = r$scale,
                    fixed = .fixed_mask(fixed, params, transforms,
                                        c(always, .kern_held(kernel))),
                    fixed_spec = list(user = fixed, always = c(always, .kern_held(kernel))),

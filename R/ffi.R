@@ -9,6 +9,10 @@
 
 .combo_codes <- c(sum = 1L, product = 2L)
 
+# Whether a kernel is a sum or product of kernels (R/kernels.R builds them):
+# such a kernel goes to the C routines as the list of its parts.
+.is_combo <- function(kernel) inherits(kernel, "sparsevgp_kernel_combo")
+
 # The list the C code reads: list(family code, variance, lengthscale), or
 # for a sum or product of kernels list(operator code, list(parts)) (read
 # by src/kernel_combo.c).
@@ -61,6 +65,17 @@
 # Lower Cholesky factor with jitter escalation: list(L, jitter). `base` and
 # `cap` are relative to the mean diagonal.
 .ffi_chol <- function(S, base, cap) .Call(ffi_la_chol, S, as.double(base), as.double(cap))
+
+# Column summaries of a double matrix without a copy of it: a 5 x D matrix
+# with rows mean, sd, min, max, finite (1 when the column is all finite).
+.ffi_colstats <- function(x) {
+  s <- .Call(ffi_la_colstats, x)
+  rownames(s) <- c("mean", "sd", "min", "max", "finite")
+  s
+}
+
+# Hand memory R has freed back to the system (glibc's malloc_trim()).
+.ffi_release <- function() .Call(ffi_la_release)
 
 # ---- collapsed bounds (src/bound_gaussian.c, src/bound_orthogonal.c) -------
 
@@ -115,24 +130,10 @@
 
 .likelihood_codes <- c(bernoulli = 1L, gaussian = 2L, probit = 3L)
 
-# The uncollapsed ELBO of q(u) with mean q_mu and square root q_sqrt
-# (whitened or not), its gradient in them and the adjoints of Kuu, Kuf and
-# diag Kff. `gh` holds Gauss-Hermite nodes and weights; `ell_scale`
-# multiplies the expected log-likelihood (N / batch size on minibatches).
-# The C entry point takes q(u), the likelihood with its data and the
-# options as three lists (src/svgp.c checks them field by field).
-.ffi_svgp_elbo <- function(Kuu, Kuf, kdiag, q_mu, q_sqrt, y, likelihood, noise, mean, gh,
-                           jitter, jitter_cap, whiten, ell_scale, grad) {
-  q <- list(mu = as.double(q_mu), sqrt = q_sqrt, whiten = whiten)
-  lik <- list(type = .likelihood_codes[[likelihood]], y = y, noise = as.double(noise),
-              gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))
-  opts <- list(mean = as.double(mean), jitter = jitter, jitter_cap = jitter_cap)
-  .Call(ffi_svgp_elbo, Kuu, Kuf, kdiag, q, lik, opts, grad)
-}
-
-# The expected log-likelihood of the marginals N(mu_n, var_n) under the
-# likelihood of the svgp family (the same quadrature as .ffi_svgp_elbo()):
-# list(ell, g, h, gnoise), everything multiplied by ell_scale.
+# The expected log-likelihood of the marginals N(mu_n, var_n) under a
+# Gaussian or binary likelihood (Gauss-Hermite nodes and weights `gh` for the
+# latter; R/likelihoods.R): list(ell, g, h, gnoise), everything multiplied
+# by ell_scale (N / batch size on minibatches).
 .ffi_svgp_ell <- function(mu, var, y, likelihood, noise, gh, ell_scale) {
   lik <- list(type = .likelihood_codes[[likelihood]], y = y, noise = as.double(noise),
               gh_x = gh$x, gh_w = gh$w, scale = as.double(ell_scale))
@@ -162,6 +163,38 @@
 # Pass 2 over one chunk: list(Guf, gdiag, glambda, gytil, mu).
 .ffi_stream_adjoints <- function(L, v, Kuf, kdiag, lambda, ytil, threads) {
   .Call(ffi_bs_adjoints, L, v$E, v$alpha, v$vt, Kuf, kdiag, lambda, ytil, as.integer(threads))
+}
+
+# Both passes over all rows of x in chunks of `rows` rows, with the
+# workspace `work` (a double vector of .ffi_pass_work() entries that the
+# caller keeps between evaluations; src/bound_stream.c writes into it), for
+# a single kernel `kernel` and the targets t of .targets(): pass 1 gives the
+# statistics of .ffi_stream_stats() summed over the chunks; pass 2, from the
+# pieces v = list(E, alpha, vt) of .ffi_stream_value(), gives list(theta =
+# dF/d(log variance, log lengthscales), W = dF/dW or NULL, glambda =
+# sum_n lambda_n dF/dlambda_n, gytil = sum_n dF/dytil_n, glambda_points =
+# the terms lambda_n dF/dlambda_n when per_point).
+.ffi_pass_stats <- function(kernel, W, x, L, t, work, rows, threads) {
+  .Call(ffi_bs_pass_stats, .ffi_kernel(kernel), W, x, L, as.double(t$lambda), t$y,
+        as.double(t$shift), work, as.integer(rows), as.integer(threads))
+}
+
+.ffi_pass_grad <- function(kernel, W, x, L, v, t, work, rows, threads, want_W, per_point) {
+  .Call(ffi_bs_pass_grad, .ffi_kernel(kernel), W, x, L, v$E, v$alpha, v$vt,
+        as.double(t$lambda), t$y, as.double(t$shift), work, as.integer(rows),
+        as.integer(threads), want_W, per_point)
+}
+
+# The latent predictive (with the constant mean `shift`) at every row of x,
+# over chunks with the workspace of the passes: list(mean, var).
+.ffi_pass_predict <- function(kernel, W, x, L, LB, v, shift, work, rows, threads) {
+  .Call(ffi_bs_predict, .ffi_kernel(kernel), W, x, L, LB, v, as.double(shift), work,
+        as.integer(rows), as.integer(threads))
+}
+
+# The number of doubles of the workspace of the passes.
+.ffi_pass_work <- function(M, D, rows, threads) {
+  .Call(ffi_bs_work, as.double(M), as.double(D), as.double(rows), as.integer(threads))
 }
 
 # The orthogonal bounds over row chunks (src/bound_stream_orthogonal.c;

@@ -34,12 +34,19 @@
 #'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
 #'   or single entries such as \code{"lengthscale[2]"}.
 #' @param control a list of settings:
-#'   \code{maxit} (L-BFGS-B evaluations per run, 1000), \code{factr} and
+#'   \code{maxit} (L-BFGS-B iterations per run, 1000; an iteration
+#'   evaluates the bound once or more, and \code{print()} reports the
+#'   evaluations), \code{factr} and
 #'   \code{pgtol} (L-BFGS-B's own tests, see \code{\link[stats]{optim}});
 #'   \code{min_gain} (a run stops when the bound has risen by less than
 #'   \code{min_gain} nats per observation over its last 25 evaluations,
 #'   keeping the best point: default \eqn{10^{-3}}{10^-3}, 0 turns the rule off and
-#'   runs to L-BFGS-B's convergence); \code{trace} (\code{NULL}, the
+#'   runs to L-BFGS-B's convergence; a run from the starting values is not
+#'   stopped this way before some parameter has moved by a tenth of its
+#'   scale, about 10\% for a kernel parameter; such a stop is reported in
+#'   \code{fit$optim} as \code{convergence = 3} with a message beginning
+#'   "stopped: gain below control$min_gain", so that \code{convergence = 0}
+#'   always means that L-BFGS-B's own tests were met); \code{trace} (\code{NULL}, the
 #'   default, prints a progress line every 5 seconds in interactive sessions
 #'   once a run takes that long; 0 never, 1 every second, 2 and more also
 #'   \code{optim()}'s own trace); \code{jitter} and \code{jitter_cap}
@@ -51,16 +58,23 @@
 #'   the bound and predictions are reported on the data's own scale. A fit
 #'   stopped by Ctrl-C returns the best parameters found so far with a
 #'   warning; a fit that stops at \code{maxit}, or whose signal variance is
-#'   below 1\% of the noise, gives a warning in plain words. The sparse models always add \code{jitter} (default
-#'   \eqn{10^{-8}}{10^-8}) to \eqn{K_{uu}}{Kuu}: inducing inputs that drift close
-#'   together during optimisation make \eqn{K_{uu}}{Kuu} numerically singular
-#'   while its Cholesky factorisation still succeeds, and the bound and
-#'   gradients are then inaccurate without any error. The jitter lowers the
-#'   bound by about \eqn{10^{-5}}{10^-5} nats in typical fits; \code{jitter = 0}
-#'   tries the matrix as it is first. \code{gpr()} always tries
-#'   \eqn{K + \sigma^2 I}{K + sigma^2 I} as it is first. On failure the jitter grows tenfold
-#'   up to \code{jitter_cap} (default \eqn{10^{-2}}{10^-2}), is recorded in the fit
-#'   and gives a warning; past the cap the fit stops with an error.
+#'   below 1\% of the noise, gives a warning in plain words. A fit stopped by a
+#'   time limit (\code{setTimeLimit()}, \code{R.utils::withTimeout()}), by
+#'   memory that cannot be allocated or by a failed cluster stops with that
+#'   error (see \code{\link{objective}}). \strong{Jitter:} every
+#'   model tries its matrices as they are (\eqn{K_{uu}}{Kuu}, or
+#'   \eqn{K + \sigma^2 I}{K + sigma^2 I} for \code{gpr()}) and adds jitter only when the
+#'   Cholesky factorisation fails or a pivot falls below \eqn{10^{-12}}{1e-12} of its
+#'   diagonal entry (below it, solves with the factor lose accuracy beyond
+#'   \eqn{10^{-10}}{1e-10}: nearly coinciding inducing inputs); it then grows tenfold
+#'   from \eqn{10^{-10}}{1e-10} of the mean diagonal up to \code{jitter_cap} (default
+#'   \eqn{10^{-2}}{10^-2}). So where the matrix factorises, the bound and
+#'   predictions are the jitter-free ones. \code{jitter} (default 0) is a
+#'   jitter always added, relative to the mean diagonal. The jitter used,
+#'   its size relative to the mean diagonal and the change it makes in the
+#'   bound are in the fit and in \code{summary()}; beyond \eqn{10^{-8}}{1e-8} of the
+#'   mean diagonal a warning says so; past the cap the fit stops with an
+#'   error.
 #' @param start a previous \code{gpr} fit whose parameters are the starting
 #'   values (this is how \code{update()} warm-starts).
 #' @param subset an expression selecting the rows of \code{data} to use,
@@ -110,11 +124,11 @@ gpr.default <- function(x, y, kernel = kernel_rbf(), noise = NULL,
   call <- .model_call(match.call(), "gpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  y <- .as_response(y, nrow(x))
+  y <- .as_response(y, nrow(x), model = "gpr")
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
-  if (!is.null(.check_start(start, "gpr"))) {
+  if (!is.null(.check_start(start, "gpr", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (is.null(noise)) noise <- start$params$noise
   }

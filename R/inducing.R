@@ -19,6 +19,10 @@
 # "random" in pgpr().
 .inducing_methods <- c("greedy", "hgv", "gv", "kmeans", "random")
 
+# The selection methods that are greedy conditional variance (plain or
+# heteroscedastic): they re-select in staged fits (R/training.R, R/pgpr.R).
+.greedy_methods <- c("greedy", "hgv", "gv")
+
 # What `inducing`, `M` and `threshold` ask for: list(method, M, threshold, Z)
 # with method "given" and Z for a matrix or a select_inducing() result, or a
 # selection method with Z = NULL. A number for `inducing` is M for the
@@ -129,12 +133,47 @@
 # `memory`: the model's control$memory, beyond which greedy selection runs
 # on a subsample (NULL: the default budget).
 .select_by_spec <- function(spec, x, kernel, weights = NULL, perm = NULL, warn_short = FALSE,
-                            name = "inducing", memory = NULL) {
+                            name = "inducing", memory = NULL, hook = "selection") {
   if (spec$method == "given") return(spec$Z)
+  # Ctrl-C here, or earlier in the fit, gives a quick choice instead
+  # (R/interrupt.R): callers that have inducing inputs already keep them
+  if (.interrupt_pending()) return(.quick_inducing(spec, x))
+  .stage_mark(hook, x)
+  Z <- .interruptible({
+    .interrupt_point(hook)
+    .select_by_spec_run(spec, x, kernel, weights, perm, warn_short, name, memory)
+  }, "the selection of inducing inputs", function() .quick_inducing(spec, x))
+  # its factor goes before the next stage, which may work on a subsample
+  # (and so not collect by itself, R/interrupt.R)
+  if (length(x) >= .stage_gc_cells) .collect()
+  Z
+}
+
+# M distinct training inputs drawn at random from a subsample of 10 M rows
+# (at most M = 100 for an automatic M): the inducing inputs of a fit
+# whose selection was interrupted.
+.quick_inducing <- function(spec, x) {
+  N <- nrow(x)
+  M <- if (is.na(spec$M)) min(N, 100L) else min(N, spec$M)
+  cand <- x[sort(sample.int(N, min(N, 10L * M))), , drop = FALSE]
+  cand <- cand[!duplicated(cand), , drop = FALSE]
+  Z <- cand[seq_len(min(M, nrow(cand))), , drop = FALSE]
+  dimnames(Z) <- list(NULL, colnames(x))
+  Z
+}
+
+.select_by_spec_run <- function(spec, x, kernel, weights, perm, warn_short, name, memory) {
   M <- if (is.na(spec$M)) NULL else spec$M
+  threshold <- spec$threshold
+  if (length(weights) == 1L) {
+    # one weight for all points (one noise variance): the unweighted
+    # selection, whose trace is the weighted one divided by that weight
+    if (!is.null(threshold)) threshold <- threshold / weights
+    weights <- NULL
+  }
   sel <- switch(spec$method,
     greedy = , hgv = select_inducing(x, kernel, M = M, method = "greedy", weights = weights,
-                                     threshold = spec$threshold, memory = memory,
+                                     threshold = threshold, memory = memory,
                                      perm = perm),
     gv = select_inducing(x, kernel, M = M, method = "greedy", threshold = spec$threshold,
                          memory = memory, perm = perm),
@@ -156,7 +195,7 @@
   why <- if (nd < M) {
     sprintf("there are only %d distinct inputs", nd)
   } else {
-    span <- max(apply(x, 2L, function(v) diff(range(v))))
+    span <- max(.col_span(x))
     sprintf("the kernel matrix is numerically low-rank at these inputs (%d distinct): with lengthscale %s against inputs spanning %s, every other input is to double precision a combination of the selected ones, and more inducing points would only make K_uu singular",
             nd, paste(format(unlist(lapply(.kern_leaves(kernel), `[[`, "lengthscale")),
                              digits = 3L), collapse = ", "),
@@ -280,7 +319,8 @@
 #' @param memory the most memory for the selection's factor: a number of
 #'   bytes or a string such as \code{"512MB"} or \code{"2GB"}; beyond it
 #'   the selection works on a random subsample of rows (see Large data). By
-#'   default 256 MB, the default of the models' \code{control$memory}.
+#'   default the default of the models' \code{control$memory} (from the
+#'   machine's memory, see \code{\link{scaling}}).
 #' @param ... options of the method:
 #'   \describe{
 #'     \item{\code{tol}}{greedy: relative residual at or below which an
@@ -375,7 +415,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   M <- .check_M(M, N, default = if (is.null(threshold)) min(N, 100L) else NA_integer_)
   memory <- .check_memory(memory, "memory")
   kernel <- .kern_init(.check_kernel(kernel), x, check_variance = FALSE)
-  n <- .select_rows(N, M, method, opts, memory)
+  n <- .select_rows(N, M, method, opts, memory, ncol(x))
   out <- if (n < N) {
     .select_subsample(x, kernel, M, w, threshold, opts, method, n)
   } else {
@@ -399,12 +439,15 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 # greedy selection too few candidates to choose from). Greedy selection
 # holds an N x M factor and two N x block workspaces (src/select.c); the
 # weighted trace of k-means and random subsets an N x M factor.
-.select_rows <- function(N, M, method, opts, memory) {
+.select_rows <- function(N, M, method, opts, memory, D = 1L) {
   if (method != "greedy" && !isTRUE(opts$trace)) return(N)
   m <- if (is.na(M)) min(N, opts$max_threshold_points) else M
-  per_row <- 8 * (m + if (method == "greedy") 2 * min(opts$block, 1024L, N) else 0)
-  if (N * per_row <= memory) return(N)
-  as.integer(min(N, max(floor(memory / per_row), 10 * m)))
+  # per row: the factor (m columns), the two block workspaces of greedy
+  # selection, the scaled and the subsampled copy of the point (2 D) and
+  # its weight, order, residual and flags (4)
+  per_row <- 8 * (m + 2 * D + 4 + if (method == "greedy") 2 * min(opts$block, 1024L, N) else 0)
+  # and, whatever the subsample, an order and a weight of every row (12 N)
+  as.integer(.budget_rows(memory, per_row, fixed = 12 * N, n = N, at_least = min(N, 10 * m)))
 }
 
 # A selection on n < N random rows of x, for data whose factor would not fit
@@ -422,7 +465,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
     rows <- sort(perm[seq_len(n)])
     opts$perm <- match(perm[seq_len(n)], rows)
     thr <- if (!is.null(threshold)) threshold * n / N
-    out <- .select_greedy(x[rows, , drop = FALSE], kernel, M, w[rows], thr, opts, N / n)
+    out <- .select_greedy(x[rows, , drop = FALSE], kernel, M, if (length(w) > 1L) w[rows] else w,
+                          thr, opts, N / n)
     out$index <- rows[out$index]
     out$Z <- x[out$index, , drop = FALSE]
   } else {
@@ -473,7 +517,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
 }
 
 .check_weights <- function(weights, N, name = "weights") {
-  if (is.null(weights)) return(rep(1, N))
+  # no weights: one weight for all (expanded to the rows a selection uses)
+  if (is.null(weights)) return(1)
   if (!is.numeric(weights)) {
     stop(sprintf("'%s' must be a numeric vector", name), call. = FALSE)
   }
@@ -496,8 +541,8 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
          call. = FALSE)
   }
   if (M > N) {
-    stop(sprintf("'%s' asks for M = %d inducing points but there are only N = %d inputs",
-                 name, as.integer(M), N), call. = FALSE)
+    stop(sprintf("'%s' asks for M = %s inducing points but there are only N = %d inputs",
+                 name, format(M, scientific = M >= 1e15, big.mark = ""), N), call. = FALSE)
   }
   as.integer(M)
 }
@@ -516,6 +561,7 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   # with a threshold and no M, stop growing at max_threshold_points: past a
   # few thousand points the O(N M^2) selection costs as much as an exact GP
   limit <- min(N, opts$max_threshold_points)
+  if (length(w) == 1L) w <- rep(w, N)
   repeat {
     r <- .ffi_select_greedy(kernel, x, w, cap, thr, perm, opts$tol, min(opts$block, 1024L),
                             opts$factor)
@@ -546,8 +592,9 @@ select_inducing <- function(x, kernel = kernel_rbf(), M = NULL,
   if (!isTRUE(opts$trace)) return(list(trace = NULL, trace0 = NULL, d = NULL))
   if (!is.null(rows)) {
     x <- x[rows, , drop = FALSE]
-    w <- w[rows]
+    if (length(w) > 1L) w <- w[rows]
   }
+  if (length(w) == 1L) w <- rep(w, nrow(x))
   .ffi_select_trace(kernel, x, w, Z, 1e-10, FALSE)
 }
 
@@ -825,7 +872,8 @@ n_inducing <- function(selection, threshold) {
 #'   an element \code{reinit}: a list with \code{history} (a data frame
 #'   of the pass, \eqn{M}, the bound and the final weighted trace of each
 #'   selection; pass 0 is \code{fit}), \code{stop} (\code{"converged"},
-#'   \code{"patience"}, \code{"max_passes"}, or \code{"error"} when a
+#'   \code{"patience"}, \code{"max_passes"}, \code{"interrupted"} (Ctrl-C),
+#'   or \code{"error"} when a
 #'   refit failed, for instance a Cholesky factorisation past the jitter
 #'   cap) and \code{best_pass}. A warning is given when the pass cap is
 #'   reached first or a pass fails.
@@ -878,12 +926,27 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   stop_reason <- "max_passes"
   for (pass in seq_len(max_passes)) {
     kern <- .kernel_at(cur$kernel, cur$params)
-    sel <- do.call(select_inducing, c(list(cur$x, kern, M = M, method = "greedy",
-                                           weights = if (weights == "none") NULL else
-                                             .select_weights(cur), threshold = threshold),
-                                      sel_opts))
+    w <- if (weights == "none") NULL else .select_weights(cur)
+    if (length(w) == 1L) w <- rep(w, nrow(cur$x))
+    # Ctrl-C in a selection or a refit ends the passes with the best so far
+    sel <- .interruptible(do.call(select_inducing, c(list(cur$x, kern, M = M, method = "greedy",
+                                                          weights = w, threshold = threshold),
+                                                     sel_opts)),
+                          "a re-selection of inducing inputs")
+    if (is.null(sel)) {
+      stop_reason <- "interrupted"
+      break
+    }
     same <- identical(unname(sel$Z), unname(cur$params$Z))
-    new <- if (same) cur else tryCatch(.refit_inducing(cur, sel$Z), error = function(e) e)
+    new <- if (same) cur else tryCatch(.refit_inducing(cur, sel$Z), error = function(e) {
+      .rethrow_fatal(e)
+      e
+    })
+    if (!inherits(new, "error") && isTRUE(new$optim$interrupted)) {
+      if (new$bound > best$bound) best <- new
+      stop_reason <- "interrupted"
+      break
+    }
     if (inherits(new, "error")) {
       warning(sprintf("pass %d failed (%s); returning the best pass so far", pass,
                       conditionMessage(new)), call. = FALSE)
@@ -918,7 +981,13 @@ reinit_inducing <- function(fit, M = NULL, threshold = NULL,
   best$summary_extra[["Inducing inputs re-selected (reinit_inducing)"]] <-
     sprintf("%d passes, stopped: %s, best pass %d", nrow(hist) - 1L,
             switch(stop_reason, converged = "converged", patience = "no improvement",
-                   max_passes = "pass cap", error = "a pass failed"), best_pass)
+                   max_passes = "pass cap", error = "a pass failed",
+                   interrupted = "interrupted by the user"), best_pass)
+  if (stop_reason == "interrupted") {
+    .interrupt_clear()
+    warning(sprintf("the re-initialisation was interrupted after %d passes: returning the best pass (%d)",
+                    nrow(hist) - 1L, best_pass), call. = FALSE)
+  }
   best
 }
 

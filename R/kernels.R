@@ -9,6 +9,10 @@
   if (!is.null(lengthscale)) lengthscale <- .check_positive(lengthscale, "lengthscale")
   if (!is.null(variance)) variance <- .check_positive(variance, "variance", 1L)
   if (!is.null(ard)) ard <- .check_flag(ard, "ard")
+  if (isFALSE(ard) && length(lengthscale) > 1L) {
+    stop(sprintf("'lengthscale' has %d values, but ard = FALSE asks for one lengthscale shared by all input columns: give one value, or leave out 'ard' for one per column",
+                 length(lengthscale)), call. = FALSE)
+  }
   if (!is.null(lengthscale)) ard <- length(lengthscale) > 1L
   structure(list(family = family, lengthscale = lengthscale,
                  variance = variance, ard = ard),
@@ -113,7 +117,39 @@ print.sparsevgp_kernel <- function(x, digits = max(3L, getOption("digits") - 3L)
   if (!inherits(kernel, "sparsevgp_kernel")) {
     stop(sprintf("'%s' must be a kernel such as kernel_rbf()", name), call. = FALSE)
   }
+  if (.is_combo(kernel)) .kern_check_depth(kernel, name)
   kernel
+}
+
+# The deepest nesting of sums and products a kernel may have (levels of
+# operators from the root to a single kernel); KC_MAX_DEPTH in
+# src/kernel_combo.h is the same. Deeper trees are refused when they are
+# built (Ops.sparsevgp_kernel()) and checked without recursion here (a tree
+# built by hand could be deep enough to overflow the C stack of any
+# recursive walk).
+.kern_max_depth <- 32L
+
+.kern_check_depth <- function(kernel, name = "kernel") {
+  level <- list(kernel)
+  depth <- 0L
+  while (length(level)) {
+    combos <- Filter(function(k) inherits(k, "sparsevgp_kernel_combo"), level)
+    if (!length(combos)) break
+    depth <- depth + 1L
+    if (depth > .kern_max_depth) {
+      stop(sprintf("'%s' nests sums and products more than %d levels deep: flatten it (k1 + k2 + k3 is one level, however many parts)",
+                   name, .kern_max_depth), call. = FALSE)
+    }
+    level <- unlist(lapply(combos, function(k) {
+      if (!is.list(k$parts) || length(k$parts) < 2L ||
+          !all(vapply(k$parts, inherits, TRUE, "sparsevgp_kernel"))) {
+        stop(sprintf("'%s' is a malformed kernel combination: combine kernels with + and *",
+                     name), call. = FALSE)
+      }
+      k$parts
+    }), recursive = FALSE)
+  }
+  invisible(depth)
 }
 
 #' Kernel matrices
@@ -233,7 +269,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
       } else {
         med(xs)
       }
-    })
+    }, .kern_part_spread(kernel, xs))
   }
   v <- if (is.null(y) || length(y) < 2L) 1 else stats::var(y)
   kernel <- .kern_fill_variance(kernel, if (is.finite(v) && v > 0) v else 1)
@@ -257,10 +293,19 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 .check_kernel_scale <- function(kernel, x, y = NULL, check_variance = TRUE) {
   if (.is_combo(kernel)) {
     for (k in .kern_leaves(kernel)) .check_kernel_scale(k, x, NULL, FALSE)
-    if (check_variance) .check_variance_scale(.kern_scale(kernel), y, "k(x, x) of the kernel")
+    s <- .kern_scale(kernel)
+    if (!is.finite(s) || s <= 0) {
+      v <- vapply(.kern_leaves(kernel), function(k) as.double(k$variance), 1)
+      stop(sprintf("the variances of the kernel's parts (%s) combine to k(x, x) = %s, %s double precision: give variances on the scale of %s, or leave them NULL to choose them from the data",
+                   paste(format(v, digits = 3L, trim = TRUE), collapse = ", "),
+                   format(s, digits = 3L), if (s > 1) "beyond" else "below what",
+                   if (is.null(y)) "1 (a classifier's latent scale)" else "var(y)"),
+           call. = FALSE)
+    }
+    if (check_variance) .check_variance_scale(s, y, "variance k(x, x) of the kernel combination")
     return(kernel)
   }
-  span <- apply(x, 2L, function(v) max(v) - min(v))
+  span <- .col_span(x)
   bad <- which(!(span <= .scale_limit) | (span > 0 & span < 1 / .scale_limit))
   if (length(bad)) {
     stop(sprintf("input column %d spans %s, outside what the kernels and the optimiser's standardisation compute in double precision (spans from %g to %g, or 0): rescale the inputs, for example with scale()",
@@ -301,7 +346,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 # built by .kern_params()).
 .kernel_at <- function(kernel, params) {
   if (.is_combo(kernel)) {
-    part <- sub(",.*$", "", names(params$lengthscale))
+    part <- .lengthscale_parts(names(params$lengthscale))
     return(.kern_map(kernel, function(k, i) {
       k$variance <- unname(params$variance[[i]])
       k$lengthscale <- unname(params$lengthscale[part == paste0("k", i)])
@@ -321,7 +366,7 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
     P <- length(.kern_leaves(kernel))
     nm <- names(params$lengthscale)
     if (length(params$variance) != P || is.null(nm)) return(kernel)
-    n <- table(factor(sub(",.*$", "", nm), levels = paste0("k", seq_len(P))))
+    n <- table(factor(.lengthscale_parts(nm), levels = paste0("k", seq_len(P))))
     if (any(n == 0L | (n > 1L & n != D))) return(kernel)
     return(.kernel_at(kernel, params))
   }
@@ -366,13 +411,16 @@ kernel_matrix <- function(kernel, x, y = x, diag = FALSE) {
 #' \strong{Starting values.} A part's variance left \code{NULL} starts at an
 #' equal share of the signal variance among the parts of a sum (the first
 #' factor of a product takes the product's share). Parts whose lengthscales
-#' are \code{NULL} start at a common scale times \eqn{10^{-(n-j)}} for the
-#' \eqn{j}-th of \eqn{n} such parts, so that a sum's parts start apart (each
-#' ten times shorter than the next, as in the Matern 5/2 + RBF kernel of
-#' Salimbeni et al. 2018) rather than equal, which would keep them equal
-#' under any optimiser. The regression models' grid search scans that
-#' common scale, all parts jointly; lengthscales and variances you give are
-#' kept.
+#' are \code{NULL} start apart, each from the data: the \eqn{j}-th of
+#' \eqn{n} such parts at a common scale times the ratio of the
+#' \eqn{p_j}-quantile of the distances between the standardised inputs to
+#' their median, with \eqn{p_j} from 1\% (the first part) to 50\% (the
+#' last) spaced geometrically. So a sum's parts start from short to long
+#' range (as in the Matern 5/2 + RBF kernel of Salimbeni et al. 2018)
+#' rather than equal, which would keep them equal under any optimiser, and
+#' however many parts there are, every start lies within the distances the
+#' data have. The regression models' grid search scans the common scale,
+#' all parts jointly; lengthscales and variances you give are kept.
 #'
 #' @param e1,e2 kernels, such as \code{\link{kernel_rbf}()} or combinations.
 #' @return A kernel of class \code{"sparsevgp_kernel"}.
@@ -414,6 +462,12 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
   op <- if (.Generic == "+") "sum" else "product"
   flat <- function(k) if (.is_combo(k) && k$op == op) k$parts else list(k)
   parts <- c(flat(e1), flat(e2))
+  # the nesting of the result: one level above its deepest part
+  depth <- 1L + max(vapply(parts, function(k) if (.is_combo(k)) .kern_check_depth(k, "kernel") else 0L, 1L))
+  if (depth > .kern_max_depth) {
+    stop(sprintf("this '%s' would nest sums and products %d levels deep, more than the %d allowed: flatten the expression (k1 + k2 + k3 is one level, however many parts)",
+                 .Generic, depth, .kern_max_depth), call. = FALSE)
+  }
   if (op == "product") {
     parts[-1L] <- lapply(parts[-1L], function(k) {
       if (.is_combo(k)) return(k)
@@ -425,8 +479,6 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
   structure(list(op = op, parts = parts),
             class = c("sparsevgp_kernel_combo", "sparsevgp_kernel"))
 }
-
-.is_combo <- function(kernel) inherits(kernel, "sparsevgp_kernel_combo")
 
 # The single kernels of a kernel, left to right (depth first).
 .kern_leaves <- function(kernel) {
@@ -458,17 +510,46 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
   })
 }
 
-# The lengthscales left NULL: f(k) times the spread 10^-(n - j) of the j-th
-# of the n parts that need one (1 for a single kernel).
-.kern_fill_lengthscale <- function(kernel, f) {
-  need <- vapply(.kern_leaves(kernel), function(k) is.null(k$lengthscale), TRUE)
-  spread <- 10^-(sum(need) - cumsum(need))
+# The lengthscales left NULL: f(k) times spread[i] for the i-th single
+# kernel (left to right); `spread` from .kern_part_spread().
+.kern_fill_lengthscale <- function(kernel, f, spread) {
   .kern_map(kernel, function(k, i) {
     if (is.null(k$lengthscale)) {
       k$lengthscale <- if (spread[i] == 1) f(k) else spread[i] * f(k)
     }
     k
   })
+}
+
+# Where the parts of a combination whose lengthscales are unset start,
+# relative to a common scale, from the inputs x: part j of the n such
+# parts (left to right) at the p_j-quantile of the distances between the
+# (standardised) inputs, divided by their median, with p_j from 1% (the
+# first) to 50% (the last) spaced geometrically: short-range parts first,
+# long-range last (as in the Matern 5/2 + RBF sum of Salimbeni et al.
+# 2018), apart (equal parts would stay equal under any optimiser) and,
+# however many parts there are, within the range of distances the data
+# have. Ties (few distinct distances) fall back to factors of 2 apart. 1 for
+# a single part, and for the parts whose lengthscales are given.
+.kern_part_spread <- function(kernel, x) {
+  need <- vapply(.kern_leaves(kernel), function(k) is.null(k$lengthscale), TRUE)
+  out <- rep(1, length(need))
+  n <- sum(need)
+  if (n <= 1L) return(out)
+  j <- seq_len(n)
+  idx <- unique(round(seq(1, nrow(x), length.out = min(nrow(x), 400L))))
+  xs <- x[idx, , drop = FALSE]
+  sx <- .col_sd(xs)
+  sx[!is.finite(sx) | sx <= 0] <- 1
+  d <- as.vector(stats::dist(sweep(xs, 2L, sx, "/")))
+  d <- d[d > 0]
+  q <- if (length(d)) {
+    stats::quantile(d, 0.5 * 0.02^((n - j) / (n - 1)), names = FALSE, type = 7) /
+      stats::median(d)
+  }
+  if (is.null(q) || any(!is.finite(q)) || any(diff(q) <= 0)) q <- 2^(j - n)
+  out[need] <- q
+  out
 }
 
 # The variances left NULL, so that k(x, x) is about v: equal shares among

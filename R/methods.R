@@ -128,6 +128,24 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   n <- nrow(inp$x)
   ok <- inp$ok
   rn <- rownames(inp$x)
+  if (!full_cov && n > 0L && all(ok)) {
+    # every row complete: no copies of the inputs or of the moments (the
+    # training inputs of a large fit)
+    p <- .predict_latent_on(object, inp$x, FALSE, cluster)
+    mean <- p$mean
+    if (!is.null(inp$offset)) mean <- mean + inp$offset
+    var <- p$var
+    lo <- min(var)
+    if (lo < -1e-10 * .signal_variance(object)) {
+      warning("some predictive variances are negative and were set to 0: the model is poorly conditioned",
+              call. = FALSE)
+    }
+    if (lo < 0) var <- pmax(var, 0)
+    if (!is.null(rn)) names(mean) <- names(var) <- rn
+    out <- list(mean = mean, var = var, cov = NULL)
+    if (noise) out$noise <- .noise_vector(object, inp, weights)
+    return(out)
+  }
   mean <- rep(NA_real_, n)
   var <- rep(NA_real_, n)
   cov <- if (full_cov) matrix(NA_real_, n, n, dimnames = list(rn, rn))
@@ -264,35 +282,38 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 
 .bound_label <- function(x) {
   if (inherits(x, "gpr")) return("log marginal likelihood")
-  if (identical(.objective_type(x), "likelihood")) {
+  if (identical(.loglik_kind(x), "likelihood")) {
     return("log likelihood of the VIF approximation (not a bound)")
   }
   "ELBO (lower bound on log p(y))"
 }
 
-# What a fit's objective (logLik(), fit$bound) is: "likelihood" for an
-# exact (gpr) or approximate-model (sgpr with neighbours) log likelihood,
-# "bound" for a variational lower bound on log p(y). Fits record it in
-# `objective_type`; comparisons across the two kinds say so.
-.objective_type <- function(x) {
-  if (inherits(x, "gpr")) return("likelihood")
-  if (is.null(x$objective_type)) "bound" else x$objective_type
-}
-
 .optim_status <- function(o) {
-  if (o$convergence == 0L) return("converged")
+  if (isTRUE(o$interrupted)) {
+    return(if (nzchar(o$message)) o$message else "interrupted by the user")
+  }
+  if (isTRUE(o$convergence == 0L)) return("converged")
+  # the min_gain rule (R/objective.R): its own outcome, not a failure
+  if (isTRUE(o$convergence == .stop_code)) return("stopped: gain below control$min_gain")
   # Adam runs a fixed number of iterations: there is nothing to converge
   if (identical(o$method, "Adam")) return(sprintf("ran %s", o$message))
+  # L-BFGS-B's message for its iteration limit ("NEW_X") says nothing
+  if (isTRUE(o$convergence == 1L) && !length(o$method)) {
+    return("did not converge (stopped at the iteration limit, control$maxit)")
+  }
   msg <- if (nzchar(o$message)) paste0(": ", o$message) else ""
   sprintf("did not converge (code %d%s)", o$convergence, msg)
 }
 
-# Natural-scale parameters except inducing inputs, named as in `fixed`.
+# The hyperparameters on the natural scale (blocks whose role is in
+# .hyper_roles: not the inducing inputs or variational parameters), named as
+# in `fixed`.
 .param_table <- function(object) {
-  keep <- names(object$params)[!vapply(object$params, is.matrix, TRUE)]
+  role <- .fit_roles(object)$role
+  keep <- names(object$params)[role[names(object$params)] %in% .hyper_roles]
   p <- object$params[keep]
   tr <- object$transforms[keep]
-  nm <- sub("^log_", "", .par_names(p, tr))
+  nm <- .par_names(p, tr, natural = TRUE)
   est <- unlist(lapply(p, as.vector), use.names = FALSE)
   fixed <- object$fixed[.par_names(p, tr)]
   data.frame(estimate = est, fixed = unname(fixed), row.names = nm)
@@ -313,7 +334,10 @@ coef.sparsevgp <- function(object, ...) {
 #'
 #' \strong{logLik, AIC, BIC.} \code{logLik()} is the bound the fit
 #' maximised: the exact log marginal likelihood for \code{gpr()}, a lower
-#' bound on it (the ELBO) for the sparse models. Its \code{df} counts the
+#' bound on it (the ELBO) for the sparse models, and for
+#' \code{\link{sgpr}(neighbours = K)} with \eqn{K > 0} the exact log
+#' likelihood of its approximate model (inducing points plus a Vecchia
+#' residual), not a bound. Its \code{df} counts the
 #' hyperparameters that were optimised: the kernel variance and
 #' lengthscales, the noise variance or noise coefficients, and the constant
 #' mean when it is learned. Inducing inputs, \eqn{q(u)} and the local
@@ -321,7 +345,12 @@ coef.sparsevgp <- function(object, ...) {
 #' bound tighter, not the model more flexible (more of them can only bring
 #' the bound closer to the exact log marginal likelihood), so they are not
 #' counted, and AIC and BIC are comparable across models and numbers of
-#' inducing points. Parameters held by \code{fixed} are not counted.
+#' inducing points. Parameters held by \code{fixed} are not counted. Its
+#' attribute \code{kind} is \code{"bound"} (a lower bound on
+#' \eqn{\log p(y)}{log p(y)}) or \code{"likelihood"} (\code{gpr()}, and
+#' \code{sgpr()} with neighbours);
+#' \code{\link{anova.sparsevgp}} tabulates fits of one model with what their
+#' differences mean.
 #' \code{nobs()} is the number of observations used, after
 #' \code{na.action} and \code{subset}.
 #'
@@ -345,13 +374,17 @@ coef.sparsevgp <- function(object, ...) {
 #' normal when the model is right. With \code{na.action = na.exclude} the
 #' fitted values and residuals are padded with \code{NA}.
 #'
-#' \strong{confint()} is an error: the hyperparameters are point estimates
+#' \strong{confint() and vcov()} are errors: the hyperparameters are point estimates
 #' that maximise a bound on the marginal likelihood (type-II maximum
 #' likelihood). For the sparse models the bound is not a likelihood, and
 #' even for \code{gpr()} the lengthscales and variances are often weakly
 #' identified, so Wald or profile intervals would suggest a precision they
-#' do not have. Intervals for the function and for new observations come
-#' from \code{predict(fit, interval = )}; a fully Bayesian treatment of the
+#' do not have; the curvature of a bound at its maximum is not the inverse
+#' covariance of the estimates. Intervals for the function and for new
+#' observations come from \code{predict(fit, interval = )} (and
+#' \code{se.fit}, \code{full_cov}, \code{simulate()}, and for \code{sgpr()}
+#' and \code{pgpr()} \code{posterior_inducing()}, the posterior of the
+#' function at the inducing inputs); a fully Bayesian treatment of the
 #' hyperparameters is outside this package.
 #'
 #' @param object a fitted model.
@@ -363,7 +396,7 @@ coef.sparsevgp <- function(object, ...) {
 #'   are split (see \code{\link{scaling}}); by default \code{NULL}.
 #' @param ... not used.
 #' @return \code{logLik()}: an object of class \code{"logLik"} with
-#'   attributes \code{df} and \code{nobs}. \code{deviance()},
+#'   attributes \code{df}, \code{nobs} and \code{kind}. \code{deviance()},
 #'   \code{df.residual()}, \code{nobs()}: one number. \code{fitted()},
 #'   \code{residuals()}, \code{weights()}: vectors named by observation.
 #'   \code{formula()}, \code{terms()}, \code{model.frame()}: as for
@@ -388,42 +421,16 @@ NULL
 #' @export
 logLik.sparsevgp <- function(object, ...) {
   structure(object$bound, df = .df_hyper(object), nobs = length(object$y),
-            objective = .objective_type(object), class = "logLik")
-}
-
-#' @rdname sparsevgp-methods
-#' @param k the penalty per parameter, as in \code{\link[stats]{AIC}}.
-#' @export
-AIC.sparsevgp <- function(object, ..., k = 2) {
-  .warn_objective_mix(list(object, ...))
-  NextMethod()
-}
-
-#' @rdname sparsevgp-methods
-#' @export
-BIC.sparsevgp <- function(object, ...) {
-  .warn_objective_mix(list(object, ...))
-  NextMethod()
-}
-
-# A warning when fits whose objectives are of different kinds (a lower
-# bound and a likelihood) are compared.
-.warn_objective_mix <- function(fits) {
-  types <- unique(vapply(fits, function(f) {
-    if (inherits(f, "sparsevgp")) .objective_type(f) else "likelihood"
-  }, ""))
-  if (length(types) > 1L) {
-    warning("these fits report objectives of different kinds: a lower bound on log p(y) (the ELBO of the sparse variational models) and a log likelihood (gpr(), or of the approximate model of sgpr() with neighbours). The bound is below the log likelihood of its own model, so the comparison favours the likelihoods",
-            call. = FALSE)
-  }
-  invisible()
+            kind = .loglik_kind(object), class = "logLik")
 }
 
 # The number of free hyperparameters (see ?"sparsevgp-methods"): every
-# free parameter except the variational ones (inducing inputs, q(u)).
+# free parameter whose role is a hyperparameter's (not the inducing inputs
+# or the variational parameters), the same count in every model; pgpr's one
+# lengthscale in units of each input's sd counts once.
 .df_hyper <- function(object) {
-  variational <- grepl("^([ZO]\\[|q_mu|log_q_sqrt_diag|q_sqrt_lower)", names(object$fixed))
-  sum(!object$fixed & !variational)
+  tied <- if (isTRUE(object$lengthscale_tied)) length(object$params$lengthscale) - 1L else 0L
+  sum(!object$fixed & .role_mask(object, .hyper_roles)) - tied
 }
 
 #' @rdname sparsevgp-methods
@@ -452,7 +459,6 @@ df.residual.sparsevgp <- function(object, ...) {
 #' @export
 fitted.sparsevgp <- function(object, cluster = NULL, ...) {
   .check_dots("fitted", ...)
-  if (!is.null(object$labels)) return(.fitted_classifier(object, "quadrature", cluster))
   .fitted_values(object, cluster)
 }
 
@@ -470,16 +476,9 @@ residuals.sparsevgp <- function(object, type = c("response", "pearson"), ...) {
   .check_dots("residuals", ...)
   type <- match.arg(type)
   inp <- .prediction_inputs(object)
-  if (!is.null(object$labels)) {
-    p <- .predict_classifier(object, NULL, "prob", "quadrature", "none", 0.95, FALSE, FALSE,
-                             pad = FALSE)
-    r <- object$y - p
-    if (type == "pearson") r <- r / sqrt(p * (1 - p))
-  } else {
-    pm <- .predict_moments(object, inp, noise = type == "pearson")
-    r <- object$y - (pm$mean - if (is.null(object$offset)) 0 else object$offset)
-    if (type == "pearson") r <- r / sqrt(pm$var + pm$noise)
-  }
+  pm <- .predict_moments(object, inp, noise = type == "pearson")
+  r <- object$y - (pm$mean - if (is.null(object$offset)) 0 else object$offset)
+  if (type == "pearson") r <- r / sqrt(pm$var + pm$noise)
   names(r) <- rownames(object$x)
   stats::naresid(object$na.action, r)
 }
@@ -530,10 +529,11 @@ summary.sparsevgp <- function(object, ...) {
     kernel = .kern_expr(object$kernel, labels = TRUE),
     parameters = .param_table(object),
     inducing_fixed = if (is.null(object$params$Z)) NA else
-      all(object$fixed[grepl("^[ZO]\\[", names(object$fixed))]),
+      all(object$fixed[.role_mask(object, "inducing")]),
     bound = object$bound, bound_label = .bound_label(object),
     bound_terms = object$bound_terms, extra = object$summary_extra,
-    jitter = object$jitter, optim = object$optim, time = object$time,
+    jitter = object$jitter, jitter_relative = object$jitter_relative,
+    jitter_cost = object$jitter_cost, optim = object$optim, time = object$time,
     na.action = object$na.action),
     class = "summary.sparsevgp")
 }
@@ -562,8 +562,7 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
   if (length(x$extra)) {
     for (nm in names(x$extra)) cat(nm, ": ", x$extra[[nm]], "\n", sep = "")
   }
-  cat(sprintf("Jitter added to the Cholesky factorisation: %s\n",
-              format(x$jitter, digits = 3L)))
+  cat(sprintf("Jitter added to the Cholesky factorisation: %s\n", .jitter_line(x)))
   if (is.null(x$optim)) {
     cat("Not optimised (optimize = FALSE)\n")
   } else {
@@ -590,7 +589,10 @@ print.summary.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L
 #'   update changes \code{inducing} (or \code{orthogonal}, \code{q_u}), the
 #'   data or the formula; so \code{update(fit, optimize = FALSE)} reproduces
 #'   the fit. \code{pgpr()} re-selects its inducing inputs in every pass and
-#'   keeps its selection method.
+#'   keeps its selection method. A \code{start} given to \code{update()}
+#'   is used instead. The new fit's \code{call} is the old call with the
+#'   changes, \code{start} included when the user gave one (the warm start
+#'   from \code{object} itself is not written into it).
 #' @param evaluate if \code{FALSE}, return the updated call.
 #' @return The new fit, or its call.
 #' @examples
@@ -616,7 +618,9 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   }
   if (!evaluate) return(call)
   run <- call
-  if (.check_flag(warm_start, "warm_start")) {
+  # a `start` given here is the user's choice, and wins over the warm start
+  warm <- .check_flag(warm_start, "warm_start") && !("start" %in% nms)
+  if (warm) {
     # the old fit goes into the call as a value: evaluated in a new
     # environment holding it, the call would make that environment the
     # formulas' environment, and every new fit would carry all old ones
@@ -624,9 +628,10 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
     run <- .warm_inducing_args(run, object, nms)
   }
   fit <- eval(run, parent.frame())
-  # the record is the user's call with the changes, not the warm-start plumbing
+  # the record is the user's call with the changes (a `start` the user gave
+  # included), not the warm-start plumbing
   fit$call <- call
-  fit$call$start <- NULL
+  if (warm) fit$call$start <- NULL
   fit
 }
 
@@ -649,4 +654,22 @@ update.sparsevgp <- function(object, ..., warm_start = TRUE, evaluate = TRUE) {
   # svgp: the starting q(u) of the original call gives way to the fitted one
   if (inherits(object, "svgp") && !("q_u" %in% changed)) run$q_u <- NULL
   run
+}
+
+# The jitter of a fit (or its summary) in words: its size, relative to the
+# mean diagonal, and what it changed in the bound (R/objective.R,
+# .finish()).
+.jitter_line <- function(x) {
+  j <- x$jitter
+  if (is.null(j) || all(j == 0)) return("none (the matrices were factorised as they are)")
+  out <- paste(format(j, digits = 3L), collapse = ", ")
+  if (!is.null(x$jitter_relative)) {
+    out <- sprintf("%s (%s times the mean diagonal)", out,
+                   paste(format(x$jitter_relative, digits = 3L), collapse = ", "))
+  }
+  if (!is.null(x$jitter_cost) && is.finite(x$jitter_cost)) {
+    out <- sprintf("%s, which changes the bound by about %s", out,
+                   format(x$jitter_cost, digits = 3L))
+  }
+  out
 }

@@ -89,73 +89,50 @@ natgrad_step <- function(fit, step = 1) {
 }
 
 # One natural-gradient step of size `step` on q(u) at `params` (on the rows
-# `batch`; NULL: all): list(params, value (the bound before the step),
-# halvings). With halve = TRUE an indefinite new precision halves the step
-# (up to 30 times, then q(u) is kept); with halve = FALSE, params is NULL.
+# `batch`; NULL: all), for every latent function: list(params, value (the
+# bound before the step), halvings). With halve = TRUE an indefinite new
+# precision halves the step (up to 30 times, then that q(u) is kept); with
+# halve = FALSE, params is NULL. The gradients come from the one evaluator
+# (.uc_natural(), R/uncollapsed.R); the basis (R/variational.R) gives q(u)
+# in the coordinates of u and stores the result in its own.
 .natgrad_q <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  UseMethod(".natgrad_q")
+  r <- .uc_natural(fit, params, batch)
+  s <- .natgrad_apply(fit, params, r, step, halve)
+  list(params = s$params, value = r$value, halvings = s$halvings)
 }
 
-#' @export
-.natgrad_q.svgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  r <- .svgp_call(fit, params, grad = TRUE, batch = batch)
-  L <- r$L
-  whiten <- !isFALSE(fit$whiten)
-  W <- .svgp_qsqrt(params)
-  # current q(u) = N(m, S), S = R R'
-  m <- if (whiten) drop(L %*% params$q_mu) else params$q_mu
-  R <- if (whiten) L %*% W else W
-  P <- backsolve(L, forwardsolve(L, r$Kuf), upper.tri = FALSE, transpose = TRUE)  # Psi = Kuu^-1 Kuf: M x N
-  GS <- P %*% (r$gdiag * t(P))                                # Psi diag(h) Psi'
-  gm <- drop(P %*% r$gmu)
-  new <- .natgrad_move(m, R, chol2inv(t(L)), gm, GS, step, halve, if (whiten) L)
-  .natgrad_result(params, new, r$elbo, halve)
-}
-
-#' @export
-.natgrad_q.odvgp <- function(fit, params, step, batch = NULL, halve = TRUE) {
-  if (!is.null(fit$basis) && fit$basis != "orthogonal") {
-    stop(sprintf("natural gradients are available for basis = \"orthogonal\" only, not \"%s\"",
-                 fit$basis), call. = FALSE)
-  }
-  r <- .odvgp_eval(fit, params, grad = TRUE, batch = batch, natural_only = TRUE)
-  Kinv <- r$natural$Kinv
-  qs <- .odvgp_q(params)
-  if (length(qs) == 1L) {
-    nat <- r$natural$latents[[1L]]
-    new <- .natgrad_move(params$q_mu, qs[[1L]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
-                         halve, NULL)
-    return(.natgrad_result(params, new, r$value, halve))
-  }
-  # one step per latent function (multiclass): the natural parameters of
-  # the K independent q(f_beta) blocks move independently
+# The step of size `step` from `params`, given what .uc_natural() returned
+# there (`r`): list(params, halvings), params NULL when a step failed and
+# halve = FALSE. Steps of several sizes from one point share one
+# evaluation (R/uncollapsed_training.R tries smaller ones after a step
+# that lowers the bound).
+.natgrad_apply <- function(fit, params, r, step, halve = TRUE) {
+  nat <- .basis_natural(.basis_of(fit), params, r$ib)
   halvings <- 0L
-  for (j in seq_along(qs)) {
-    nat <- r$natural$latents[[j]]
-    new <- .natgrad_move(qs[[j]]$mb, qs[[j]]$LS, Kinv, drop(Kinv %*% nat$r), nat$P, step,
-                         halve, NULL)
+  for (j in seq_along(nat)) {
+    q <- nat[[j]]
+    lat <- r$latents[[j]]
+    new <- .natgrad_move(q$m, q$R, r$Kinv, drop(r$Kinv %*% lat$r), lat$P, step, halve, q$Lw)
     halvings <- halvings + new$halvings
     if (is.null(new$b)) {
-      if (!halve) return(list(params = NULL, value = r$value, halvings = halvings))
+      if (!halve) return(list(params = NULL, halvings = halvings))
       next
     }
-    params$q_mu[, j] <- new$b
-    params$q_sqrt_diag[, j] <- diag(new$W)
-    params$q_sqrt_lower[, j] <- new$W[lower.tri(new$W)]
+    params <- .natgrad_set(params, j, new$b, new$W)
   }
-  list(params = params, value = r$value, halvings = halvings)
+  list(params = params, halvings = halvings)
 }
 
-# The parameters after a step from .natgrad_move(). No step (b = NULL):
-# after halvings (halve = TRUE) q(u) is kept, otherwise params is NULL.
-.natgrad_result <- function(params, new, value, halve = TRUE) {
-  if (is.null(new$b)) {
-    return(list(params = if (halve) params, value = value, halvings = new$halvings))
+# Column j of q(u)'s blocks set to the mean b and square root W.
+.natgrad_set <- function(params, j, b, W) {
+  set <- function(v, x) {
+    if (is.matrix(v)) v[, j] <- x else v[] <- x
+    v
   }
-  params$q_mu <- new$b
-  params$q_sqrt_diag <- diag(new$W)
-  params$q_sqrt_lower <- new$W[lower.tri(new$W)]
-  list(params = params, value = value, halvings = new$halvings)
+  params$q_mu <- set(params$q_mu, b)
+  params$q_sqrt_diag <- set(params$q_sqrt_diag, diag(W))
+  params$q_sqrt_lower <- set(params$q_sqrt_lower, W[lower.tri(W)])
+  params
 }
 
 # The step in the natural parameters theta1 = S^-1 m, Lam = S^-1 of
@@ -204,43 +181,30 @@ natgrad_step <- function(fit, step = 1) {
   qb <- c("q_mu", "q_sqrt_diag", "q_sqrt_lower")
   cur <- fit$params
   trans <- fit$transforms
-  block <- rep(names(cur), lengths(cur))
-  if (any(fit$fixed[block %in% qb])) {
+  if (any(fit$fixed[.block_mask(fit, qb)])) {
     stop("natural gradients move all of q(u): 'fixed' must not name q_mu, q_sqrt_diag or q_sqrt_lower",
          call. = FALSE)
   }
-  free <- !fit$fixed & !(block %in% qb)
+  free <- !fit$fixed & !.block_mask(fit, qb)
   N <- nrow(fit$x)
   B <- if (is.null(fit$batch_size)) N else fit$batch_size
   ctrl <- fit$control
-  iters <- ctrl$maxit
   tau <- if (is.null(ctrl$natgrad_step)) 0.005 else ctrl$natgrad_step
   warm <- ctrl$natgrad_warmup
-  if (is.null(warm)) warm <- if (fit$likelihood == "gaussian") 0L else 100L
-  lr <- ctrl$lr
-  b1 <- 0.9
-  b2 <- 0.999
-  eps <- 1e-8
+  if (is.null(warm)) warm <- if (.lik_of(fit)$conjugate) 0L else 100L
   progress <- .progress_new(fit, "natural gradients")
   snaps <- .snapshot_new(ctrl$snapshots)
-  full <- .pack(cur, trans)
-  if (any(free)) {
-    su <- .optim_setup(fit, full[free])
-    sc <- su$parscale
-    sh <- su$shift
-    s <- (full[free] - sh) / sc
-    lo <- (su$lower - sh) / sc
-    hi <- (su$upper - sh) / sc
-    m1 <- m2 <- numeric(length(s))
-  }
-  trace <- numeric(iters)
+  if (any(free)) adam <- .adam_new(fit, .pack(cur, trans)[free])
+  trace <- numeric(ctrl$maxit)
   halvings <- 0L
   done <- 0L
   start <- proc.time()[["elapsed"]]
-  interrupted <- identical(tryCatch(for (it in seq_len(iters)) {
+  interrupted <- identical(tryCatch(for (it in seq_len(ctrl$maxit)) {
+    .interrupt_count_hook(it)
     batch <- if (B < N) sort(sample.int(N, B)) else NULL
     step <- if (it <= warm) 1e-5 + (tau - 1e-5) * (it - 1) / warm else tau
     ng <- tryCatch(.natgrad_q(fit, cur, step, batch), error = function(e) {
+      .rethrow_fatal(e)
       stop(sprintf("natural-gradient iteration %d failed: %s", it, conditionMessage(e)),
            call. = FALSE)
     })
@@ -248,23 +212,10 @@ natgrad_step <- function(fit, step = 1) {
     halvings <- halvings + ng$halvings
     value <- ng$value
     if (any(free)) {
-      r <- tryCatch(.evaluate(fit, cur, grad = TRUE, batch = batch), error = function(e) {
-        stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)", it,
-                     conditionMessage(e)), call. = FALSE)
-      })
-      g <- .flatten_grad(r$grad, cur)[free] * sc
-      if (!is.finite(r$value) || any(!is.finite(g))) {
-        stop(sprintf("iteration %d: the bound or its gradient is not finite (try a smaller control$lr)",
-                     it), call. = FALSE)
-      }
+      r <- .natgrad_adam(fit, cur, batch, free, adam, it)
+      adam <- r$adam
+      cur <- r$params
       value <- r$value
-      m1 <- b1 * m1 + (1 - b1) * g
-      m2 <- b2 * m2 + (1 - b2) * g^2
-      s <- s + lr * (m1 / (1 - b1^it)) / (sqrt(m2 / (1 - b2^it)) + eps)
-      s <- pmin(pmax(s, lo), hi)
-      full <- .pack(cur, trans)
-      full[free] <- s * sc + sh
-      cur <- .unpack(full, cur, trans)
     }
     trace[it] <- value
     done <- it
@@ -281,28 +232,49 @@ natgrad_step <- function(fit, step = 1) {
                     par = .pack(cur, trans)[!fit$fixed], trace = trace[seq_len(done)],
                     failed_evaluations = 0L, natgrad_halvings = halvings,
                     snapshots = snaps$list)
-  if (interrupted) fit$optim$interrupted <- TRUE
+  if (interrupted) {
+    fit$optim$interrupted <- TRUE
+    fit$optim$interrupted_in <- "the natural-gradient iterations"
+    .interrupt_note("the natural-gradient iterations")
+  }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
 }
 
-# Snapshots of the parameters during Adam and natural-gradient runs
-# (control$snapshots: the iterations to keep), each with the CPU time
-# (user + system) since the run started, for convergence studies.
-.snapshot_new <- function(at) {
-  list(at = if (is.null(at)) integer(0) else as.integer(at), start = .cpu_now(), list = list())
-}
-
-.snapshot_take <- function(snaps, it, params) {
-  if (it %in% snaps$at) {
-    snaps$list[[length(snaps$list) + 1L]] <- list(iteration = it,
-                                                  cpu = .cpu_now() - snaps$start,
-                                                  params = params)
+# The Adam step of iteration `it` on the free parameters other than q(u),
+# at the new q(u) `params`: list(params, value, adam).
+.natgrad_adam <- function(fit, params, batch, free, adam, it) {
+  r <- tryCatch(.evaluate(fit, params, grad = TRUE, batch = batch), error = function(e) {
+    .rethrow_fatal(e)
+    stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)", it,
+                 conditionMessage(e)), call. = FALSE)
+  })
+  g <- .flatten_grad(r$grad, params)[free]
+  if (!is.finite(r$value) || any(!is.finite(g))) {
+    stop(sprintf("iteration %d: the bound or its gradient is not finite (try a smaller control$lr)",
+                 it), call. = FALSE)
   }
-  snaps
+  adam <- .adam_step(adam, g, it)
+  full <- .pack(params, fit$transforms)
+  full[free] <- adam$s * adam$sc + adam$sh
+  list(params = .unpack(full, params, fit$transforms), value = r$value, adam = adam)
 }
 
-.cpu_now <- function() {
-  t <- proc.time()
-  t[["user.self"]] + t[["sys.self"]]
+# Adam (Kingma and Ba 2015; beta1 = 0.9, beta2 = 0.999, eps = 1e-8) on the
+# free parameters `par` scaled and boxed as for L-BFGS-B (.optim_setup()):
+# its state, and one ascent step along the gradient g.
+.adam_new <- function(fit, par) {
+  su <- .optim_setup(fit, par)
+  list(sc = su$parscale, sh = su$shift, s = (par - su$shift) / su$parscale,
+       lo = (su$lower - su$shift) / su$parscale, hi = (su$upper - su$shift) / su$parscale,
+       m1 = numeric(length(par)), m2 = numeric(length(par)), lr = fit$control$lr)
+}
+
+.adam_step <- function(st, g, it, b1 = 0.9, b2 = 0.999, eps = 1e-8) {
+  g <- g * st$sc
+  st$m1 <- b1 * st$m1 + (1 - b1) * g
+  st$m2 <- b2 * st$m2 + (1 - b2) * g^2
+  st$s <- st$s + st$lr * (st$m1 / (1 - b1^it)) / (sqrt(st$m2 / (1 - b2^it)) + eps)
+  st$s <- pmin(pmax(st$s, st$lo), st$hi)
+  st
 }

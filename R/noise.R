@@ -92,17 +92,24 @@
 
 # Noise variances at the training inputs: the variance of the kind times
 # the per-point factor (weights, or the known variances themselves). A fit
-# without a noise model (an old gpr fit) has one variance.
-.noise_lambda <- function(fit, params) {
+# without a noise model (an old gpr fit) has one variance. With compact =
+# TRUE one variance shared by all points is returned as one number (no
+# vector of length N is formed: the passes of R/stream.R take either).
+.noise_lambda <- function(fit, params, compact = FALSE) {
   nm <- fit$noise_model
   N <- nrow(fit$x)
-  if (is.null(nm)) return(rep(params$noise, N))
+  if (is.null(nm)) return(if (compact) params$noise else rep(params$noise, N))
   base <- switch(nm$kind,
                  constant = params$noise,
                  known = 1,
                  model = exp(drop(nm$Phi %*% params$noise_coef)))
-  if (is.null(nm$lambda)) rep_len(base, N) else base * nm$lambda
+  if (!is.null(nm$lambda)) return(base * nm$lambda)
+  if (compact && length(base) == 1L) base else rep_len(base, N)
 }
+
+# The mean noise variance at the training inputs (no vector of length N for
+# one shared variance).
+.noise_mean <- function(fit, params) mean(.noise_lambda(fit, params, compact = TRUE))
 
 # The chain rule from the adjoint glambda = dF/dlambda to the noise
 # parameters: list(noise) or list(noise_coef), or nothing for known noise.
@@ -147,7 +154,7 @@
 }
 
 .noise_model_label <- function(fit, digits) {
-  lam <- .noise_lambda(fit, fit$params)
+  lam <- .noise_lambda(fit, fit$params, compact = TRUE)
   nm <- fit$noise_model
   if (is.null(nm) || nm$kind == "constant") {
     return(sprintf("variance %s%s", format(fit$params$noise, digits = digits),
@@ -176,7 +183,7 @@
 #' @export
 .noise_label.gpr <- .noise_label.sgpr
 #' @export
-.select_weights.sgpr <- function(fit) 1 / .noise_lambda(fit, fit$params)
+.select_weights.sgpr <- function(fit) 1 / .noise_lambda(fit, fit$params, compact = TRUE)
 
 # Noise variances within a factor 1e100 of var(y) (of 1 for a constant y):
 # beyond, Kuf Lambda^-1/2 and the bound over- or underflow double precision.

@@ -14,14 +14,27 @@
 #'
 #' The functions \code{fn} and \code{gr} share one evaluation: calling
 #' \code{gr} at the parameters of the last \code{fn} call costs nothing.
+#' They take a vector like \code{par}: one finite number per free parameter
+#' (anything else is an error naming \code{par}). The work space of the
+#' evaluations is allocated once and reused (see \code{\link{scaling}}).
+#'
+#' With \code{cluster}, a cluster from \code{parallel::makeCluster()}, the
+#' data of an \code{\link{sgpr}()}, \code{\link{pgpr}()},
+#' \code{\link{osgpr}()} or \code{\link{svgp}()} fit are sent to its
+#' workers once, and every call of \code{fn} and \code{gr} is evaluated
+#' there as in a fit with \code{cluster =} (see \code{\link{scaling}});
+#' \code{release()} drops the data from the workers (stopping the cluster
+#' does too).
 #'
 #' @param fit a model fit, for example from \code{\link{gpr}()} or
 #'   \code{\link{sgpr}()}, possibly built with \code{optimize = FALSE}.
+#' @param cluster a cluster from \code{parallel::makeCluster()} to evaluate
+#'   on, or \code{NULL} (the default) for this process.
 #' @param ... unused.
 #' @return A list with \code{par} (the current free parameters, named),
 #'   \code{fn} (the negative bound), \code{gr} (its gradient) and
 #'   \code{unpack} (turns a parameter vector into the named list of
-#'   natural-scale parameters).
+#'   natural-scale parameters); with a cluster also \code{release}.
 #' @examples
 #' fit <- gpr(y ~ x, data = snelson[1:50, ], optimize = FALSE)
 #' o <- objective(fit)
@@ -33,8 +46,26 @@
 objective <- function(fit, ...) UseMethod("objective")
 
 #' @export
-objective.sparsevgp <- function(fit, ...) {
-  .objective(fit, safe = FALSE)
+objective.default <- function(fit, ...) {
+  stop("'fit' must be a model fit of this package, for example from sgpr() (with optimize = FALSE to build it without fitting)",
+       call. = FALSE)
+}
+
+#' @rdname objective
+#' @export
+objective.sparsevgp <- function(fit, cluster = NULL, ...) {
+  if (is.null(cluster)) return(.objective(fit, safe = FALSE))
+  share <- .share(fit)
+  h <- .cluster_setup(cluster, fit, share)
+  fit$cluster <- h
+  o <- .objective(fit, safe = FALSE)
+  held <- TRUE
+  o$release <- function() {
+    if (held) .cluster_release(h)
+    held <<- FALSE
+    invisible()
+  }
+  o
 }
 
 # The objective of objective.sparsevgp(). With safe = TRUE (the fitting
@@ -42,12 +73,18 @@ objective.sparsevgp <- function(fit, ...) {
 # extreme trial point of the line search, say) returns a large finite value
 # and a zero gradient instead of an error, so L-BFGS-B backtracks; the
 # number of such evaluations is kept. `evaluate(par, ...)` passes its extra
-# arguments (a minibatch) to .evaluate().
-.objective <- function(fit, safe, progress = NULL) {
+# arguments (a minibatch) to .evaluate(). `arm`, for a run from the model's
+# starting values, holds the optimiser's scales of the parameters: the
+# stopping rule then waits until the best point has moved from the start by
+# .stop_move in those units (see .stop_move).
+.objective <- function(fit, safe, progress = NULL, arm = NULL) {
   template <- fit$params
   trans <- fit$transforms
   full <- .pack(template, trans)
   free <- !fit$fixed
+  # the work space of the evaluations, kept between them (R/stream.R)
+  if (is.null(fit$.work)) fit$.work <- .work_new()
+  nfree <- sum(free)
   cache <- new.env(parent = emptyenv())
   cache$failures <- 0L
   cache$best <- -Inf
@@ -59,24 +96,39 @@ objective.sparsevgp <- function(fit, ...) {
   window <- .stop_window
   stop_gain <- if (is.null(fit$control$min_gain)) 0 else
     fit$control$min_gain * max(1, length(fit$y))
-  # a test hook: signal an interrupt, as Ctrl-C does, after this many
-  # evaluations (tests of the interrupt handling)
-  interrupt_after <- getOption("sparsevgp.interrupt_after")
+  # armed: the rule may stop the run (at once, unless the run starts from the
+  # model's starting values)
+  cache$armed <- is.null(arm)
+  # a test hook: a function of the evaluation count called where the
+  # evaluation runs, so that its errors are what .evaluate() would raise
+  # (a time limit, exhausted memory)
+  eval_hook <- getOption("sparsevgp.evaluation_hook")
   unpack <- function(par) {
     p <- full
     p[free] <- par
     .unpack(p, template, trans)
   }
+  # what fn and gr are given: one finite number per free parameter
+  check_par <- function(par) {
+    if (!is.numeric(par) || length(par) != nfree || any(!is.finite(par))) {
+      stop(sprintf("'par' must be %d finite number%s, one per free parameter (as objective(fit)$par), not %s",
+                   nfree, if (nfree == 1L) "" else "s", .describe_value(par)), call. = FALSE)
+    }
+    par
+  }
   # the bound and its gradient in the free parameters, or NULL on failure
   value_grad <- function(par, ...) {
     cache$calls <- cache$calls + 1L
-    if (!is.null(interrupt_after) && cache$calls > interrupt_after) {
-      signalCondition(structure(class = c("interrupt", "condition"),
-                                list(message = "interrupt (test hook)", call = NULL)))
-    }
-    r <- tryCatch(.evaluate(fit, unpack(par), grad = TRUE, ...), error = function(e) {
-      # a failed cluster is never a bad trial point to step back from
-      if (inherits(e, "sparsevgp_cluster_error")) stop(e)
+    # a test hook: an interrupt, as Ctrl-C gives, after this many
+    # evaluations (R/interrupt.R)
+    .interrupt_count_hook(cache$calls)
+    r <- tryCatch({
+      if (!is.null(eval_hook)) eval_hook(cache$calls)
+      .evaluate(fit, unpack(par), grad = TRUE, ...)
+    }, error = function(e) {
+      # a failed cluster, a time limit or exhausted memory is never a bad
+      # trial point to step back from (R/interrupt.R)
+      .rethrow_fatal(e)
       if (!safe) stop(conditionMessage(e), call. = FALSE)
       NULL
     })
@@ -101,20 +153,34 @@ objective.sparsevgp <- function(fit, ...) {
       return(invisible())
     }
     cache$value <- r$value
-    if (r$value > cache$best) cache$best_par <- par
+    if (r$value > cache$best) {
+      cache$best_par <- par
+      if (!cache$armed) {
+        cache$armed <- max(abs(par - arm$par0) / arm$scale) >= .stop_move
+      }
+    }
     cache$best <- max(cache$best, r$value)
     cache$grad <- r$grad
     cache$trail[cache$count] <- cache$best
-    if (stop_gain > 0 && cache$count > window &&
+    if (stop_gain > 0 && cache$armed && cache$count > window &&
         isTRUE(cache$best - cache$trail[cache$count - window] < stop_gain)) {
-      signalCondition(structure(class = c("sparsevgp_converged", "condition"),
-                                list(message = "converged", call = NULL)))
+      signalCondition(structure(class = c("sparsevgp_stopped", "condition"),
+                                list(message = "stopped: gain below control$min_gain",
+                                     call = NULL)))
     }
     invisible()
   }
   list(par = full[free],
-       fn = function(par) { evaluate(par); -cache$value },
-       gr = function(par) { evaluate(par); -cache$grad },
+       fn = function(par) {
+         if (!safe) check_par(par)
+         evaluate(par)
+         -cache$value
+       },
+       gr = function(par) {
+         if (!safe) check_par(par)
+         evaluate(par)
+         -cache$grad
+       },
        unpack = unpack,
        value_grad = value_grad,
        failures = function() cache$failures,
@@ -133,7 +199,7 @@ objective.sparsevgp <- function(fit, ...) {
 #   sd(x) (optim's parscale), so that a fit does not depend on the units;
 # - a model may tighten the upper boxes (.optim_upper()).
 .optim_setup <- function(fit, par) {
-  nm <- names(par)
+  info <- .par_info(fit)[names(par), , drop = FALSE]
   n <- length(par)
   lower <- rep(-Inf, n)
   upper <- rep(Inf, n)
@@ -141,10 +207,10 @@ objective.sparsevgp <- function(fit, ...) {
   # one-sided boxes only: when every variable has two bounds, L-BFGS-B's
   # first step is a full step to the Cauchy point (its lnsrlb), which can
   # land on a bound far from the optimum
-  is_log <- grepl("^log_", nm)
-  noise <- nm == "log_noise"
+  is_log <- info$transform == "log"
+  noise <- is_log & info$role == "noise"
   upper[is_log & !noise] <- par[is_log & !noise] + 20
-  regression <- is.null(fit$labels) && is.numeric(fit$y) && length(fit$y) > 1L
+  regression <- .standardised(fit)
   vy <- if (regression) stats::var(fit$y) else 1
   if (!is.finite(vy) || vy <= 0) vy <- 1
   lower[noise] <- pmin(par[noise], log(1e-6 * vy))
@@ -152,35 +218,38 @@ objective.sparsevgp <- function(fit, ...) {
   # standardised problem (inputs by their sd, y by its mean and sd), so that
   # it sees the same numbers whatever the units
   shift <- rep(0, n)
-  my <- if (regression) mean(fit$y) else 0
   if (regression) {
-    scale[nm == "mean"] <- sqrt(vy)
-    shift[nm == "mean"] <- my
-    shift[nm %in% c("log_variance", "log_noise", "noise_coef[(Intercept)]") |
-            grepl("^log_variance\\[k[0-9]+\\]$", nm)] <- log(vy)
+    scale[info$scale == "y"] <- sqrt(vy)
+    shift[info$scale == "y"] <- mean(fit$y)
+    shift[info$scale == "log_var_y"] <- log(vy)
+    shift[info$scale == "log_sd_y"] <- 0.5 * log(vy)
   }
   if (!is.null(fit$x)) {
-    sx <- apply(fit$x, 2L, stats::sd)
+    cs <- .col_stats(fit$x)
+    sx <- cs["sd", ]
     sx[!is.finite(sx) | sx <= 0] <- 1
-    mx <- colMeans(fit$x)
-    io <- grepl("^[ZO]\\[[0-9]+,[0-9]+\\]$", nm)
-    col <- as.integer(sub("^[ZO]\\[[0-9]+,([0-9]+)\\]$", "\\1", nm[io]))
-    scale[io] <- sx[col]
-    shift[io] <- mx[col]
-    ls <- grepl("^log_lengthscale", nm)
-    part <- grepl("^log_lengthscale\\[k", nm)
-    if (any(part)) {
-      # a combination's lengthscales: [k2] shared, [k2,3] of input column 3
-      d <- suppressWarnings(as.integer(sub("^log_lengthscale\\[k[0-9]+,?([0-9]*)\\]$", "\\1",
-                                           nm[part])))
-      shift[part] <- ifelse(is.na(d), log(sqrt(mean(sx^2))), log(sx[pmax(d, 1L)]))
-    } else if (any(ls)) {
-      shift[ls] <- if (sum(ls) == ncol(fit$x)) log(sx) else log(sqrt(mean(sx^2)))
-    }
+    mx <- cs["mean", ]
+    io <- info$scale == "x"
+    scale[io] <- sx[info$column[io]]
+    shift[io] <- mx[info$column[io]]
+    # lengthscales: by their input column's sd, a shared one by the
+    # root-mean-square sd of all columns
+    ls <- info$scale == "log_sd_x"
+    col <- info$column[ls]
+    # (the root-mean-square in logs: sd^2 overflows for inputs near 1e200)
+    log_rms <- log(max(sx)) + 0.5 * log(mean((sx / max(sx))^2))
+    shift[ls] <- ifelse(is.na(col), log_rms, log(sx[pmax(1L, col, na.rm = TRUE)]))
   }
   extra <- .optim_upper(fit, par)
   if (!is.null(extra)) upper <- pmin(upper, extra)
   list(lower = lower, upper = upper, parscale = scale, shift = shift)
+}
+
+# Whether the optimiser standardises by the response (its mean and spread):
+# for likelihoods whose y is on the scale of f (Gaussian), see
+# .optim_setup().
+.standardised <- function(fit) {
+  .lik_of(fit)$location && is.numeric(fit$y) && length(fit$y) > 1L
 }
 
 # trace: NULL shows progress lines in interactive sessions for fits that
@@ -188,18 +257,51 @@ objective.sparsevgp <- function(fit, ...) {
 # own trace (level trace - 1).
 # min_gain: a run stops when the bound has risen by less than min_gain per
 # observation over the last .stop_window evaluations (0: L-BFGS-B's own
-# tests only).
+# tests only). Such a run reports convergence code .stop_code, not 0.
+# jitter: the jitter always added to K_uu (relative to its mean diagonal);
+# 0, the default, tries the matrix as it is and adds jitter only when the
+# factorisation fails or is unusable (src/linalg.c), escalating tenfold from
+# 1e-10 up to jitter_cap.
 .default_control <- list(maxit = 1000L, factr = 1e7, pgtol = 0, trace = NULL,
-                         min_gain = 1e-3, jitter = 1e-8, jitter_cap = 1e-2)
+                         min_gain = 1e-3, jitter = 0, jitter_cap = 1e-2)
+
+# `control` is a list whose entries all have names (list(10) would
+# otherwise be ignored without a word).
+.check_control_list <- function(control) {
+  if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
+  nm <- names(control)
+  if (length(control) && (is.null(nm) || any(is.na(nm) | !nzchar(nm)))) {
+    stop("every entry of 'control' must be named, as in control = list(maxit = 100)",
+         call. = FALSE)
+  }
+  invisible(control)
+}
 
 # The window of the stopping rule (evaluations).
 .stop_window <- 25L
+
+# A run from the model's starting values is stopped by the rule only once
+# its best point has moved from the start by at least this much in the
+# optimiser's units (.optim_setup(): log-scale parameters by 0.1, a change
+# of about 10%; inducing inputs by a tenth of their input's standard
+# deviation; the mean by a tenth of sd(y)) in some coordinate. On a plateau
+# near the start (a classifier whose latent function is still flat, say) the
+# bound rises slowly at first, and without this the rule ended such fits
+# where they began and reported them converged. Later stages start from
+# fitted values, where not moving is the expected outcome.
+.stop_move <- 0.1
+
+# fit$optim$convergence of a run that the min_gain rule stopped: distinct
+# from L-BFGS-B's own codes (0 converged, 1 control$maxit reached, 51 and 52
+# warnings and errors of its line search), so that 0 always means that the
+# optimiser's own convergence tests were met.
+.stop_code <- 3L
 
 # The optimiser and jitter settings of `control` over `defaults` (a model's
 # own defaults for the shared entries); entries in `own` are a model's own
 # settings, passed through for it to check.
 .check_control <- function(control, defaults = list(), own = character()) {
-  if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
+  .check_control_list(control)
   known <- c(names(.default_control), own)
   bad <- setdiff(names(control), known)
   if (length(bad)) {
@@ -211,7 +313,10 @@ objective.sparsevgp <- function(fit, ...) {
   if (!("trace" %in% names(ctrl))) ctrl["trace"] <- list(NULL)
   whole <- function(v, lo) is.numeric(v) && length(v) == 1L && is.finite(v) && v >= lo &&
     v == round(v)
-  if (!whole(ctrl$maxit, 1)) stop("'control$maxit' must be a whole number >= 1", call. = FALSE)
+  if (!whole(ctrl$maxit, 1) || ctrl$maxit > .Machine$integer.max) {
+    stop(sprintf("'control$maxit' must be a whole number from 1 to %d", .Machine$integer.max),
+         call. = FALSE)
+  }
   if (!is.null(ctrl$trace) && !whole(ctrl$trace, 0)) {
     stop("'control$trace' must be NULL or a whole number >= 0", call. = FALSE)
   }
@@ -227,14 +332,26 @@ objective.sparsevgp <- function(fit, ...) {
       ctrl$pgtol < 0) {
     stop("'control$pgtol' must be one number >= 0", call. = FALSE)
   }
-  if (!is.numeric(ctrl$jitter) || length(ctrl$jitter) != 1L || !(ctrl$jitter >= 0)) {
-    stop("'control$jitter' must be one non-negative number", call. = FALSE)
-  }
-  if (!is.numeric(ctrl$jitter_cap) || length(ctrl$jitter_cap) != 1L ||
-      !(ctrl$jitter_cap >= ctrl$jitter)) {
-    stop("'control$jitter_cap' must be one number >= control$jitter", call. = FALSE)
-  }
+  ctrl[c("jitter", "jitter_cap")] <- .check_jitter(ctrl$jitter, ctrl$jitter_cap)
   ctrl
+}
+
+# control$jitter (finite, >= 0) and control$jitter_cap (finite, >= jitter,
+# > 0), each relative to the mean diagonal of the matrix factorised.
+.check_jitter <- function(jitter, cap) {
+  if (!is.numeric(jitter) || length(jitter) != 1L || !is.finite(jitter) || jitter < 0) {
+    stop("'control$jitter' must be one finite number >= 0 (the jitter always added, relative to the mean diagonal; 0 adds it only when the factorisation needs it)",
+         call. = FALSE)
+  }
+  if (!is.numeric(cap) || length(cap) != 1L || !is.finite(cap) || cap <= 0) {
+    stop("'control$jitter_cap' must be one finite number > 0 (the largest jitter tried, relative to the mean diagonal)",
+         call. = FALSE)
+  }
+  if (cap < jitter) {
+    stop(sprintf("'control$jitter_cap' (%g) must be at least 'control$jitter' (%g)", cap, jitter),
+         call. = FALSE)
+  }
+  list(as.double(jitter), as.double(cap))
 }
 
 # ---- L-BFGS-B ------------------------------------------------------------------
@@ -245,11 +362,24 @@ objective.sparsevgp <- function(fit, ...) {
 # relative convergence test (factr) independent of the units of y. An
 # interrupt (Ctrl-C) ends the run with the best parameters so far, marked
 # in the report (`interrupted`); `stage` names the run in progress lines.
-.fit_lbfgsb <- function(fit, stage = NULL) {
-  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage))
+# `from_start`: the run starts from the model's starting values (by default
+# when the fit has not been optimised yet), so that the min_gain rule waits
+# until the parameters have moved (.stop_move).
+.fit_lbfgsb <- function(fit, stage = NULL, from_start = is.null(fit$optim)) {
+  .stage_mark(paste0("optimiser run", if (!is.null(stage)) paste0(" (", stage, ")"),
+                     if (nrow(fit$x) > 0L) sprintf(", N = %d", nrow(fit$x))), fit$x)
   start <- proc.time()[["elapsed"]]
+  su <- NULL
+  arm <- NULL
+  par_free <- .pack(fit$params, fit$transforms)[!fit$fixed]
+  if (length(par_free) > 0L) {
+    su <- .optim_setup(fit, par_free)
+    if (isTRUE(from_start)) {
+      arm <- list(par0 = pmin(pmax(par_free, su$lower), su$upper), scale = su$parscale)
+    }
+  }
+  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage), arm = arm)
   if (length(o$par) > 0L) {
-    su <- .optim_setup(fit, o$par)
     par0 <- pmin(pmax(o$par, su$lower), su$upper)
     offset <- .objective_offset(fit)
     # L-BFGS-B on u = (par - shift) / scale (see .optim_setup())
@@ -262,15 +392,16 @@ objective.sparsevgp <- function(fit, ...) {
                                  lower = (su$lower - su$shift) / su$parscale,
                                  upper = (su$upper - su$shift) / su$parscale, control = ctrl),
                     interrupt = function(e) NULL,
-                    sparsevgp_converged = function(e) "stopped",
+                    sparsevgp_stopped = function(e) "stopped",
                     error = function(e) .optim_error(e))
     if (identical(res, "stopped")) {
-      # the bound stopped rising (see .stop_window): the best point so far
+      # the bound stopped rising (see .stop_window): the best point so far,
+      # reported as its own outcome, not as the optimiser's convergence
       best <- o$best()
       n <- o$count()
-      res <- list(par = best$par, value = -best$value - offset, convergence = 0L,
+      res <- list(par = best$par, value = -best$value - offset, convergence = .stop_code,
                   counts = c("function" = n, gradient = n),
-                  message = sprintf("the bound rose by less than %s (control$min_gain per observation) over the last %d evaluations",
+                  message = sprintf("stopped: gain below control$min_gain (the bound rose by less than %s nats, control$min_gain per observation, over the last %d evaluations)",
                                     format(fit$control$min_gain * max(1, length(fit$y)),
                                            digits = 3L), .stop_window))
     } else if (!is.null(res)) {
@@ -280,9 +411,12 @@ objective.sparsevgp <- function(fit, ...) {
       best <- o$best()
       par <- if (is.null(best$par)) par0 else best$par
       n <- o$count()
+      phase <- if (is.null(stage)) "the optimiser run" else sprintf("the optimiser run (%s)", stage)
+      .interrupt_note(phase)
       fit$optim <- list(convergence = NA_integer_, message = "interrupted by the user",
                         counts = c("function" = n, gradient = n), value = best$value,
-                        par = par, failed_evaluations = o$failures(), interrupted = TRUE)
+                        par = par, failed_evaluations = o$failures(), interrupted = TRUE,
+                        interrupted_in = phase)
       fit$params <- o$unpack(par)
     } else {
       fit$optim <- list(convergence = res$convergence,
@@ -321,7 +455,7 @@ objective.sparsevgp <- function(fit, ...) {
 # standardising y, which the bound carries: scaling y by s lowers it by
 # N log s), 0 for classifiers.
 .objective_offset <- function(fit) {
-  if (!is.null(fit$labels) || !is.numeric(fit$y) || length(fit$y) < 2L) return(0)
+  if (!.standardised(fit)) return(0)
   s <- stats::sd(fit$y)
   if (is.finite(s) && s > 0) length(fit$y) * log(s) else 0
 }
@@ -334,8 +468,7 @@ objective.sparsevgp <- function(fit, ...) {
 # and the second refines from there. The report adds the stages' bounds and
 # sums the counts.
 .fit_staged <- function(fit, hold = "Z") {
-  pat <- sprintf("^(%s)\\[", paste(hold, collapse = "|"))
-  is_held <- grepl(pat, names(fit$fixed))
+  is_held <- .block_mask(fit, hold)
   if (!any(is_held & !fit$fixed) || all(is_held | fit$fixed)) return(.fit_lbfgsb(fit))
   keep <- fit$fixed
   fit$fixed[is_held] <- TRUE
@@ -351,6 +484,8 @@ objective.sparsevgp <- function(fit, ...) {
   fit$optim$capped <- isTRUE(first$convergence == 1L) || isTRUE(first$capped)
   stage_names <- c(paste0("fixed_", paste(hold, collapse = "_")), "all")
   fit$optim$stages <- setNames(c(first$value, fit$optim$value), stage_names)
+  fit$optim$stage_evals <- setNames(c(length(first$trail), length(fit$optim$trail) -
+                                        length(first$trail)), stage_names)
   fit$time <- fit$time + first_time
   fit
 }
@@ -394,7 +529,7 @@ objective.sparsevgp <- function(fit, ...) {
     interrupted <- identical(tryCatch(for (it in seq_len(iters)) {
       batch <- if (B < N) sort(sample.int(N, B)) else NULL
       r <- tryCatch(o$value_grad(s * sc + sh, batch = batch), error = function(e) {
-        if (inherits(e, "sparsevgp_cluster_error")) stop(e)
+        .rethrow_fatal(e)
         stop(sprintf("Adam iteration %d failed: %s (try a smaller control$lr)",
                      it, conditionMessage(e)), call. = FALSE)
       })
@@ -430,9 +565,34 @@ objective.sparsevgp <- function(fit, ...) {
                     counts = c("function" = iters, gradient = iters), value = NA_real_,
                     par = par, trace = trace, failed_evaluations = 0L)
   if (length(snaps$list)) fit$optim$snapshots <- snaps$list
-  if (interrupted) fit$optim$interrupted <- TRUE
+  if (interrupted) {
+    fit$optim$interrupted <- TRUE
+    fit$optim$interrupted_in <- "the Adam iterations"
+    .interrupt_note("the Adam iterations")
+  }
   fit$time <- proc.time()[["elapsed"]] - start
   fit
+}
+
+# Snapshots of the parameters during Adam and natural-gradient runs
+# (control$snapshots: the iterations to keep), each with the CPU time
+# (user + system) since the run started, for convergence studies.
+.snapshot_new <- function(at) {
+  list(at = if (is.null(at)) integer(0) else as.integer(at), start = .cpu_now(), list = list())
+}
+
+.snapshot_take <- function(snaps, it, params) {
+  if (it %in% snaps$at) {
+    snaps$list[[length(snaps$list) + 1L]] <- list(iteration = it,
+                                                  cpu = .cpu_now() - snaps$start,
+                                                  params = params)
+  }
+  snaps
+}
+
+.cpu_now <- function() {
+  t <- proc.time()
+  t[["user.self"]] + t[["sys.self"]]
 }
 
 # ---- progress ------------------------------------------------------------------
@@ -470,36 +630,105 @@ objective.sparsevgp <- function(fit, ...) {
 # ---- the shared tail -----------------------------------------------------------
 
 # Evaluate the bound and the posterior caches at the current parameters,
-# warn once if the jitter had to grow, and add the model's report.
+# record the jitter and warn once if a factorisation needed more than the
+# user asked for, and add the model's report.
 .finish <- function(fit) {
+  .stage_mark("final evaluation and report", fit$x)
   r <- .evaluate(fit, fit$params, grad = FALSE)
   fit$bound <- r$value
   fit$bound_terms <- r$terms
   fit$posterior <- r$posterior
   fit$jitter <- r$jitter
-  # the jitter the model adds anyway: control$jitter times the scale, or the
+  fit$jitter_relative <- if (!is.null(r$jitter) && isTRUE(r$jitter_scale > 0)) {
+    r$jitter / r$jitter_scale
+  }
+  fit$jitter_cost <- NULL
+  # the jitter the user asked for: control$jitter times the scale, or the
   # model's own base (gpr tries K + noise as it is first: base 0)
   base <- if (is.null(r$jitter_base)) fit$control$jitter else r$jitter_base
   if (!is.null(r$jitter) && max(r$jitter) > base * r$jitter_scale * (1 + 1e-8)) {
-    warning(sprintf("the Cholesky factorisation needed jitter %.3g (%.3g times the mean diagonal); the fit may be poorly conditioned",
-                    max(r$jitter), max(r$jitter) / r$jitter_scale), call. = FALSE)
+    fit$jitter_cost <- .jitter_cost(fit, r)
+  }
+  # a warning beyond .jitter_warn of the scale: smaller jitters (inducing
+  # inputs that optimisation moved close together) change the bound in its
+  # last digits; summary() reports them
+  if (!is.null(r$jitter) &&
+      max(r$jitter) > max(base, .jitter_warn) * r$jitter_scale * (1 + 1e-8)) {
+    warning(sprintf("the Cholesky factorisation needed jitter %.3g (%.3g times the mean diagonal)%s; the fit may be poorly conditioned (nearly coinciding inducing inputs, or a kernel numerically low-rank at them)",
+                    max(r$jitter), max(r$jitter) / r$jitter_scale,
+                    if (is.null(fit$jitter_cost)) "" else
+                      sprintf(", which changes the bound by about %s", format(fit$jitter_cost, digits = 3L))),
+            call. = FALSE)
   }
   .report(fit)
 }
 
+# The relative jitter above which a fit warns (the jitter the sparse
+# models added to every factorisation before they tried the matrix as it
+# is first).
+.jitter_warn <- 1e-8
+
+# What the jitter of the evaluation r costs: the bound with the jitter
+# doubled, subtracted from the bound with it (to first order, the bound
+# without jitter minus the bound with it: the bound is linear in a small
+# jitter). NULL when that evaluation fails.
+.jitter_cost <- function(fit, r) {
+  rel <- 2 * max(r$jitter) / r$jitter_scale
+  fit$control$jitter <- rel
+  fit$control$jitter_cap <- max(fit$control$jitter_cap, rel)
+  r2 <- tryCatch(.evaluate(fit, fit$params, grad = FALSE), error = function(e) {
+    .rethrow_fatal(e)
+    NULL
+  })
+  if (is.null(r2) || !is.finite(r2$value)) return(NULL)
+  r$value - r2$value
+}
+
 # Build or optimise a model: the shared tail of every model constructor.
+# The fit carries the work space of its evaluations while it is fitted
+# (.work, R/stream.R), never after. A phase stopped by Ctrl-C (R/interrupt.R)
+# ends the training there: the fit is evaluated where it is and marked.
 .build_or_fit <- function(fit, optimize) {
+  work <- .work_new()
+  fit$.work <- work
+  on.exit(rm(list = ls(work), envir = work), add = TRUE)
   if (.check_flag(optimize, "optimize")) {
-    fit <- .train(fit)
+    phase <- .interrupt_take()
+    if (is.null(phase)) {
+      # an interrupt that no phase of the training caught leaves the fit
+      # where it started
+      start <- fit
+      fit <- .interruptible(.train(fit), "the fit", function() start)
+      phase <- .interrupt_take()
+    }
+    if (!is.null(phase)) fit$optim <- .interrupted_report(fit$optim, phase)
   } else {
+    .interrupt_clear()
     fit$optim <- NULL
     fit$time <- 0
   }
   fit <- .finish(fit)
+  fit$.work <- NULL
+  # the work space goes, and with large data its memory too (R/interrupt.R)
+  rm(list = ls(work), envir = work)
+  if (length(fit$x) >= .stage_gc_cells) .collect()
   # Adam has no final full-batch value of its own
   if (!is.null(fit$optim) && identical(fit$optim$method, "Adam")) fit$optim$value <- fit$bound
   .fit_warnings(fit)
   fit
+}
+
+# The optimiser report of a fit stopped by an interrupt in `phase`: the
+# report so far (NULL: no optimiser ran), marked.
+.interrupted_report <- function(o, phase) {
+  if (is.null(o)) {
+    o <- list(convergence = NA_integer_, message = "", counts = c("function" = 0L, gradient = 0L),
+              value = NA_real_, failed_evaluations = 0L)
+  }
+  o$interrupted <- TRUE
+  if (is.null(o$interrupted_in)) o$interrupted_in <- phase
+  o$message <- sprintf("interrupted by the user during %s", o$interrupted_in)
+  o
 }
 
 # Warnings in plain words about a fit that may not be what the user wants:
@@ -510,15 +739,18 @@ objective.sparsevgp <- function(fit, ...) {
   o <- fit$optim
   if (is.null(o)) return(invisible())
   if (isTRUE(o$interrupted)) {
-    warning(sprintf("fitting was interrupted: the fit holds the best parameters found so far (bound %s after %d evaluations)",
+    warning(sprintf("fitting was interrupted%s: the fit holds the best parameters found so far (bound %s after %d evaluations)",
+                    if (is.null(o$interrupted_in)) "" else paste(" during", o$interrupted_in),
                     format(fit$bound, digits = 8L), as.integer(o$counts[[1L]])), call. = FALSE)
     return(invisible())
   }
   # the last run's cap only: a later stage that converged from a capped
   # earlier one did reach an optimum (o$capped keeps the record)
+  # control$maxit counts L-BFGS-B's iterations, each of which evaluates the
+  # bound once or more (line searches): the warning counts both
   if (!identical(o$method, "Adam") && isTRUE(o$convergence == 1L)) {
-    warning(sprintf("the optimiser stopped at its limit of %d evaluations (control$maxit) before the bound converged, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
-                    as.integer(fit$control$maxit)), call. = FALSE)
+    warning(sprintf("the optimiser stopped at its limit of %d iterations (control$maxit) before the bound converged, after %d evaluations of the bound in all, so the parameters may not be at an optimum: continue with update(fit), or raise control$maxit",
+                    as.integer(fit$control$maxit), as.integer(o$counts[[1L]])), call. = FALSE)
   }
   .line_search_warning(fit)
   .flat_fit_warning(fit)
@@ -534,7 +766,7 @@ objective.sparsevgp <- function(fit, ...) {
 .line_search_warning <- function(fit) {
   o <- fit$optim
   if (identical(o$method, "Adam") || !isTRUE(o$convergence %in% c(51L, 52L))) return(invisible())
-  noise <- if (!is.null(fit$noise_model)) min(.noise_lambda(fit, fit$params)) else
+  noise <- if (!is.null(fit$noise_model)) min(.noise_lambda(fit, fit$params, compact = TRUE)) else
     fit$params$noise
   sv <- .signal_variance(fit)
   why <- if (!is.null(noise) && !is.null(sv) && min(noise) < 1e-8 * sv) {
@@ -552,11 +784,11 @@ objective.sparsevgp <- function(fit, ...) {
 # the noise variance, or whose every lengthscale is at least a thousand
 # times the range of its input, explains (almost) nothing by the inputs.
 .is_flat <- function(fit) {
-  if (!is.null(fit$labels) || is.null(fit$params$variance)) return(FALSE)
-  noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
+  if (!.lik_of(fit)$location || is.null(fit$params$variance)) return(FALSE)
+  noise <- if (!is.null(fit$noise_model)) .noise_mean(fit, fit$params) else
     fit$params$noise
   if (is.null(noise)) return(FALSE)
-  ranges <- apply(fit$x, 2L, function(v) diff(range(v)))
+  ranges <- .col_span(fit$x)
   long <- vapply(.kern_leaves(.kernel_at(fit$kernel, fit$params)), function(k) {
     all(rep_len(k$lengthscale, ncol(fit$x)) > 1e3 * pmax(ranges, .Machine$double.eps))
   }, TRUE)
@@ -565,7 +797,7 @@ objective.sparsevgp <- function(fit, ...) {
 
 .flat_fit_warning <- function(fit) {
   if (!.is_flat(fit)) return(invisible())
-  noise <- if (!is.null(fit$noise_model)) mean(.noise_lambda(fit, fit$params)) else
+  noise <- if (!is.null(fit$noise_model)) .noise_mean(fit, fit$params) else
     fit$params$noise
   sv <- .signal_variance(fit)
   why <- if (sv < 1e-2 * noise) {

@@ -64,8 +64,8 @@
 #' \code{rbind(Z, O)} (with the block factor of Algorithm 3) followed by
 #' \eqn{M \times M}{M x M} algebra, so beyond \code{control$memory} they are
 #' computed over chunks of rows, in memory
-#' \eqn{O(M^2 + \mathrm{chunk} \cdot M)}{O(M^2 + chunk M)}, and in OpenMP threads, as
-#' for \code{sgpr()} (see \code{\link{scaling}}); prediction, \code{fitted()}
+#' \eqn{O(M^2 + \mathrm{chunk} \cdot M)}{O(M^2 + chunk M)}, in OpenMP threads and on
+#' the workers of a cluster, as for \code{sgpr()} (see \code{\link{scaling}}); prediction, \code{fitted()}
 #' and \code{osgpr_components()} work in blocks of rows.
 #'
 #' \strong{Inducing inputs.} \code{inducing} and \code{orthogonal} each take
@@ -92,7 +92,7 @@
 #'   \code{memory}: the working memory of one evaluation beyond which the
 #'   bound is computed over chunks of rows and greedy selection of the
 #'   inducing inputs runs on a subsample of rows (bytes, or a string such as
-#'   \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
+#'   \code{"2GB"}; by default an eighth of the machine's memory within 256 MB and 2 GB; see \code{\link{scaling}}).
 #' @param inducing the regular inducing inputs \eqn{Z}: a matrix, a number
 #'   \eqn{M_1}{M_1} (\code{0} for none), a method name as in \code{\link{sgpr}()}
 #'   (\code{"greedy"}, \code{"kmeans"}, \code{"random"}, ...; for
@@ -120,6 +120,10 @@
 #'   entries such as \code{"O[2,1]"}.
 #' @param start a previous \code{osgpr} fit whose parameters are the starting
 #'   values (this is how \code{update()} warm-starts).
+#' @param cluster a cluster from \code{parallel::makeCluster()}: the data
+#'   are split over its workers, which compute their shares of every
+#'   evaluation of the bound (see \code{\link{scaling}}); by default
+#'   \code{NULL}, one process.
 #' @return An object of class \code{c("osgpr", "sparsevgp")}, with the usual
 #'   methods (\code{\link{predict.sparsevgp}}, \code{summary}, \code{plot},
 #'   \code{logLik}, \code{update}, ...). \code{params$Z} and \code{params$O}
@@ -166,23 +170,25 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                           bound = c("family", "union"), noise = NULL,
                           mean = "constant", optimize = TRUE, optimize_inducing = TRUE,
                           fixed = NULL, control = list(), start = NULL, weights = NULL,
-                          offset = NULL, ...) {
+                          offset = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "osgpr")
   data <- .dots_data(...)
   type <- match.arg(type)
   bound <- match.arg(bound)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  y <- .as_response(y, nrow(x))
+  y <- .as_response(y, nrow(x), model = "osgpr")
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
-  if (!is.null(.check_start(start, "osgpr"))) {
+  if (!is.null(.check_start(start, "osgpr", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    inducing <- .osgpr_warm_set(inducing, start$params$Z)
-    orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
+    if (nrow(start$params$Z) + nrow(start$params$O) <= nrow(x)) {
+      inducing <- .osgpr_warm_set(inducing, start$params$Z)
+      orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
+    }
   }
   st <- .start_collapsed(kernel, x, y, noise, list(M = 100L),
                          optimize && is.null(start) && control$schedule != "joint")
@@ -205,7 +211,8 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                                   if (bound == "union") "union (SGPR on Z and O together)" else
                                     "family"),
                   extra = c(list(noise_model = nz$model, type = type, bound_type = bound), wo))
-  .build_or_fit(fit, optimize)
+  # with a cluster the data go to the workers once (R/cluster.R)
+  .cluster_fit(fit, optimize, cluster)
 }
 
 # Warm start: keep the previous set unless another one was asked for.
@@ -295,28 +302,19 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   Z <- params$Z
   M1 <- nrow(Z)
   W <- rbind(Z, params$O)
-  lambda <- .noise_lambda(fit, params)
-  ytil <- fit$y - params$mean
   variant <- .osgpr_variant(fit)
-  # beyond the memory budget, or with threads: over row chunks
-  # (R/stream_orthogonal.R)
-  b <- if (.stream_wanted(fit$control, nrow(W), nrow(fit$x))) {
-    .stream_orthogonal_bound(fit, params, W, M1, lambda, ytil, grad, variant)
-  } else {
-    .collapsed_bound(fit, params, W, lambda, ytil, grad, variant = variant, M1 = M1)
-  }
+  # in one piece, in chunks or on a cluster (R/stream.R)
+  b <- .collapsed_eval(fit, params, W, grad, M1 = M1, variant = variant)
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet[[.bound_variants[[variant]] + 1L]],
-                        trace = -0.5 * b$trace, constant = -0.5 * length(ytil) * log(2 * pi)),
+                        trace = -0.5 * b$trace, constant = -0.5 * length(fit$y) * log(2 * pi)),
               jitter = max(b$jitter), jitter_scale = mean(diag(b$Kww)),
               posterior = .osgpr_posterior(b, M1, fit$type, b$Kww))
   if (!grad) return(out)
   u <- seq_len(M1)
   v <- M1 + seq_len(nrow(W) - M1)
-  out$grad <- do.call(.collapsed_grad,
-                      c(list(params, b$gk, b$gytil, Z = b$gk$W[u, , drop = FALSE],
-                             O = b$gk$W[v, , drop = FALSE]),
-                        .noise_grad(fit, params, b$glambda, lambda)))
+  out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W[u, , drop = FALSE],
+                              O = b$gk$W[v, , drop = FALSE])
   out
 }
 

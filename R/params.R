@@ -7,11 +7,31 @@
 # `fit$fixed` marks the held ones, and `fit$fixed_spec` keeps what the user
 # and the model asked to hold, so that the mask can be rebuilt when a block
 # changes size (new inducing inputs).
+#
+# Each block also has a role and a scale, recorded when the fit is built
+# (.new_fit()): shared code (the optimiser's boxes and scaling, the degrees
+# of freedom of logLik(), coef(), summary(), the staged fits) reads them
+# instead of parsing parameter names.
+#   role   "variance" (kernel variance), "lengthscale", "noise", "mean",
+#          "inducing" (inducing inputs), "variational" (q(u) and the
+#          decoupled bases' coefficients), "likelihood" (a likelihood's own
+#          parameters, such as a Student-t scale);
+#   scale  what the optimiser standardises the block by (.optim_setup()):
+#          "log_var_y" (shift by log var(y)), "log_var_y_intercept" (the
+#          "(Intercept)" entry only), "log_sd_y" (shift by log sd(y)), "y"
+#          (shift by mean(y), scale by sd(y)), "log_sd_x" (shift by the log
+#          sd of its input column, or of all columns for a shared
+#          lengthscale), "x" (the entries of an input matrix: shift and
+#          scale by their column's mean and sd), "none".
+# The y-scales apply to likelihoods whose response is on the latent scale
+# (Gaussian, Student-t); for the others they are the identity.
 
-.par_names <- function(params, transforms) {
+# The names of the entries: on the unconstrained scale ("log_variance",
+# "Z[3,1]"), or with natural = TRUE on the natural scale ("variance").
+.par_names <- function(params, transforms, natural = FALSE) {
   unlist(lapply(names(params), function(b) {
     v <- params[[b]]
-    nm <- if (transforms[[b]] == "log") paste0("log_", b) else b
+    nm <- if (!natural && transforms[[b]] == "log") paste0("log_", b) else b
     if (is.matrix(v)) {
       sprintf("%s[%d,%d]", nm, row(v), col(v))
     } else if (!is.null(names(v))) {
@@ -53,13 +73,93 @@
   out
 }
 
+# The roles and scales of the blocks every model shares; a model or a
+# likelihood with blocks of its own passes theirs to .new_fit().
+.block_roles <- c(list(
+  variance = c(role = "variance", scale = "log_var_y"),
+  lengthscale = c(role = "lengthscale", scale = "log_sd_x"),
+  noise = c(role = "noise", scale = "log_var_y"),
+  noise_coef = c(role = "noise", scale = "log_var_y_intercept"),
+  mean = c(role = "mean", scale = "y"),
+  Z = c(role = "inducing", scale = "x"),
+  O = c(role = "inducing", scale = "x")),
+  # q(u) and the coefficients of the decoupled bases (R/variational.R)
+  stats::setNames(rep(list(c(role = "variational", scale = "none")), 6L),
+                  c("q_mu", "q_sqrt_diag", "q_sqrt_lower", "a_gamma", "a_beta", "L_B")))
+
+# The roles of blocks that are hyperparameters of the model (counted by
+# logLik()'s df and shown by coef() and summary()); inducing inputs and
+# variational parameters only tighten the bound.
+.hyper_roles <- c("variance", "lengthscale", "noise", "mean", "likelihood")
+
+# list(role, scale), each a character vector named by block, for the
+# blocks of `params`: the shared table, overridden and extended by `own`
+# (a list of c(role, scale) by block).
+.roles_of <- function(params, own = list()) {
+  tab <- utils::modifyList(.block_roles, own)
+  miss <- setdiff(names(params), names(tab))
+  if (length(miss)) {
+    stop(sprintf("internal error: parameter blocks without a role: %s",
+                 paste(miss, collapse = ", ")))
+  }
+  r <- tab[names(params)]
+  list(role = vapply(r, `[[`, "", "role"), scale = vapply(r, `[[`, "", "scale"))
+}
+
+# The roles and scales of a fit's blocks (fits built before roles were
+# recorded get those of the shared table).
+.fit_roles <- function(fit) {
+  if (!is.null(fit$roles) && all(names(fit$params) %in% names(fit$roles))) {
+    return(list(role = fit$roles[names(fit$params)], scale = fit$scales[names(fit$params)]))
+  }
+  .roles_of(fit$params)
+}
+
+# One row per unconstrained entry of a fit's parameters, in the order of
+# .pack(), named like it: the block, its role, transform and scale, and the
+# input column (Z and O entries, ARD lengthscales; NA otherwise).
+.par_info <- function(fit) {
+  p <- fit$params
+  nm <- .par_names(p, fit$transforms)
+  block <- rep(names(p), lengths(p))
+  r <- .fit_roles(fit)
+  column <- rep(NA_integer_, length(nm))
+  for (b in names(p)) {
+    at <- which(block == b)
+    if (r$scale[[b]] == "x" && is.matrix(p[[b]])) column[at] <- as.vector(col(p[[b]]))
+    if (r$scale[[b]] == "log_sd_x") column[at] <- .lengthscale_columns(p[[b]])
+  }
+  scale <- unname(r$scale[block])
+  # the intercept of a log-linear noise model carries log var(y); its
+  # slopes do not
+  icpt <- scale == "log_var_y_intercept"
+  scale[icpt] <- ifelse(unlist(lapply(p, function(v) {
+    if (is.null(names(v))) rep("", length(v)) else names(v)
+  }), use.names = FALSE)[icpt] == "(Intercept)", "log_var_y", "none")
+  data.frame(block = block, role = unname(r$role[block]),
+             transform = unname(fit$transforms[block]), scale = scale, column = column,
+             row.names = nm, stringsAsFactors = FALSE)
+}
+
+# Whether each entry of fit$fixed (that is, of .pack()) belongs to one of
+# the blocks `blocks`.
+.block_mask <- function(fit, blocks) {
+  rep(names(fit$params), lengths(fit$params)) %in% blocks
+}
+
+# Whether each entry belongs to a block with one of the roles `roles`.
+.role_mask <- function(fit, roles) {
+  r <- .fit_roles(fit)$role
+  rep(unname(r[names(fit$params)]) %in% roles, lengths(fit$params))
+}
+
 # Which unconstrained entries are held fixed. `fixed` names whole blocks
 # ("lengthscale", "Z") or single entries, on either scale
 # ("lengthscale[2]" or "log_lengthscale[2]", "Z[3,1]").
 .fixed_mask <- function(fixed, params, transforms, always = character()) {
   nm <- .par_names(params, transforms)
   block <- rep(names(params), vapply(params, length, 1L))
-  natural <- sub("^log_", "", nm)
+  natural <- .par_names(params, transforms, natural = TRUE)
   fixed <- c(always, fixed)
   if (is.null(fixed) || length(fixed) == 0L) return(setNames(rep(FALSE, length(nm)), nm))
   if (!is.character(fixed)) {
@@ -95,10 +195,7 @@
 }
 
 # Whether any entry of the blocks `blocks` (inducing inputs "Z", "O") is free.
-.any_free <- function(fit, blocks) {
-  pat <- sprintf("^(%s)\\[", paste(blocks, collapse = "|"))
-  !all(fit$fixed[grepl(pat, names(fit$fixed))])
-}
+.any_free <- function(fit, blocks) !all(fit$fixed[.block_mask(fit, blocks)])
 
 # Copy the parameters of a previous fit whose shapes match.
 .warm_params <- function(params, old, skip = character()) {
@@ -111,6 +208,23 @@
     }
   }
   params
+}
+
+# The part ("k2") of each entry of a kernel combination's lengthscale block,
+# whose entries .kern_params() names "k2" (one lengthscale) or "k2,3"
+# (input column 3).
+.lengthscale_parts <- function(nm) sub(",.*$", "", nm)
+
+# The input column of each entry of a lengthscale block, NA for a
+# lengthscale shared by all columns: 1..D for one ARD kernel (unnamed), the
+# number after the comma of a combination's "k2,3".
+.lengthscale_columns <- function(ls) {
+  nm <- names(ls)
+  if (is.null(nm)) return(if (length(ls) > 1L) seq_along(ls) else rep(NA_integer_, length(ls)))
+  out <- rep(NA_integer_, length(ls))
+  ard <- grepl(",", nm, fixed = TRUE)
+  out[ard] <- as.integer(sub("^.*,", "", nm[ard]))
+  out
 }
 
 # Flatten a gradient given as blocks shaped like `params` into one vector in

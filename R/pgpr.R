@@ -50,16 +50,67 @@
 #' and \eqn{c}; ties are broken in one random order drawn once per fit, so
 #' that a selection changes between passes only through the kernel and
 #' \eqn{c}. Both loops stop when the bound changes by less than
-#' \code{control$tol} or after \code{control$outer_max} and
-#' \code{control$inner_max} rounds; the outer loop keeps the state with the
-#' highest bound. The per-pass record is in \code{fit$history}.
+#' \code{control$tol} (by default \eqn{10^{-4}}{1e-4} nats per observation)
+#' or after \code{control$outer_max} and \code{control$inner_max} rounds;
+#' the outer loop keeps the state with the highest bound. The per-pass
+#' record is in \code{fit$history}.
+#'
+#' What the defaults add to the thesis's loop, so that a fit without
+#' settings can be trusted:
+#' \itemize{
+#'   \item \strong{Starting values found by the bound.} Kernel parameters
+#'     left \code{NULL} start at the best point of a small grid (lengthscales
+#'     \eqn{m \cdot sd(x_d) \sqrt{D}}{m sd(x_d) sqrt(D)} with one multiplier
+#'     \eqn{m \in 2^{-4}, \dots, 2^3}{m in 2^-4, ..., 2^3} for all inputs, variances 1,
+#'     4, 16, 64), each scored by the bound with \eqn{c} at its optimum, on
+#'     at most 1000 rows. Before any kernel parameter moves, \eqn{c} is
+#'     brought to its optimum for the starting kernel and inducing inputs
+#'     (from the thesis's \eqn{c_n = 0.1} every point has the same precision
+#'     \eqn{\theta_n}{theta_n}).
+#'   \item \strong{HGV as the thesis means it.} Its first selection is
+#'     weighted by the \eqn{\theta_n}{theta_n} of \eqn{c} fitted at the greedy-variance
+#'     selection, not by the equal weights of \eqn{c_n = 0.1} (with which it
+#'     is GV); so HGV and GV differ whenever the Polya-Gamma precisions do.
+#'   \item \strong{One lengthscale first.} With one lengthscale per input
+#'     left to the data (the default for several inputs), training first
+#'     fits one lengthscale for all inputs in units of their standard
+#'     deviations, and then one per input, but only when the sparse
+#'     approximation of that first fit is accurate (its weighted trace
+#'     \eqn{\sum_n \theta_n [K_{ff} - Q_{ff}]_{nn}}{sum_n theta_n [Kff - Qff]_nn} below \eqn{10^{-3}}{1e-3}
+#'     per observation): where it is not, the bound favours kernels its
+#'     inducing inputs can represent and switches off inputs that the data
+#'     need. The lengthscales reported are per input in either case.
+#'   \item \strong{M from the data.} Without \code{M} or \code{threshold},
+#'     the first selection takes \eqn{\min(N, 100)}{min(N, 100)} inducing inputs, and every
+#'     later selection, at the fitted kernel and \eqn{c}, adds inducing inputs
+#'     until the \eqn{\theta}{theta}-weighted trace is below \eqn{10^{-3}}{1e-3} nats per
+#'     observation: for fixed \eqn{c} the bound is that of heteroscedastic
+#'     regression with noise \eqn{1/\theta_n}{1/theta_n}, whose expected KL divergence from
+#'     the exact posterior lies between half the trace and the trace
+#'     (Passerello 2022, eq. 3.7), the same target as \code{\link{sgpr}()}'s.
+#'     At most \eqn{\max(100, \sqrt{4.5 \cdot 10^8 / N})}{max(100, sqrt(4.5e8 / N))} (300 at \eqn{N =
+#'     5000}) are taken. Among passes whose bounds are within that target of
+#'     the highest, the one with the fewest inducing inputs is kept.
+#'     \code{summary()} reports the \eqn{M} chosen.
+#'   \item \strong{Large data.} With more than \code{control$subsample}
+#'     (10 000) observations the schedule runs on a random subsample of that
+#'     many rows; then \eqn{c}, and so \eqn{q(u)}, are computed on all the data
+#'     (the kernel, mean and inducing inputs stay as fitted on the
+#'     subsample).
+#' }
+#' Given parameters, \code{M}, a \code{threshold} or a kernel with one
+#' lengthscale (\code{kernel_rbf(ard = FALSE)}) are respected as given;
+#' \code{control = list(tol = 1e-3)} with \code{kernel = kernel_rbf(1, 1)} and
+#' a given \code{M} is the thesis's protocol (\code{inst/bench/reproduce_pgpr.R}).
 #'
 #' @inheritParams sgpr
 #' @param y the labels: a factor with two levels (the second is the
 #'   positive class), a logical vector, or a numeric 0/1 (or -1/+1) vector.
-#' @param kernel a kernel; parameters left \code{NULL} start at variance 1
-#'   and the median distance between inputs. Passerello's experiments start
-#'   from \code{kernel_rbf(1, 1)} (GPflow's default) on standardised inputs.
+#' @param kernel a kernel; parameters left \code{NULL} start at the best
+#'   point of a grid scored by the bound (see Details), or, with
+#'   \code{optimize = FALSE}, at variance 1 and the median distance between
+#'   inputs. Passerello's experiments start from \code{kernel_rbf(1, 1)}
+#'   (GPflow's default) on standardised inputs.
 #' @param inducing how the inducing inputs are chosen: \code{"greedy"}
 #'   (heteroscedastic greedy variance, weighted by \eqn{\theta}{theta} and
 #'   re-selected in every outer pass; the default; \code{"hgv"} is the
@@ -72,13 +123,17 @@
 #'   (both held as given unless \code{optimize_inducing = TRUE}). The method
 #'   names are those of \code{\link{sgpr}()}.
 #' @param M the number of inducing inputs for the selection methods; by
-#'   default \eqn{\min(N, 100)}{min(N, 100)}. With a \code{threshold} it is the most that
-#'   greedy selection may take (by default no limit).
+#'   default chosen from the data for the greedy methods (see Details) and
+#'   \eqn{\min(N, 100)}{min(N, 100)} for \code{"kmeans"} and \code{"random"}. With a
+#'   \code{threshold} it is the most that greedy selection may take (by
+#'   default no limit).
 #' @param threshold for the greedy methods: stop adding inducing inputs
 #'   once the (weighted) trace \eqn{\mathrm{tr}(W(K_{ff} - Q_{ff}))}{tr(W(Kff - Qff))} falls
-#'   below it, so that \eqn{M} is chosen automatically (Passerello 2022,
-#'   section 7.1.3, suggests 1e-3 for small data; it should grow with
-#'   \eqn{N}).
+#'   below it, so that \eqn{M} is chosen in every selection pass
+#'   (Passerello 2022, section 7.1.3, suggests 1e-3 for small data; it
+#'   should grow with \eqn{N}: \code{kl_threshold(kl, N = N)} is
+#'   \code{kl} nats per observation, and the default without \code{M} or
+#'   \code{threshold} uses \eqn{10^{-3}}{1e-3} per observation at the fitted kernel).
 #' @param mean the prior mean of the latent function: a fixed number (0, as
 #'   in Passerello 2022, by default) or \code{"constant"} to learn it.
 #' @param optimize_inducing if \code{TRUE}, the inducing inputs are also
@@ -91,11 +146,15 @@
 #'   inner run, 250), \code{inner_max} (inner rounds of L-BFGS-B and c
 #'   updates, 10), \code{ci_iters} (c updates per round, 10),
 #'   \code{outer_max} (selection passes for \code{"hgv"}/\code{"gv"}, 10),
-#'   \code{tol} (change of the bound that ends a loop, 1e-3), \code{c_init}
+#'   \code{tol} (change of the bound that ends a loop; \code{NULL}, the
+#'   default, is \eqn{10^{-4}}{1e-4} nats per observation; the thesis used 1e-3),
+#'   \code{subsample} (observations beyond which training runs on a
+#'   random subsample of that many first, 10 000; \code{Inf} for never),
+#'   \code{c_init}
 #'   (starting value of every \eqn{c_n}{c_n}, 0.1, as in the code of Passerello's
 #'   experiments), \code{memory} (the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
-#'   selection runs on a subsample of rows, 256 MB; see
+#'   selection runs on a subsample of rows; by default an eighth of the machine's memory within 256 MB and 2 GB; see
 #'   \code{\link{scaling}}), and
 #'   \code{factr}, \code{pgtol}, \code{trace}, \code{jitter},
 #'   \code{jitter_cap} as in \code{\link{gpr}()}.
@@ -150,27 +209,51 @@ pgpr.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 #' @rdname pgpr
 #' @export
 pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
-                         threshold = NULL, mean = 0, optimize = TRUE,
+                         threshold = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = FALSE, fixed = NULL, control = list(),
                          start = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "pgpr")
   .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
   N <- nrow(x)
+  .pgpr_check_classes(y)
   lab <- .as_labels(y, N)
   kernel <- .check_kernel(kernel)
   optimize <- .check_flag(optimize, "optimize")
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   control <- .pgpr_control(control)
+  # the loops' tolerance: by default 1e-4 nats per observation
+  if (is.null(control$tol)) control$tol <- 1e-4 * N
   c0 <- rep(control$c_init, N)
-  if (!is.null(.check_start(start, "pgpr"))) {
+  if (!is.null(.check_start(start, "pgpr", x))) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     if (length(start$c) == N) c0 <- start$c
   }
-  kernel <- .kern_init(kernel, x, NULL)
+  # M chosen from the data (greedy selection without M or threshold): a
+  # first selection of M_start, then M by a threshold at the fitted kernel
+  # in each re-selection (R/pgpr_training.R)
+  auto <- is.null(M) && is.null(threshold) && is.character(inducing) &&
+    length(inducing) == 1L && inducing %in% .greedy_methods
   spec <- .inducing_spec(inducing, M, threshold, x)
+  if (auto) {
+    spec$auto <- TRUE
+    spec$M_start <- spec$M
+    spec$M_max <- .pgpr_max_inducing(N)
+  }
+  # lengthscales left to the data: one for all inputs in units of their sd,
+  # then (ard = TRUE) one per input (R/pgpr_training.R); a warm start from
+  # such a fit keeps its one lengthscale
+  ard_stage <- isTRUE(kernel$ard)
+  shared <- optimize &&
+    (if (is.null(start)) .pgpr_shares(kernel, x, fixed) else isTRUE(start$lengthscale_tied))
   mn <- .mean_start(mean, .class_mean_start(lab$y01))
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
+  # parameters left unset start at the best point of a grid scored by the
+  # bound (R/start_classification.R) when the model is fitted from scratch
+  if (optimize && is.null(start)) {
+    kernel <- .start_classifier(kernel, x, lab$ypm, M = spec$M, mean = mn$value)
+  }
+  kernel <- .kern_init(kernel, x, NULL)
   # the greedy selections break ties in one order drawn once per fit and
   # reused in every outer pass (see .pgpr_select)
   if (spec$method %in% .greedy_methods) spec$perm <- sample.int(N)
@@ -190,29 +273,89 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                   label = sprintf("Polya-Gamma sparse GP classification (PGPR), inducing inputs: %s",
                                   .pgpr_inducing_label(spec, optimize_inducing)),
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
-                               converged = NA))
+                               converged = NA, shared_stage = shared,
+                               ard_stage = shared && ard_stage,
+                               shared_scale = if (shared) .column_sd(x),
+                               lengthscale_tied = isTRUE(start$lengthscale_tied) &&
+                                 !optimize))
   # with a cluster the data and c go to the workers once (R/cluster.R)
-  .cluster_fit(fit, optimize, cluster, .shard_pg(fit))
+  .cluster_fit(fit, optimize, cluster)
+}
+
+# The mix-ups a binary classifier meets first, with the function to use
+# instead: a numeric response that is not two classes coded 0/1 or -1/+1
+# (regression), and a factor of more than two classes. Other labels are
+# checked by .as_labels().
+.pgpr_check_classes <- function(y) {
+  if (is.numeric(y) && is.null(dim(y)) && !anyNA(y)) {
+    u <- sort(unique(y))
+    if (!all(u %in% c(0, 1)) && !all(u %in% c(-1, 1))) {
+      stop(sprintf("'y' as a number must be coded 0/1 (or -1/+1); it has values %s%s: pgpr() is a classifier of two classes, and for a numeric response sgpr() (or gpr() for small N) is the model to use",
+                   paste(format(utils::head(u, 5L), digits = 4L), collapse = ", "),
+                   if (length(u) > 5L) sprintf(", ... (%d in all)", length(u)) else ""),
+           call. = FALSE)
+    }
+  }
+  if (is.factor(y)) {
+    used <- levels(y)[levels(y) %in% as.character(y)]
+    if (length(used) > 2L) {
+      stop(sprintf("'y' must have exactly two classes, but it has %d (%s): pgpr() classifies two, and svgp() or odvgp() fit more",
+                   length(used), paste(utils::head(used, 5L), collapse = ", ")), call. = FALSE)
+    }
+  }
+  invisible()
 }
 
 # ---- set-up ---------------------------------------------------------------------
 
 .pgpr_default_control <- list(maxit = 250L, inner_max = 10L, ci_iters = 10L, outer_max = 10L,
-                              tol = 1e-3, c_init = 0.1)
+                              tol = NULL, c_init = 0.1, subsample = 10000L)
+
+# Whether training fits one lengthscale for all inputs (in units of their
+# sd) first: a single kernel with its lengthscales left to the data (ard
+# NULL or TRUE), none of them held, several inputs.
+.pgpr_shares <- function(kernel, x, fixed) {
+  if (ncol(x) < 2L || .is_combo(kernel) || !is.null(kernel$lengthscale) ||
+      isFALSE(kernel$ard)) {
+    return(FALSE)
+  }
+  !any(grepl("lengthscale", as.character(fixed)))
+}
+
+# Standard deviations of the input columns (1 for constant columns).
+.column_sd <- function(x) {
+  s <- apply(x, 2L, stats::sd)
+  s[!is.finite(s) | s <= 0] <- 1
+  s
+}
+
+# The most inducing inputs an automatic M takes: about as many as keep one
+# evaluation near N M^2 = 4.5e8 multiplications (300 at N = 5000), at least
+# 100 and at most N.
+.pgpr_max_inducing <- function(N) {
+  as.integer(min(N, max(100, floor(sqrt(4.5e8 / N)))))
+}
 
 # The PGPR loop settings, then the shared optimiser and jitter settings.
 .pgpr_control <- function(control) {
-  if (!is.list(control)) stop("'control' must be a list", call. = FALSE)
-  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "memory")
+  .check_control_list(control)
+  own <- c("inner_max", "ci_iters", "outer_max", "tol", "c_init", "subsample", "memory")
   ctrl <- utils::modifyList(.pgpr_default_control, control)
   for (nm in c("inner_max", "ci_iters", "outer_max", "maxit")) {
     v <- ctrl[[nm]]
-    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v)) {
-      stop(sprintf("'control$%s' must be a whole number >= 1", nm), call. = FALSE)
+    if (!is.numeric(v) || length(v) != 1L || !is.finite(v) || v < 1 || v != round(v) ||
+        v > .Machine$integer.max) {
+      stop(sprintf("'control$%s' must be a whole number from 1 to %d", nm,
+                   .Machine$integer.max), call. = FALSE)
     }
   }
-  if (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L || !(ctrl$tol >= 0)) {
-    stop("'control$tol' must be one number >= 0", call. = FALSE)
+  if (!is.null(ctrl$tol) && (!is.numeric(ctrl$tol) || length(ctrl$tol) != 1L ||
+                             !(ctrl$tol >= 0))) {
+    stop("'control$tol' must be NULL or one number >= 0", call. = FALSE)
+  }
+  if (!is.numeric(ctrl$subsample) || length(ctrl$subsample) != 1L || is.na(ctrl$subsample) ||
+      ctrl$subsample < 100) {
+    stop("'control$subsample' must be one number >= 100 (Inf: never)", call. = FALSE)
   }
   if (!is.numeric(ctrl$c_init) || length(ctrl$c_init) != 1L || !is.finite(ctrl$c_init) ||
       ctrl$c_init < 0) {
@@ -244,26 +387,14 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # prior variances are equal, so GV's first pick is a tie among all inputs,
 # and a fresh order in each pass would change the selection by chance alone,
 # so that the bound kept moving and the loop seldom converged.
-.pgpr_select <- function(spec, x, kernel, theta, memory = NULL) {
-  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory)
+.pgpr_select <- function(spec, x, kernel, theta, memory = NULL, hook = "selection") {
+  .select_by_spec(spec, x, kernel, weights = theta, perm = spec$perm, memory = memory,
+                  hook = hook)
 }
 
-# The greedy methods, which the double loop re-selects in every pass.
-.greedy_methods <- c("greedy", "hgv", "gv")
 
 #' @export
 .select_weights.pgpr <- function(fit) pg_theta(fit$c)
-
-# reinit_inducing(): refit with new inducing inputs held fixed, by the inner
-# loop (L-BFGS-B on the kernel alternated with c updates).
-#' @export
-.refit_inducing.pgpr <- function(fit, Z) {
-  fit <- .set_inducing(fit, Z)
-  start <- proc.time()[["elapsed"]]
-  fit <- .pgpr_inner(fit)
-  fit$time <- proc.time()[["elapsed"]] - start
-  .finish(fit)
-}
 
 # ---- bound and gradient -----------------------------------------------------------
 
@@ -280,17 +411,10 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 #' @export
 .evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
   N <- nrow(fit$x)
-  if (is.null(fit$cluster)) {
-    theta <- .ffi_pg_theta(fit$c)
-    ytil <- fit$ypm / (2 * theta) - params$mean
-    b <- .collapsed_bound(fit, params, params$Z, 1 / theta, ytil, grad)
-    pg <- c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
-            kl = sum(.ffi_pg_kl(fit$c)))
-  } else {
-    # on the workers of a cluster, which hold c (R/cluster.R)
-    b <- .cluster_bound(fit, params, grad)
-    pg <- b$pg
-  }
+  # in one piece, in chunks or on the workers of a cluster, which hold c
+  # (R/stream.R, R/cluster.R); the pseudo-targets are .targets.pgpr()
+  b <- .collapsed_eval(fit, params, params$Z, grad)
+  pg <- b$sums
   # the terms of Passerello (2022), eq. C.1 (they sum to the identity above)
   terms <- c(fit = b$fit + pg[["inv_theta"]] / 8,
              logdet = b$logdet - 0.5 * pg[["log_theta"]],
@@ -300,10 +424,25 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   out <- list(value = sum(terms), terms = terms, jitter = b$jitter,
               jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v),
-              gaussian = b$bound, Kuf = b$Kwf, kdiag = b$kdiag)
-  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$gytil, Z = b$gk$W)
+              gaussian = b$bound)
+  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W)
   out
 }
+
+# The pseudo-target form of the bound at the local parameters c: lambda =
+# 1 / theta, targets y / (2 theta) - m, and the sums of the terms that
+# depend on c only. The mean is the model's only own parameter.
+#' @export
+.targets.pgpr <- function(fit, params) {
+  theta <- .ffi_pg_theta(fit$c)
+  list(lambda = 1 / theta, y = fit$ypm / (2 * theta), shift = params$mean,
+       sums = c(inv_theta = sum(1 / theta), log_theta = sum(log(theta)),
+                kl = sum(.ffi_pg_kl(fit$c))),
+       per_point = FALSE)
+}
+
+#' @export
+.targets_grad.pgpr <- function(fit, params, t, adj) list(mean = -adj$gytil)
 
 #' @export
 .predict_latent.pgpr <- function(fit, xnew, full_cov) {
@@ -311,31 +450,41 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 }
 
 # q*(f) at the training inputs (Passerello 2022, eq. C.2 with X* = X) from
-# an evaluation of the bound: list(mean, var).
+# an evaluation of the bound, in blocks of rows: list(mean, var).
 .pgpr_qf_train <- function(fit, r) {
-  if (is.null(r$Kuf)) {
-    # the bound went over row chunks (R/stream.R): predict in blocks
-    fit$posterior <- r$posterior
-    p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
-    return(list(mean = p$mean, var = pmax(p$var, 0)))
-  }
-  p <- .ffi_predict_gaussian(r$posterior$L, r$posterior$LB, r$posterior$v, r$Kuf,
-                             r$kdiag, FALSE)
-  list(mean = p$mean + fit$params$mean, var = pmax(p$var, 0))
+  fit$posterior <- r$posterior
+  p <- .collapsed_predict(fit, fit$params$Z, fit$x, FALSE)
+  list(mean = p$mean, var = pmax(p$var, 0))
 }
 
 # Closed-form updates of the local parameters, c_n = sqrt(mu_n^2 + s_n^2)
 # under the current q*(f) (Passerello 2022, eqs. 4.9-4.11), repeated
-# `iters` times or until c stops moving. Each update is a coordinate ascent
+# `iters` times, until c stops moving, or until an update raises the bound
+# by less than `tol`. Each update is a coordinate ascent
 # step and never lowers the bound (derived for this package and checked
 # numerically; Passerello 2022, section 4.1.3, iterates the updates until
 # the bound converges). Returns the
 # fit with the new c and `bound` evaluated there.
 # On a cluster the workers update their own c, and only the largest change
 # comes back; fit$c is then stale until .pgpr_sync_c().
-.pgpr_update_c <- function(fit, iters) {
+.pgpr_update_c <- function(fit, iters, tol = 0) {
+  .stage_mark("updates of c", fit$x)
   r <- .evaluate(fit, fit$params, grad = FALSE)
+  # Ctrl-C ends the updates with the last one completed (each update is
+  # whole: c changes only once it is computed; on a cluster the workers'
+  # answers always arrive, R/cluster.R)
+  fit <- .interruptible(.pgpr_update_c_run(fit, r, iters, tol), "the updates of the local parameters c",
+                        function() {
+                          fit$bound <- r$value
+                          fit
+                        })
+  fit
+}
+
+.pgpr_update_c_run <- function(fit, r, iters, tol) {
   for (i in seq_len(iters)) {
+    before <- r$value
+    .interrupt_point("c_update")
     if (is.null(fit$cluster)) {
       q <- .pgpr_qf_train(fit, r)
       cnew <- sqrt(q$mean^2 + q$var)
@@ -348,7 +497,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
       done <- max(u[, "change"]) <= 1e-10 * max(1, max(u[, "largest"]))
     }
     r <- .evaluate(fit, fit$params, grad = FALSE)
-    if (done) break
+    if (done || r$value - before < tol) break
   }
   fit$bound <- r$value
   fit
@@ -368,86 +517,6 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   fit
 }
 
-# ---- training -------------------------------------------------------------------------
-
-# L-BFGS-B runs at fixed c bound the kernel's log parameters above by 30. On
-# near-separable data the kernel variance grows without bound, and a line
-# search can step to values (variance ~ 1e22 with lengthscale ~ 1e8 on
-# crabs) where K_uu + jitter is numerically rank one and I + A A' cannot be
-# factorised; the bound keeps every trial point computable and is far beyond
-# any sensible optimum. Only upper bounds: when every variable has two
-# bounds L-BFGS-B takes a full first step to the Cauchy point, which can land
-# on a lower bound where the bound is flat (variance e^-30) and stall there.
-#' @export
-.optim_upper.pgpr <- function(fit, par) ifelse(grepl("^log_", names(par)), 30, Inf)
-
-# Inner loop (Passerello 2022, section 4.1.3): L-BFGS-B on the free parameters at fixed
-# c, then closed-form c updates, until the bound changes by less than tol.
-.pgpr_inner <- function(fit) {
-  ctrl <- fit$control
-  prev <- -Inf
-  evals <- 0L
-  rounds <- 0L
-  converged <- FALSE
-  for (it in seq_len(ctrl$inner_max)) {
-    fit <- .fit_lbfgsb(fit)
-    evals <- evals + as.integer(fit$optim$counts[[1L]])
-    fit <- .pgpr_update_c(fit, ctrl$ci_iters)
-    rounds <- it
-    if (abs(fit$bound - prev) <= ctrl$tol) {
-      converged <- TRUE
-      break
-    }
-    prev <- fit$bound
-  }
-  fit$inner <- list(rounds = rounds, evaluations = evals, converged = converged)
-  .pgpr_sync_c(fit)
-}
-
-# The double loop (Passerello 2022, sections 4.3.2 and 5.4): for the greedy methods,
-# re-select Z from scratch at the current kernel and c before each inner
-# loop, until the bound changes by less than tol or outer_max passes; keep
-# the best state.
-#' @export
-.train.pgpr <- function(fit) {
-  ctrl <- fit$control
-  spec <- fit$selection
-  reselect <- spec$method %in% .greedy_methods
-  passes <- if (reselect) ctrl$outer_max else 1L
-  start <- proc.time()[["elapsed"]]
-  best <- NULL
-  prev <- -Inf
-  hist <- vector("list", passes)
-  converged <- FALSE
-  for (pass in seq_len(passes)) {
-    if (reselect && pass > 1L) {
-      kern <- .kernel_at(fit$kernel, fit$params)
-      fit$params$Z <- .pgpr_select(spec, fit$x, kern, pg_theta(fit$c), fit$control$memory)
-      fit$fixed <- .fixed_from_spec(fit)
-    }
-    fit <- .pgpr_inner(fit)
-    hist[[pass]] <- data.frame(pass = pass, M = nrow(fit$params$Z), bound = fit$bound,
-                               inner_rounds = fit$inner$rounds,
-                               evaluations = fit$inner$evaluations)
-    if (is.null(best) || fit$bound > best$bound) best <- fit
-    if (abs(fit$bound - prev) <= ctrl$tol) {
-      converged <- TRUE
-      break
-    }
-    prev <- fit$bound
-  }
-  if (!reselect) converged <- fit$inner$converged
-  best$history <- do.call(rbind, hist[!vapply(hist, is.null, TRUE)])
-  # the optimiser report covers every inner L-BFGS-B run of every pass
-  total <- sum(best$history$evaluations)
-  best$optim$counts <- c("function" = total, gradient = total)
-  best$converged <- converged
-  best$time <- proc.time()[["elapsed"]] - start
-  # the workers' c are the last pass's: the final evaluation reads the best
-  if (!identical(best$c, fit$c)) .pgpr_sync_c(best, push = TRUE)
-  best
-}
-
 #' @export
 .report.pgpr <- function(fit) {
   fit$theta <- pg_theta(fit$c)
@@ -458,10 +527,28 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                                format(max(fit$theta), digits = 3L)))
   if (!is.null(fit$history)) {
     h <- fit$history
-    out[["Training"]] <- sprintf("%d selection pass%s, %s; best bound in pass %d",
+    kept <- if (is.null(fit$kept_pass)) h$pass[which.max(h$bound)] else fit$kept_pass
+    out[["Training"]] <- sprintf("%d selection pass%s, %s; kept pass %d%s",
                                  nrow(h), if (nrow(h) == 1L) "" else "es",
                                  if (isTRUE(fit$converged)) "converged" else "stopped at the cap",
-                                 h$pass[which.max(h$bound)])
+                                 kept,
+                                 if (kept != h$pass[which.max(h$bound)])
+                                   " (the fewest inducing inputs within the target of the highest bound)" else
+                                   ", the highest bound")
+    if (!is.null(fit$subsample)) {
+      out[["Training"]] <- sprintf("on a subsample of %d rows; then c (and q(u)) on all the data",
+                                   fit$subsample$rows)
+    }
+  }
+  if (isTRUE(fit$lengthscale_tied)) {
+    r <- fit$params$lengthscale / fit$shared_scale
+    out[["Lengthscales"]] <- sprintf("one for all inputs in units of their sd: %s sd (the kernel of kernlab's ksvm() on scaled inputs; kernel_rbf(ard = TRUE) fits one per input)",
+                                     format(exp(mean(log(r))), digits = 4L))
+  }
+  if (isTRUE(fit$selection$auto)) {
+    out[["Number of inducing inputs"]] <- sprintf(
+      "M = %d, chosen at the fitted kernel for an expected KL divergence below %g nats per observation (at most %d; give 'M' to choose)",
+      nrow(fit$params$Z), .pgpr_auto_kl, fit$selection$M_max)
   }
   fit$summary_extra <- out
   fit
@@ -556,6 +643,12 @@ predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class
 }
 
 #' @export
+residuals.pgpr <- function(object, type = c("response", "pearson"), ...) {
+  .check_dots("residuals", ...)
+  .residuals_classifier(object, type)
+}
+
+#' @export
 fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
   .check_dots("fitted", ...)
   .fitted_classifier(object, method, cluster)
@@ -590,8 +683,13 @@ fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
 #' @param level the coverage of the band (one input).
 #' @param inducing if \code{FALSE}, the inducing inputs are not drawn (for
 #'   example when they are all the training inputs).
+#' @param points,inputs whether to draw the data, and which input goes on
+#'   which axis (two inputs), as for \code{\link{plot.sparsevgp}}: the data
+#'   shrink and fade as their number grows and are left out over a map when
+#'   they would hide it; inputs named like longitude and latitude are drawn
+#'   as a map.
 #' @param xlab,ylab,main axis labels and title.
-#' @param ... further graphical parameters.
+#' @param ... further graphical parameters (such as \code{asp}).
 #' @return The plotted data, invisibly.
 #' @examples
 #' d <- classification_data("banana")
@@ -605,9 +703,9 @@ fitted.pgpr <- function(object, method = "quadrature", cluster = NULL, ...) {
 plot.pgpr <- function(x, which = c("fit", "convergence", "residuals"),
                       what = c("prob", "pg_variance"), n = 200L,
                       method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
-                      xlab = NULL, ylab = NULL, main = NULL, ...) {
+                      points = NULL, inputs = NULL, xlab = NULL, ylab = NULL, main = NULL, ...) {
   what <- match.arg(what)
   method <- match.arg(method)
   .plot_classifier(x, which[1L], what, n, method, level, xlab, ylab, main,
-                   .check_flag(inducing, "inducing"), ...)
+                   .check_flag(inducing, "inducing"), ..., points = points, inputs = inputs)
 }

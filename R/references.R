@@ -39,7 +39,8 @@
 #'     (with per-point noise: Passerello 2022, eq. 3.4), reported by
 #'     \code{summary()} of \code{sgpr} fits with the bracket
 #'     \eqn{KL \le U - F}{KL <= U - F} on the divergence from the sparse to
-#'     the exact posterior.}
+#'     the exact posterior, and by \code{anova()} of \code{sgpr} fits
+#'     (column \code{Upper}).}
 #'   \item{Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian Processes
 #'     for Machine Learning. MIT Press.}{Algorithm 2.1, the log marginal
 #'     likelihood (eq. 2.30) and its gradient (eq. 5.9): \code{\link{gpr}()},

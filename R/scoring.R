@@ -227,3 +227,36 @@ rank_table <- function(tab, methods = NULL, lower_better = "nll") {
   attr(tab, "methods") <- methods
   tab
 }
+
+# ---- the version of the training code behind a cached comparison ------------
+
+# An MD5 hash of the R code that trains the models of the reproduction of
+# Passerello's tables (inst/bench/reproduce_pgpr.R): every function of the
+# package whose name mentions pgpr, svgp or the Polya-Gamma helpers (but
+# not their print, plot and summary methods), and the
+# shared fitting path (starting values, optimiser, selection of inducing
+# inputs), deparsed without source references. The script stores it with
+# every cached run (column code_hash of inst/extdata/pgpr_reproduction.csv)
+# and a test compares, so that a change of the training code that is not
+# followed by a new cache fails the tests instead of leaving the vignette
+# to show the results of code that no longer exists. The C code is not
+# covered: a change of a bound there shows in the tests of the bound.
+.training_code_hash <- function() {
+  ns <- asNamespace("sparsevgp")
+  nms <- sort(ls(ns, all.names = TRUE))
+  shared <- c(".start_classifier", ".pg_bound_at", ".pg_optimal_c", ".fit_lbfgsb",
+              ".fit_staged", ".objective", ".optim_setup", ".stop_move", ".stop_window",
+              ".stop_code", ".default_control", ".check_control", ".select_by_spec",
+              "select_inducing", ".inducing_spec", ".kmeans_inducing", ".kern_init",
+              ".kern_ard", ".collapsed_bound", ".collapsed_matrices", ".collapsed_predict",
+              ".class_start_multipliers", ".class_start_variances", ".class_mean_start",
+              ".as_labels", ".kernel_at", ".contract", ".column_sd")
+  # presentation (print, plot, summary) does not change a cached number
+  show <- grepl("^(print|plot|summary|format)\\.|^\\.(report|plot)", nms)
+  keep <- nms[(grepl("pgpr|svgp|^\\.?pg_", nms) & !show) | nms %in% shared]
+  text <- unlist(lapply(keep, function(nm) c(nm, deparse(get(nm, envir = ns)))))
+  f <- tempfile()
+  on.exit(unlink(f), add = TRUE)
+  writeLines(text, f, useBytes = TRUE)
+  unname(tools::md5sum(f))
+}

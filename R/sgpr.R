@@ -90,8 +90,10 @@
 #' with the sparse Vecchia precision \eqn{\tilde R^{-1} = B^\top D^{-1} B}{R~^-1 = B' D^-1 B} in
 #' \eqn{O(N(M^2 + M K^2 + K^3))}{O(N (M^2 + M K^2 + K^3))} time and \eqn{O(NK + M^2)}{O(N K + M^2)} memory
 #' plus a chunk of rows, with analytic gradients. It is a likelihood,
-#' not a lower bound: \code{logLik()}, \code{print()} and \code{summary()}
-#' say so, and \code{AIC()} warns when fits of the two kinds are compared.
+#' not a lower bound: \code{logLik()} (its attribute \code{"kind"} is
+#' \code{"likelihood"}), \code{print()} and \code{summary()} say so, there
+#' is no upper bound of Titsias (2014) for it, and \code{\link{anova}()}
+#' notes when fits of the two kinds are compared.
 #' With \eqn{K = N - 1} it is the exact GP likelihood; \code{neighbours =
 #' 0} is the collapsed bound above.
 #' \itemize{
@@ -201,7 +203,7 @@
 #'   \code{"joint"}, and \code{memory}: the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
 #'   selection of the inducing inputs runs on a subsample of rows (bytes, or a
-#'   string such as \code{"2GB"}; by default 256 MB; see \code{\link{scaling}}).
+#'   string such as \code{"2GB"}; by default an eighth of the machine's memory within 256 MB and 2 GB; see \code{\link{scaling}}).
 #' @param cluster a cluster from \code{parallel::makeCluster()}: the data
 #'   are split over its workers, which compute their shares of every
 #'   evaluation of the bound (see \code{\link{scaling}}); by default
@@ -294,13 +296,13 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   call <- .model_call(match.call(), "sgpr")
   data <- .dots_data(...)
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  y <- .as_response(y, nrow(x))
+  y <- .as_response(y, nrow(x), model = "sgpr")
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
   nbr <- .check_neighbours(neighbours, nrow(x))
-  .check_start(start, "sgpr")
+  start <- .check_start(start, "sgpr", x)
   # a warm start keeps the number of neighbours of the fit it starts from
   if (nbr$auto && !is.null(start)) {
     nbr <- list(K = if (is.null(start$neighbours)) 0L else start$neighbours$K, auto = FALSE)
@@ -315,7 +317,8 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   kernel <- .check_kernel(kernel)
   if (!is.null(start)) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    if (missing(inducing)) inducing <- start$params$Z
+    # the previous inducing inputs, when there are enough rows for them
+    if (missing(inducing) && nrow(start$params$Z) <= nrow(x)) inducing <- start$params$Z
   }
   # the kernel of a trial for neighbours = "auto"
   kernel_given <- if (kernel_default) .vif_default_kernel() else kernel
@@ -331,7 +334,8 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   # greedy selection weighted by 1/lambda at the starting noise, so that a
   # threshold is on the scale of the KL divergence (kl_threshold())
-  sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params)
+  sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params,
+                                    compact = TRUE)
   Z <- .select_by_spec(spec, x, kernel, sel_weights,
                        warn_short = !is.null(M) || is.numeric(inducing), memory = control$memory)
   mn <- .mean_start(mean, mean(y))
@@ -376,40 +380,29 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
                                                             c("method", "M", "threshold", "auto"))]),
                             wo, list(auto_neighbours = auto$report)))
   # with neighbours: the Vecchia residual of R/vif.R
-  if (isTRUE(nbr$K > 0L)) {
-    fit <- .vif_setup(fit, nbr$K, from = start)
-    return(.vif_cluster_fit(fit, optimize, cluster))
-  }
-  # with a cluster the data go to the workers once (R/cluster.R)
-  .cluster_fit(fit, optimize, cluster, .shard_gaussian(fit))
+  if (isTRUE(nbr$K > 0L)) fit <- .vif_setup(fit, nbr$K, from = start)
+  # with a cluster the data go to the workers once (R/cluster.R; a fit
+  # with neighbours sends the shares of .share_vif())
+  .cluster_fit(fit, optimize, cluster)
 }
 
 # ---- bound, gradient, prediction ----------------------------------------
 
 # The collapsed bound (Titsias 2009, eq. 9, with per-point noise) at
 # `params` and, with grad = TRUE, its gradient with respect to every
-# parameter block on the unconstrained scale.
+# parameter block on the unconstrained scale. Where it runs (one piece,
+# chunks, a cluster) is decided by .collapsed_eval() (R/stream.R); the
+# noise and targets are .targets.sgpr().
 #' @export
 .evaluate.sgpr <- function(fit, params, grad = TRUE, ...) {
   if (.has_neighbours(fit)) return(.vif_evaluate(fit, params, grad))
-  if (is.null(fit$cluster)) {
-    lambda <- .noise_lambda(fit, params)
-    ytil <- fit$y - params$mean
-    b <- .collapsed_bound(fit, params, params$Z, lambda, ytil, grad)
-    if (grad) b$noise_grad <- .noise_grad(fit, params, b$glambda, lambda)
-  } else {
-    # on the workers of a cluster, which reduce the per-point adjoints
-    b <- .cluster_bound(fit, params, grad)
-  }
+  b <- .collapsed_eval(fit, params, params$Z, grad)
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet, trace = -0.5 * b$trace,
                         constant = -0.5 * length(fit$y) * log(2 * pi)),
               jitter = b$jitter, jitter_scale = mean(diag(b$Kww)),
               posterior = list(L = b$L, LB = b$LB, v = b$v))
-  if (grad) {
-    out$grad <- do.call(.collapsed_grad, c(list(params, b$gk, b$gytil, Z = b$gk$W),
-                                           b$noise_grad))
-  }
+  if (grad) out$grad <- .collapsed_grad(params, b$gk, b$blocks, Z = b$gk$W)
   out
 }
 
@@ -427,15 +420,15 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
 # bound with noise Lambda + t I, so the same C routine computes it.
 .sgpr_upper_bound <- function(fit) {
   params <- fit$params
-  ytil <- fit$y - params$mean
-  lambda <- .noise_lambda(fit, params)
   fit$cluster <- NULL
-  # unweighted trace: the Gaussian bound with unit noise reports it (in row
-  # chunks for large data, R/stream.R)
-  t <- .collapsed_bound(fit, params, params$Z, rep(1, length(ytil)), ytil, FALSE)$trace
-  t <- max(t, 0)
-  up <- .collapsed_bound(fit, params, params$Z, lambda + t, ytil, FALSE)
-  -0.5 * length(ytil) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
+  t <- .targets(fit, params)
+  # unweighted trace: the Gaussian bound with unit noise reports it
+  unit <- t
+  unit$lambda <- 1
+  tr <- max(.collapsed_eval(fit, params, params$Z, FALSE, targets = unit)$trace, 0)
+  t$lambda <- t$lambda + tr
+  up <- .collapsed_eval(fit, params, params$Z, FALSE, targets = t)
+  -0.5 * length(fit$y) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
 }
 
 #' @export

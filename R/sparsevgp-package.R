@@ -21,6 +21,6 @@
 #'
 #' @keywords internal
 #' @useDynLib sparsevgp, .registration = TRUE, .fixes = ""
-#' @importFrom stats AIC BIC coef confint deviance df.residual fitted formula logLik model.frame nobs
+#' @importFrom stats coef confint deviance df.residual fitted formula logLik model.frame nobs
 #'   predict residuals setNames simulate update weights
 "_PACKAGE"

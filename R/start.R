@@ -11,9 +11,9 @@
 # on at most 1000 rows (evenly spaced in the data's order, so that no random
 # numbers are used) with min(M, 200, n/2) inducing inputs chosen greedily.
 # For a sum or product of kernels the grid is the same: c scales the unset
-# lengthscales of all parts jointly (each spread apart as R/kernels.R
-# describes), the variances share (1 - r) var(y), and whatever the user
-# gave is kept.
+# lengthscales of all parts jointly (each part starting at its own quantile
+# of the distances between inputs, R/kernels.R), the variances share
+# (1 - r) var(y), and whatever the user gave is kept.
 # The grid costs about 40 bound evaluations on that subsample, well under a
 # second: far less than the evaluations it saves on the full data.
 
@@ -34,7 +34,7 @@
   vy <- stats::var(y)
   if (!is.finite(vy) || vy <= 0) vy <- 1
   if (!need_ls && !need_var && !noise_free) return(list(kernel = kernel, noise = NULL))
-  sx <- apply(x, 2L, stats::sd)
+  sx <- .col_sd(x)
   sx[!is.finite(sx) | sx <= 0] <- 1
   sx_iso <- sqrt(mean(sx^2))
   mult <- if (need_ls) .start_multipliers else NA_real_
@@ -46,26 +46,38 @@
   ys <- y[idx]
   lam_s <- if (is.null(lambda)) NULL else lambda[idx]
   m0 <- min(M, 200L, max(1L, length(idx) %/% 2L))
+  spread <- if (need_ls) .kern_part_spread(kernel, xs)
   best <- list(value = -Inf)
-  for (c in mult) {
+  # a point of the grid that cannot be scored is skipped; a time limit or
+  # exhausted memory stops the fit (R/interrupt.R)
+  skip <- function(value) function(e) {
+    .rethrow_fatal(e)
+    value
+  }
+  # Ctrl-C ends the search with the best point so far
+  # with large data, the scores' temporaries are collected as they go:
+  # R would let them pile up in proportion to the data it holds (?scaling)
+  collect <- length(x) >= .stage_gc_cells
+  .interruptible(for (c in mult) {
+    .interrupt_point("start")
+    if (collect) .collect()
     # the parts of a combination move jointly: c scales every unset
-    # lengthscale (R/kernels.R spreads the parts of a sum apart)
+    # lengthscale (each part's own start, R/kernels.R)
     kls <- if (need_ls) {
-      .kern_fill_lengthscale(kernel, function(k) c * if (isTRUE(k$ard)) sx else sx_iso)
+      .kern_fill_lengthscale(kernel, function(k) c * if (isTRUE(k$ard)) sx else sx_iso, spread)
     } else kernel
     k <- .kern_fill_variance(kls, vy)
-    Z <- tryCatch(select_inducing(xs, k, M = m0, perm = seq_along(idx))$Z,
-                  error = function(e) NULL)
+    Z <- tryCatch(select_inducing(xs, k, M = m0, perm = seq_along(idx))$Z, error = skip(NULL))
     if (is.null(Z)) next
     for (r in ratios) {
       if (need_var) k <- .kern_fill_variance(kls, (1 - r) * vy)
       noise <- if (is.null(lam_s)) rep(r * vy, length(ys)) else lam_s
-      value <- tryCatch(.start_score(k, xs, ys, Z, noise), error = function(e) -Inf)
+      value <- tryCatch(.start_score(k, xs, ys, Z, noise), error = skip(-Inf))
       if (is.finite(value) && value > best$value) {
         best <- list(value = value, kernel = k, noise = r * vy)
       }
     }
-  }
+  }, "the search for starting values")
   if (is.null(best$kernel)) {
     # nothing could be scored (a degenerate subsample): the plain defaults
     return(list(kernel = .kern_init(kernel, x, y), noise = if (noise_free) .noise_start(y)))
@@ -76,5 +88,5 @@
 # The collapsed bound of a constant-mean SGPR at the given parameters.
 .start_score <- function(kernel, x, y, Z, lambda) {
   km <- .collapsed_matrices(kernel, Z, x)
-  .ffi_gaussian_bound(km$Kww, km$Kwf, km$kdiag, lambda, y - mean(y), 1e-8, 1e-2, FALSE)$bound
+  .ffi_gaussian_bound(km$Kww, km$Kwf, km$kdiag, lambda, y - mean(y), 0, 1e-2, FALSE)$bound
 }

@@ -2,11 +2,15 @@
 # of Passerello 2022, sections 5.1.1-5.1.2): q(u) = N(L b, L W W' L') with
 # L = chol(Kuu) (whitened, the default)
 # or q(u) = N(b, W W') (whiten = FALSE), fitted jointly with the kernel
-# parameters by L-BFGS-B on the full batch or by Adam on minibatches
-# (R/optim_adam.R). The ELBO, its gradient in the variational parameters
-# and its adjoints for the kernel matrices are computed by src/svgp.c.
-# With a Bernoulli-logit likelihood it is Passerello's baseline classifier;
-# with a Gaussian likelihood it must agree with SGPR at SGPR's optimal q(u).
+# parameters by L-BFGS-B on the full batch, by Adam on minibatches
+# (R/objective.R) or by natural gradients (R/natgrad.R). The ELBO and its
+# gradient come from the one evaluator of svgp() and odvgp()
+# (R/uncollapsed.R), with the basis of q(u) (R/variational.R) and the
+# likelihood (R/likelihoods.R) as dispatch classes. This file holds
+# svgp()'s documentation and arguments, what svgp() and odvgp() share in
+# building a fit, and their methods. With a Bernoulli-logit likelihood it is
+# Passerello's baseline classifier; with a Gaussian likelihood it must agree
+# with SGPR at SGPR's optimal q(u).
 
 #' Stochastic variational Gaussian process (SVGP), uncollapsed
 #'
@@ -46,11 +50,48 @@
 #' quadrature and predictive probabilities
 #' \eqn{\Phi(\mu / \sqrt{1 + \sigma^2})}{Phi(mu / sqrt(1 + sigma^2))}, exact for any \code{method};
 #' \code{"gaussian"}, \eqn{N(y; f, \sigma^2)}{N(y; f, sigma^2)} with a learned
-#' variance, whose expectations are exact. With the Gaussian likelihood and
+#' variance, whose expectations are exact; \code{"poisson"} for counts (log
+#' link, exact expectations) and \code{"student_t"} for data with outliers
+#' (see \code{\link{gp_likelihood}} for every family and its predictions).
+#' With the Gaussian likelihood and
 #' \eqn{q(u)} set to the optimal distribution of an \code{\link{sgpr}()} fit
 #' with the same parameters, the ELBO equals the SGPR bound; otherwise it is
 #' lower. \code{\link{natgrad_step}()} moves \eqn{q(u)} by a natural-gradient
 #' step (of size 1, it lands on that optimum for the Gaussian likelihood).
+#'
+#' Classifiers fitted from scratch (two classes, or several with
+#' \code{"robustmax"} or \code{"softmax"}; \code{optimize = TRUE} and no
+#' \code{start}) take a schedule of their own, since from \eqn{q(u) = p(u)}
+#' and a kernel of variance 1 their ELBO has poor optima (a flat latent
+#' function, inputs switched off by ARD). The kernel parameters left
+#' \code{NULL} start at the best point of a grid of lengthscales (one
+#' multiple of \eqn{sd(x_d)\sqrt{D}}{sd(x_d) sqrt(D)} for every input) and
+#' variances (one for robust-max, whose ELBO does not depend on it), scored by
+#' the ELBO with \eqn{q(u)} at its conditional optimum on at most 1000 rows.
+#' With \code{M} left unset, \eqn{M} is the number of greedily selected
+#' points that brings \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}{sum_n w_n [Kff - Qff]_nn} below 0.01 nats per
+#' observation at that kernel, with \eqn{w_n} minus twice the derivative of
+#' the expected log-likelihood in the latent variance (the Polya-Gamma
+#' precision of \code{\link{pgpr}()}'s weighted trace for the logit link at
+#' \eqn{f = 0}), at most 100 (fewer for many classes). \eqn{q(u)} starts at
+#' its conditional optimum, reached by natural-gradient steps (see
+#' \code{\link{natgrad_step}()}), each shortened until it raises the ELBO. With
+#' one latent function, every L-BFGS-B evaluation then re-optimises
+#' \eqn{q(u)} in a few such steps, so that L-BFGS-B moves the kernel and the
+#' inducing inputs on \eqn{\max_q \mathrm{ELBO}}{max_q ELBO}, with the partial
+#' gradient at the optimal \eqn{q(u)} (the envelope theorem); several classes
+#' move \eqn{q(u)} with the other parameters. L-BFGS-B fits the kernel with the
+#' inducing inputs held, then everything; when one lengthscale per input is
+#' left to the data, both stages use one lengthscale for all inputs (in
+#' units of their standard deviations), and one per input is then fitted
+#' from there and kept only when its ELBO is higher by more than
+#' \eqn{(D - 1)\log(N)/2}{(D - 1) log(N) / 2} (the penalty of the Bayesian
+#' information criterion). \code{fit$optim$stages} gives the ELBO after each
+#' stage (\code{inducing_held}, \code{all}, \code{per_input}). With more
+#' than 10 000 rows the schedule runs on a random subsample and \eqn{q(u)} is
+#' then set at its conditional optimum on all the data. Minibatch fits start
+#' from the same kernel and inducing inputs with \eqn{q(u)} at its optimum on
+#' a subsample.
 #'
 #' Optimisation: with \code{batch_size = NULL} (the default) the full-batch
 #' ELBO is maximised by L-BFGS-B. With \code{batch_size = B}, each of
@@ -71,7 +112,8 @@
 #' @inheritParams sgpr
 #' @param y the response: for \code{"bernoulli"} and \code{"probit"} labels as in
 #'   \code{\link{pgpr}()} (a two-level factor, a logical or a 0/1 vector),
-#'   for \code{"gaussian"} a numeric vector, for \code{"robustmax"} and
+#'   for \code{"gaussian"} and \code{"student_t"} a numeric vector, for
+#'   \code{"poisson"} counts (whole numbers >= 0), for \code{"robustmax"} and
 #'   \code{"softmax"} a factor (or character vector). A factor with more than
 #'   two classes selects the robust-max likelihood unless \code{likelihood}
 #'   is given.
@@ -81,32 +123,43 @@
 #'   method name as in \code{\link{sgpr}()} (\code{"greedy"}, \code{"hgv"}
 #'   and \code{"gv"} are all plain greedy conditional variance here,
 #'   \code{"kmeans"}, \code{"random"}), or the result of
-#'   \code{\link{select_inducing}()}. By default \eqn{M = \min(N, 100)}{M = min(N, 100)} by
-#'   greedy conditional variance. More inducing inputs than data points
+#'   \code{\link{select_inducing}()}. By default (\code{NULL}) k-means
+#'   centres for the classifiers and greedy conditional variance for the
+#'   other likelihoods, \eqn{M = \min(N, 100)}{M = min(N, 100)}; a
+#'   classifier fitted from scratch with \code{M} left unset chooses \eqn{M}
+#'   (see Details). More inducing inputs than data points
 #'   (\eqn{M > N}) are refused.
-#' @param likelihood \code{"bernoulli"} (logit link), \code{"gaussian"},
-#'   \code{"probit"} (Bernoulli with the probit link), or for more than two
-#'   classes \code{"robustmax"} (Hernandez-Lobato et al. 2011, by
-#'   Gauss-Hermite quadrature) or \code{"softmax"} (by Monte Carlo with
-#'   \code{control$mc_samples} draws, 100 by default, fixed per fit). The
+#' @param likelihood the likelihood (see \code{\link{gp_likelihood}}):
+#'   \code{"bernoulli"} (logit link), \code{"gaussian"}, \code{"probit"}
+#'   (Bernoulli with the probit link), \code{"poisson"} (counts, log link),
+#'   \code{"student_t"} (heavy tails; \code{gp_likelihood("student_t", df,
+#'   learn_df)} for other degrees of freedom), or for more than two classes
+#'   \code{"robustmax"} (Hernandez-Lobato et al. 2011, by Gauss-Hermite
+#'   quadrature) or \code{"softmax"} (by Monte Carlo with
+#'   \code{control$mc_samples} draws, 100 by default, fixed per fit). By
+#'   default \code{"robustmax"} for a factor with more than two classes, else
+#'   \code{"bernoulli"}: a numeric response that is not coded 0/1 is then an
+#'   error that says to name the likelihood. The
 #'   multiclass likelihoods fit one latent function per class sharing the
-#'   inducing inputs, with a non-whitened \eqn{q(u)} per class: this is
-#'   \code{\link{odvgp}(orthogonal = 0)}, and the fit has that class, so
-#'   \code{predict(type = "prob")} gives a matrix with a column per class and
-#'   \code{type = "class"} a factor (see \code{\link{predict.odvgp}}).
-#'   \code{whiten}, \code{threshold}, \code{q_u}, \code{offset} and
-#'   \code{cluster} do not apply to them.
+#'   inducing inputs, with a non-whitened \eqn{q(u)} per class (the model of
+#'   \code{\link{odvgp}(orthogonal = 0)}, with its k-means inducing inputs for
+#'   a count \code{inducing}); \code{predict(type = "prob")} gives a matrix
+#'   with a column per class and \code{type = "class"} a factor (see
+#'   \code{\link{predict.svgp}}). \code{whiten}, \code{threshold}, \code{q_u},
+#'   \code{offset} and \code{cluster} do not apply to them.
 #' @param noise Gaussian likelihood: the starting noise variance (by default
-#'   a tenth of the variance of \code{y}).
+#'   a tenth of the variance of \code{y}); Student-t: the starting squared
+#'   scale.
 #' @param mean the prior mean: a fixed number or \code{"constant"} to learn
-#'   it. By default 0 for Bernoulli (as in Passerello 2022) and \code{"constant"} for
-#'   Gaussian.
+#'   it. By default 0 for the classifiers (as in Passerello 2022) and
+#'   \code{"constant"} for the others (starting at the mean of \code{y}, its
+#'   median for Student-t, the log of its mean for Poisson).
 #' @param optimize_inducing if \code{TRUE} (the default, as in GPflow), the
 #'   inducing inputs are optimised with the other parameters; Passerello's
 #'   "SVGP K-means" baseline holds them at the k-means centres
 #'   (\code{FALSE}). With \code{TRUE}, full-batch fits run L-BFGS-B twice:
 #'   first with the inducing inputs held at their start, then with
-#'   everything free. Joint
+#'   everything free (for classifiers see Details). Joint
 #'   optimisation from the prior \eqn{q(u)} can collapse the inducing inputs
 #'   into clusters while the kernel variance is still small, a poor local
 #'   optimum that the first stage avoids; \code{fit$optim$stages} gives the
@@ -116,9 +169,10 @@
 #'   constant prior mean), which is converted to the fit's parameterisation
 #'   (see \code{whiten}).
 #' @param fixed names of parameters to hold at their starting values:
-#'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"}, \code{"mean"},
-#'   \code{"Z"}, \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or
-#'   single entries.
+#'   \code{"variance"}, \code{"lengthscale"}, \code{"noise"} (Gaussian),
+#'   \code{"scale"} and \code{"df"} (Student-t), \code{"mean"}, \code{"Z"},
+#'   \code{"q_mu"}, \code{"q_sqrt_diag"}, \code{"q_sqrt_lower"}, or single
+#'   entries.
 #' @param control as for \code{\link{gpr}()}; \code{maxit} defaults to 1000
 #'   (per L-BFGS-B stage; with \code{batch_size}, the number of Adam
 #'   iterations), and \code{lr} is Adam's step size (default 0.01; used only
@@ -146,13 +200,14 @@
 #'   log-likelihood and its gradient in every evaluation, full batch or
 #'   minibatch (see \code{\link{scaling}}); by default \code{NULL}, one
 #'   process. Not with \code{control$optimizer = "natgrad"}.
-#' @param quadrature the number of Gauss-Hermite points for the Bernoulli
-#'   expectations (1 to 500).
+#' @param quadrature the number of Gauss-Hermite points for the expectations
+#'   of the Bernoulli, robust-max and Student-t likelihoods (1 to 500).
 #' @return An object of class \code{c("svgp", "sparsevgp")}, with
 #'   \code{q(u)} in \code{params$q_mu}, \code{params$q_sqrt_diag} and
-#'   \code{params$q_sqrt_lower}; \code{predict()} is described in
-#'   \code{\link{predict.pgpr}} for the Bernoulli likelihoods and in
-#'   \code{\link{predict.sparsevgp}} for the Gaussian one.
+#'   \code{params$q_sqrt_lower} (one column per class with several classes)
+#'   and the likelihood in \code{fit$likelihood} (its name) and
+#'   \code{fit$lik}; \code{predict()} is described in
+#'   \code{\link{predict.svgp}}.
 #' @templateVar model svgp
 #' @templateVar classifier yes
 #' @template fit-value
@@ -195,11 +250,19 @@
 #'           optimize_inducing = FALSE, batch_size = 50, control = list(maxit = 300, lr = 0.05))
 #' c(adam = logLik(a), sgpr = logLik(s))
 #'
-#' # three classes: one latent function per class, robust-max likelihood
+#' # counts: the Poisson likelihood (see ?gp_likelihood)
 #' set.seed(1)
-#' m <- svgp(Species ~ Petal.Length + Petal.Width, data = iris, inducing = 10,
-#'           control = list(maxit = 100))
+#' xc <- seq(0, 10, length.out = 150)
+#' yc <- rpois(150, exp(1 + sin(xc)))
+#' pc <- svgp(xc, yc, likelihood = "poisson", inducing = 12)
+#' head(predict(pc, type = "response", interval = "prediction"))
+#'
+#' # three classes: one latent function per class, robust-max likelihood,
+#' # M chosen from the data
+#' set.seed(1)
+#' m <- svgp(Species ~ ., data = iris)
 #' table(predict(m, type = "class"), iris$Species)
+#' c(ELBO = logLik(m), constant = 150 * log(1 / 3))
 #' @export
 svgp <- function(x, ...) UseMethod("svgp")
 
@@ -211,122 +274,40 @@ svgp.formula <- function(x, data = NULL, subset, weights, na.action, offset, ...
 
 #' @rdname svgp
 #' @export
-svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
-                         threshold = NULL,
-                         likelihood = c("bernoulli", "gaussian", "probit", "robustmax", "softmax"),
-                         noise = NULL, mean = NULL,
+svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
+                         threshold = NULL, likelihood = NULL, noise = NULL, mean = NULL,
                          optimize = TRUE, optimize_inducing = TRUE, q_u = NULL, fixed = NULL,
                          control = list(), start = NULL, whiten = TRUE, batch_size = NULL,
                          quadrature = 20L, offset = NULL, cluster = NULL, ...) {
   call <- .model_call(match.call(), "svgp")
   .dots_data(...)
-  if (missing(likelihood) && .svgp_many_classes(y)) likelihood <- "robustmax"
-  likelihood <- match.arg(likelihood)
-  if (likelihood %in% c("robustmax", "softmax")) {
-    # one latent function per class: the orthogonally decoupled model with
-    # no mean-only inputs is this SVGP (non-whitened), so it serves here
-    if (!missing(whiten) && isTRUE(whiten)) {
-      stop("'whiten = TRUE' is not available with more than one latent function: the multiclass SVGP is non-whitened",
-           call. = FALSE)
-    }
-    for (a in c("threshold", "q_u", "offset", "cluster")) {
-      if (!is.null(get(a))) {
-        stop(sprintf("'%s' is not available with the %s likelihood", a, likelihood),
-             call. = FALSE)
-      }
-    }
-    fit <- odvgp.default(x, y, kernel = kernel, inducing = inducing, M = M, orthogonal = 0L,
-                         likelihood = likelihood, mean = mean, optimize = optimize,
-                         optimize_inducing = optimize_inducing, fixed = fixed,
-                         control = control, start = start, batch_size = batch_size,
-                         quadrature = quadrature, ...)
-    fit$call <- call
-    fit$model <- sub("^Orthogonally decoupled SVGP \\(\\|beta\\| = ([0-9]+), \\|gamma\\| = 0\\)",
-                     "Uncollapsed non-whitened SVGP (M = \\1)", fit$model)
-    return(fit)
-  }
   x <- .as_input_matrix(x, "x", min_rows = 2L)
-  N <- nrow(x)
-  bern <- likelihood != "gaussian"
-  if (bern) {
-    lab <- .as_labels(y, N)
-    target <- lab$ypm
-  } else {
-    target <- .as_response(y, N)
-  }
-  if (!is.null(offset) && bern) {
-    stop("'offset' is for the Gaussian likelihood only", call. = FALSE)
-  }
-  wo <- .check_weights_offset(NULL, offset, N)
-  if (!is.null(wo$offset)) target <- target - wo$offset
-  kernel <- .check_kernel(kernel)
-  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
-  whiten <- .check_flag(whiten, "whiten")
-  quadrature <- .svgp_check_quadrature(quadrature, bern)
-  batch_size <- .svgp_check_batch(batch_size, N)
-  control <- .svgp_control(control, batch_size)
-  if (!is.null(.check_start(start, "svgp"))) {
-    kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    if (missing(inducing)) inducing <- start$params$Z
-  }
-  if (!bern && .check_flag(optimize, "optimize") && is.null(start)) {
-    st <- .start_regression(kernel, x, target, M = if (is.null(M)) 100L else M,
-                            noise_free = is.null(noise))
-    kernel <- st$kernel
-    if (is.null(noise)) noise <- st$noise
-  }
-  kernel <- .kern_init(kernel, x, if (bern) NULL else target)
-  spec <- .inducing_spec(inducing, M, threshold, x)
-  Z <- .select_by_spec(spec, x, kernel, warn_short = !is.null(M) || is.numeric(inducing))
-  M <- nrow(Z)
-  if (is.null(mean)) mean <- if (bern) 0 else "constant"
-  mn <- .mean_start(mean, if (bern) .class_mean_start(lab$y01) else mean(target))
-  params <- .kern_params(kernel)
-  transforms <- c(variance = "log", lengthscale = "log")
-  if (!bern) {
-    if (is.null(noise)) noise <- .noise_start(target)
-    params$noise <- .check_positive(noise, "noise", 1L)
-    transforms <- c(transforms, noise = "log")
-  } else if (!is.null(noise)) {
-    stop("'noise' applies to the Gaussian likelihood only", call. = FALSE)
-  }
-  params <- c(params, list(mean = mn$value, Z = Z, q_mu = numeric(M), q_sqrt_diag = rep(1, M),
-                           q_sqrt_lower = numeric(M * (M - 1L) / 2)))
-  transforms <- c(transforms, mean = "identity", Z = "identity", q_mu = "identity",
-                  q_sqrt_diag = "log", q_sqrt_lower = "identity")
-  if (!is.null(start)) {
-    # q(u)'s parameters mean different things in the two parameterisations
-    same_q <- identical(!isFALSE(start$whiten), whiten)
-    params <- .warm_params(params, start$params,
-                           skip = c("Z", if (mn$fixed) "mean",
-                                    if (!same_q) c("q_mu", "q_sqrt_diag", "q_sqrt_lower")))
-  }
-  copied <- !is.null(start) && identical(!isFALSE(start$whiten), whiten) &&
-    length(start$params$q_mu) == M
-  if (!is.null(q_u) && (!is.list(q_u) || is.null(q_u$cov))) {
-    stop("'q_u' must be list(mean, cov)", call. = FALSE)
-  }
-  if (!whiten && is.null(q_u) && !copied) {
-    # the prior q(u) = p(u): W = chol(Kuu), as the whitened start W = I
-    params <- .svgp_set_q(list(mean = rep(params$mean, M), cov = NULL), params, kernel,
-                          control, whiten)
-  }
-  if (!is.null(q_u)) params <- .svgp_set_q(q_u, params, kernel, control, whiten)
-  fit <- .new_fit("svgp", call, x, if (bern) lab$y01 else target, kernel, params, transforms,
-                  fixed, always = c(if (mn$fixed) "mean", if (!optimize_inducing) "Z"),
-                  control = control,
-                  label = sprintf("Uncollapsed %s SVGP, %s likelihood%s",
-                                  if (whiten) "whitened" else "non-whitened",
-                                  if (bern) sprintf("Bernoulli-%s (%d-point Gauss-Hermite)",
-                                                    if (likelihood == "probit") "probit" else "logit",
-                                                    quadrature)
-                                  else "Gaussian",
-                                  if (optimize_inducing) "" else ", fixed inducing inputs"),
-                  extra = list(target = target, labels = if (bern) lab$coding else NULL,
-                               likelihood = likelihood, whiten = whiten,
-                               quadrature = quadrature, batch_size = batch_size,
-                               offset = wo$offset))
-  if (!is.null(cluster) && control$optimizer == "natgrad") {
+  optimize <- .check_flag(optimize, "optimize")
+  if (is.null(likelihood)) likelihood <- .lik_choose(y, numeric = NULL)
+  r <- .uc_response(likelihood, y, nrow(x), quadrature, control, offset)
+  multi <- r$lik$latent > 1L
+  # several latent functions: the non-whitened SVGP (the orthogonal basis
+  # with no gamma), with the settings of the orthogonally decoupled model
+  if (multi) .svgp_multiclass_args(if (!missing(whiten)) whiten, threshold, q_u, offset, cluster)
+  whiten <- !multi && .check_flag(whiten, "whiten")
+  s <- .uc_settings(kernel, optimize_inducing, batch_size, r, start, "svgp", x)
+  if (!is.null(start) && missing(inducing)) inducing <- start$params$Z
+  fresh <- optimize && is.null(start)
+  k <- .uc_kernel(s$kernel, x, r, fresh, M, noise, joint_noise = TRUE, mean = mean,
+                  auto_M = is.null(threshold) && .uc_auto_spec(inducing, M))
+  # classifiers: k-means centres by default (R/uncollapsed_training.R)
+  default <- if (!is.null(r$labels) && is.null(threshold)) "kmeans" else "greedy"
+  spec <- .inducing_spec(inducing, if (is.null(k$M)) M else k$M, threshold, x,
+                         default = default)
+  Z <- .select_by_spec(spec, x, k$kernel, warn_short = !is.null(M) || is.numeric(inducing))
+  fit <- .uc_fit("svgp", call, x, r, k$kernel, Z, NULL,
+                 basis = if (whiten) "whitened" else "orthogonal", mean = mean, noise = k$noise,
+                 fixed = fixed, optimize_inducing = s$optimize_inducing, control = s$control,
+                 batch_size = s$batch_size, start = start, q_u = q_u,
+                 schedule = fresh && is.null(q_u), kernel_given = s$kernel,
+                 label = sprintf("Uncollapsed %s SVGP (M = %d)",
+                                 if (whiten) "whitened" else "non-whitened", nrow(Z)))
+  if (!is.null(cluster) && fit$control$optimizer == "natgrad") {
     stop("natural-gradient steps (control$optimizer = \"natgrad\") need the whole N x M cross-covariance and do not run on a 'cluster': use \"lbfgsb\" or \"adam\"",
          call. = FALSE)
   }
@@ -334,10 +315,152 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   .cluster_fit(fit, optimize, cluster, .shard_svgp_data(fit))
 }
 
-# Whether y is a factor (or character vector) with more than two classes:
-# then the default likelihood is robust-max.
-.svgp_many_classes <- function(y) {
-  (is.factor(y) || is.character(y)) && length(unique(y[!is.na(y)])) > 2L
+# Arguments that do not apply to several latent functions.
+.svgp_multiclass_args <- function(whiten, threshold, q_u, offset, cluster) {
+  if (isTRUE(whiten)) {
+    stop("'whiten = TRUE' is not available with more than one latent function: the multiclass SVGP is non-whitened",
+         call. = FALSE)
+  }
+  args <- list(threshold = threshold, q_u = q_u, offset = offset, cluster = cluster)
+  for (a in names(args)) {
+    if (!is.null(args[[a]])) {
+      stop(sprintf("'%s' is not available with more than one latent function (several classes)",
+                   a), call. = FALSE)
+    }
+  }
+  invisible()
+}
+
+# ---- what svgp() and odvgp() share ------------------------------------------------
+
+# The likelihood and the response as it reads it (R/likelihoods.R), the
+# offset (for likelihoods on the scale of f), and the control without the
+# softmax's Monte Carlo setting: list(lik, y, target, labels, offset, control).
+.uc_response <- function(likelihood, y, N, quadrature, control, offset) {
+  quadrature <- .svgp_check_quadrature(quadrature)
+  mc_samples <- if (is.list(control)) control$mc_samples
+  if (is.list(control)) control$mc_samples <- NULL
+  lik <- .as_likelihood(likelihood, quadrature, mc_samples)
+  r <- .lik_read(lik, y, N)
+  if (!is.null(offset) && !r$lik$location) {
+    stop("'offset' is for the Gaussian likelihood only (or another whose link is the identity)",
+         call. = FALSE)
+  }
+  r$offset <- .check_weights_offset(NULL, offset, N)$offset
+  if (!is.null(r$offset)) {
+    r$target <- r$target - r$offset
+    r$y <- r$target
+  }
+  r$control <- control
+  r
+}
+
+# The checked settings of a model call on inputs x; a warm start's kernel.
+.uc_settings <- function(kernel, optimize_inducing, batch_size, r, start, model, x) {
+  kernel <- .check_kernel(kernel)
+  if (!is.null(.check_start(start, model, x))) {
+    kernel <- .warm_kernel(kernel, start$params, ncol(x))
+  }
+  batch_size <- .svgp_check_batch(batch_size, length(r$y))
+  list(kernel = kernel, optimize_inducing = .check_flag(optimize_inducing, "optimize_inducing"),
+       batch_size = batch_size, control = .svgp_control(r$control, batch_size))
+}
+
+# The starting kernel (and noise) of an uncollapsed model fitted from
+# scratch (`search`): for a likelihood on the scale of f, the unset
+# parameters at the best point of the grid of R/start.R (svgp: the noise on
+# the grid too, unless given; odvgp: at its start, `joint_noise = FALSE`);
+# for a classifier, at the best point of the grid of
+# R/uncollapsed_training.R, which with `auto_M` also gives the number of
+# inducing inputs M; then every unset parameter from the data (variance 1
+# for the other likelihoods). list(kernel, noise, M (NULL: not chosen)).
+.uc_kernel <- function(kernel, x, r, search, M, noise, joint_noise, mean = NULL,
+                       auto_M = FALSE) {
+  location <- r$lik$location
+  Mc <- NULL
+  if (location && search) {
+    Ms <- if (is.null(M)) 100L else M
+    if (joint_noise) {
+      st <- .start_regression(kernel, x, r$target, M = Ms, noise_free = is.null(noise))
+      kernel <- st$kernel
+      if (is.null(noise)) noise <- st$noise
+    } else {
+      if (is.null(noise)) noise <- .noise_start(r$target)
+      kernel <- .start_regression(kernel, x, r$target, M = Ms, noise_free = FALSE,
+                                  lambda = rep(.check_positive(noise, "noise", 1L),
+                                               nrow(x)))$kernel
+    }
+  }
+  if (search && !is.null(r$labels)) {
+    st <- .uc_start_classifier(kernel, x, r, M, mean, auto_M = auto_M)
+    kernel <- st$kernel
+    Mc <- st$M
+  }
+  list(kernel = .kern_init(kernel, x, if (location) r$target), noise = noise, M = Mc)
+}
+
+# Whether a classifier's M is left to the data: no M and a selection method
+# (not a number or given inducing inputs) for `inducing`.
+.uc_auto_spec <- function(inducing, M) {
+  is.null(M) && (is.null(inducing) || (is.character(inducing) && length(inducing) == 1L))
+}
+
+# The fit of an uncollapsed model: its parameters (kernel, likelihood,
+# prior mean, inducing inputs Z and O, the basis's variational blocks at the
+# prior, a warm start's where they fit, or q_u), with their roles.
+.uc_fit <- function(model, call, x, r, kernel, Z, O, basis, mean, noise, fixed,
+                    optimize_inducing, control, batch_size, start, q_u, label,
+                    schedule = FALSE, kernel_given = NULL) {
+  lik <- r$lik
+  lb <- .lik_blocks(lik, r$target, noise)
+  mn <- .lik_mean(lik, mean, r$target)
+  bas <- .new_basis(basis)
+  qb <- .basis_blocks(bas, nrow(Z), NROW(O), lik$latent)
+  params <- c(.kern_params(kernel), lb$params, list(mean = mn$value, Z = Z),
+              if (!is.null(O)) list(O = O), qb$params)
+  transforms <- c(variance = "log", lengthscale = "log", lb$transforms, mean = "identity",
+                  Z = "identity", if (!is.null(O)) c(O = "identity"), qb$transforms)
+  params <- .uc_start_q(params, bas, start, q_u, kernel, control, mn$fixed, names(qb$params))
+  sets <- c("Z", if (!is.null(O)) "O")
+  extra <- list(target = r$target, labels = r$labels, lik = lik, likelihood = lik$family,
+                basis = basis, whiten = basis == "whitened", quadrature = lik$quadrature,
+                batch_size = batch_size, offset = r$offset)
+  # the softmax's Monte Carlo draws, also where users find them (?odvgp)
+  if (!is.null(lik$mc)) extra$mc <- lik$mc
+  # a classifier fitted from scratch takes the schedule of
+  # R/uncollapsed_training.R, with one lengthscale for all inputs first when
+  # one per input is left to the data
+  if (schedule && !is.null(r$labels)) {
+    extra$classifier_start <- TRUE
+    extra$shared_stage <- !is.null(kernel_given) && .pgpr_shares(kernel_given, x, fixed)
+  }
+  .new_fit(model, call, x, r$y, kernel, params, transforms, fixed,
+           always = c(if (mn$fixed) "mean", if (!optimize_inducing) sets),
+           control = control, roles = lb$roles,
+           label = sprintf("%s, %s likelihood%s", label, .lik_label(lik),
+                           if (optimize_inducing) "" else ", fixed inducing inputs"),
+           extra = extra)
+}
+
+# The variational parameters at the start: a previous fit's when the warm
+# start has the same basis and sizes, else the prior (or q_u, svgp only).
+.uc_start_q <- function(params, basis, start, q_u, kernel, control, mean_fixed, qb) {
+  copied <- FALSE
+  if (!is.null(start)) {
+    same <- identical(.basis_of(start)$name, basis$name) &&
+      identical(dim(start$params$Z), dim(params$Z)) && identical(dim(start$params$O), dim(params$O)) &&
+      all(vapply(qb, function(b) identical(dim(as.matrix(start$params[[b]])),
+                                           dim(as.matrix(params[[b]]))), TRUE))
+    params <- .warm_params(params, start$params,
+                           skip = c("Z", "O", if (mean_fixed) "mean", if (!same) qb))
+    copied <- same
+  }
+  if (!is.null(q_u)) {
+    if (!is.list(q_u) || is.null(q_u$cov)) stop("'q_u' must be list(mean, cov)", call. = FALSE)
+    return(.svgp_set_q(q_u, params, kernel, control, basis$name == "whitened"))
+  }
+  if (copied) return(params)
+  .basis_prior(basis, params, .svgp_chol(params, kernel, control))
 }
 
 # svgp's control: the shared settings with maxit = 1000 (per L-BFGS-B stage,
@@ -393,28 +516,29 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 }
 
 # The optimiser of control$optimizer; L-BFGS-B runs in two stages when the
-# inducing inputs (`hold`) are free (see below).
-.svgp_train <- function(fit, hold) {
+# inducing inputs are free (.fit_staged(): optimised jointly from the prior
+# q(u), Z tends to collapse into clusters of near-duplicate points while the
+# kernel variance is still small; on a 1-D logistic toy with N = 2000, M =
+# 15 the ELBO ended at -399 and -375 in two of six starts against -355.45
+# for the others); minibatch fits run Adam.
+#' @export
+.train.svgp <- function(fit) {
   opt <- fit$control$optimizer
   if (is.null(opt)) opt <- if (is.null(fit$batch_size)) "lbfgsb" else "adam"
+  # classifiers fitted from scratch (R/uncollapsed_training.R)
+  if (isTRUE(fit$classifier_start)) {
+    if (opt == "lbfgsb") return(.uc_train_classifier(fit))
+    fit <- .uc_start_q_batch(fit)
+  }
   switch(opt,
-         lbfgsb = .fit_staged(fit, hold),
+         lbfgsb = .fit_staged(fit, intersect(c("Z", "O"), names(fit$params))),
          adam = .fit_adam(fit),
          natgrad = .fit_natgrad(fit))
 }
 
-# Full-batch fits run L-BFGS-B in two stages when the inducing inputs are
-# free (.fit_staged(): optimised jointly from the prior q(u), Z tends to
-# collapse into clusters of near-duplicate points while the kernel variance
-# is still small; on a 1-D logistic toy with N = 2000, M = 15 the ELBO ended
-# at -399 and -375 in two of six starts against -355.45 for the others);
-# minibatch fits run Adam.
-#' @export
-.train.svgp <- function(fit) .svgp_train(fit, "Z")
-
-# The Gauss-Hermite order: a whole number from 1 to 500 (used only by the
-# Bernoulli likelihood; the Gaussian expectations are exact).
-.svgp_check_quadrature <- function(quadrature, bern) {
+# The Gauss-Hermite order: a whole number from 1 to 500 (used by the
+# likelihoods whose expectations need quadrature).
+.svgp_check_quadrature <- function(quadrature) {
   if (!is.numeric(quadrature) || length(quadrature) != 1L || !is.finite(quadrature) ||
       quadrature < 1 || quadrature > 500 || quadrature != round(quadrature)) {
     stop("'quadrature' must be a whole number from 1 to 500", call. = FALSE)
@@ -432,208 +556,237 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   as.integer(min(batch_size, N))
 }
 
-# The whitened q(v) = N(b, W W') (or q(u) when not whitened) with
-# W = tril(diag = exp(log diag), lower).
-.svgp_qsqrt <- function(params) {
-  M <- length(params$q_mu)
-  W <- diag(params$q_sqrt_diag, M)
-  W[lower.tri(W)] <- params$q_sqrt_lower
-  W
-}
-
-# L = chol(Kuu + jitter I) at `params`, with the jitter of the bound.
-.svgp_chol <- function(params, kernel, control) {
-  Kuu <- .ffi_kern_matrix(.kernel_at(kernel, params), params$Z)
-  .ffi_chol(Kuu, control$jitter, control$jitter_cap)$L
-}
-
-# q(u) = N(mean, cov) (mean including the constant prior mean; cov = NULL
-# means Kuu, the prior) to the variational parameters: whitened
-# b = L^-1 (mean - m), W = chol(L^-1 cov L^-T); non-whitened b = mean - m,
-# W = chol(cov). L = chol(Kuu) with the same jitter as the bound.
-.svgp_set_q <- function(q_u, params, kernel, control, whiten) {
-  M <- length(params$q_mu)
-  if (!is.list(q_u) || is.null(q_u$mean) || length(q_u$mean) != M ||
-      any(!is.finite(q_u$mean)) ||
-      (!is.null(q_u$cov) && (!is.matrix(q_u$cov) || any(dim(q_u$cov) != M) ||
-                               any(!is.finite(q_u$cov))))) {
-    stop(sprintf("'q_u' must be list(mean, cov) with a mean of length %d and a %d x %d covariance",
-                 M, M, M), call. = FALSE)
-  }
-  L <- .svgp_chol(params, kernel, control)
-  b <- q_u$mean - params$mean
-  cov <- if (is.null(q_u$cov)) tcrossprod(L) else q_u$cov
-  if (whiten) {
-    b <- forwardsolve(L, b)
-    cov <- forwardsolve(L, t(forwardsolve(L, cov)))
-  }
-  cov <- (cov + t(cov)) / 2
-  W <- tryCatch(t(chol(cov)), error = function(e) {
-    stop("'q_u$cov' must be positive definite", call. = FALSE)
-  })
-  params$q_mu <- drop(b)
-  params$q_sqrt_diag <- diag(W)
-  params$q_sqrt_lower <- W[lower.tri(W)]
-  params
-}
-
-# One call of src/svgp.c at `params`, on the rows `batch` of the data
-# (NULL: all), with the data term scaled by N / |batch| (Hensman et al.
-# 2013) or by `scale` (a worker's rows of a minibatch, R/cluster.R).
-.svgp_call <- function(fit, params, grad, batch = NULL, scale = NULL) {
-  x <- fit$x
-  target <- fit$target
-  if (is.null(scale)) scale <- if (is.null(batch)) 1 else nrow(x) / length(batch)
-  if (!is.null(batch)) {
-    x <- x[batch, , drop = FALSE]
-    target <- target[batch]
-  }
-  k <- .kernel_at(fit$kernel, params)
-  Kuu <- .ffi_kern_matrix(k, params$Z)
-  Kuf <- .ffi_kern_matrix(k, params$Z, x)
-  kdiag <- .ffi_kern_diag(k, x)
-  gh <- .gauss_hermite(if (is.null(fit$quadrature)) 20L else fit$quadrature)
-  bern <- fit$likelihood != "gaussian"
-  r <- .ffi_svgp_elbo(Kuu, Kuf, kdiag, params$q_mu, .svgp_qsqrt(params), target,
-                      fit$likelihood, if (bern) 1 else params$noise, params$mean, gh,
-                      fit$control$jitter, fit$control$jitter_cap, !isFALSE(fit$whiten),
-                      scale, grad)
-  c(r, list(kernel = k, x = x, Kuu = Kuu, Kuf = Kuf))
-}
-
-# The ELBO at `params` (a minibatch estimate when `batch` is given) and its
-# gradient on the unconstrained scale: the variational blocks from
-# src/svgp.c directly, the kernel parameters and Z by the one contraction
-# of the adjoints Guu, Guf, gdiag (R/kernels.R).
+# summary() of a minibatch fit says so.
 #' @export
-.evaluate.svgp <- function(fit, params, grad = TRUE, batch = NULL, ...) {
-  # on a cluster the workers hold the rows (R/cluster.R)
-  on <- !is.null(fit$cluster)
-  r <- if (on) .svgp_cluster_call(fit, params, grad, batch) else
-    .svgp_call(fit, params, grad, batch)
-  W <- .svgp_qsqrt(params)
-  bern <- fit$likelihood != "gaussian"
-  # terms sum to the bound: the expected log-likelihood and minus the KL
-  out <- list(value = r$elbo, terms = c(ell = r$ell, neg_kl = -r$kl), jitter = r$jitter,
-              jitter_scale = mean(diag(r$Kuu)),
-              posterior = list(L = r$L, q_mu = params$q_mu, q_sqrt = W,
-                               whiten = !isFALSE(fit$whiten)))
-  if (!grad) return(out)
-  gk <- if (on) {
-    .stream_add(.stream_contract_uu(r$kernel, fit$x, params$Z, r$Guu, r$jitter,
-                                    .any_free(fit, "Z")), r$gk_data)
-  } else {
-    .contract(r$kernel, r$x, params$Z, Gww = r$Guu, Gwf = r$Guf, gdiag = r$gdiag,
-              Kwf = r$Kuf, jitter = r$jitter, want_W = .any_free(fit, "Z"))
+.report.svgp <- function(fit) {
+  if (!is.null(fit$batch_size)) {
+    fit$summary_extra[["Minibatches"]] <- sprintf(
+      "%d of %d points, Adam with learning rate %g; the ELBO is the full-batch value",
+      fit$batch_size, length(fit$y), fit$control$lr)
   }
-  g <- list(variance = gk$variance, lengthscale = gk$lengthscale,
-            noise = if (bern) NULL else r$gnoise * params$noise,
-            mean = r$gmean, Z = gk$W,
-            q_mu = r$gq_mu,
-            q_sqrt_diag = diag(r$gq_sqrt) * params$q_sqrt_diag,
-            q_sqrt_lower = r$gq_sqrt[lower.tri(r$gq_sqrt)])
-  out$grad <- g[names(params)]
-  out
+  fit
 }
 
-# q(f*) (Tiao 2020, Appendix II): A = L^-1 K_u*; whitened mean m + A' b,
-# variance k** - |A|^2 + |W' A|^2; non-whitened the same with
-# Psi = L^-T A in place of A in the mean and in W' Psi. Blocks of 1000 rows.
+# print()'s line on the likelihood's own parameters.
 #' @export
-.predict_latent.svgp <- function(fit, xnew, full_cov) {
-  k <- .kernel_at(fit$kernel, fit$params)
-  post <- fit$posterior
-  Z <- fit$params$Z
-  m <- fit$params$mean
-  proj <- function(Ku) {
-    A <- forwardsolve(post$L, Ku)
-    P <- if (isFALSE(post$whiten)) backsolve(t(post$L), A) else A
-    list(A = A, P = P, V = crossprod(post$q_sqrt, P))
-  }
-  if (full_cov) {
-    p <- proj(.ffi_kern_matrix(k, Z, xnew))
-    return(list(mean = drop(crossprod(p$P, post$q_mu)) + m,
-                cov = .ffi_kern_matrix(k, xnew) - crossprod(p$A) + crossprod(p$V)))
-  }
-  mean <- var <- numeric(nrow(xnew))
-  for (b in .row_blocks(nrow(xnew))) {
-    xb <- xnew[b, , drop = FALSE]
-    p <- proj(.ffi_kern_matrix(k, Z, xb))
-    mean[b] <- drop(crossprod(p$P, post$q_mu)) + m
-    var[b] <- .ffi_kern_diag(k, xb) - colSums(p$A^2) + colSums(p$V^2)
-  }
-  list(mean = mean, var = var)
-}
+.noise_label.svgp <- function(fit, digits) .lik_noise_label(.lik_of(fit), fit$params, digits)
 
-#' @rdname predict.pgpr
+# ---- predictions ------------------------------------------------------------------
+
+#' Predictions from svgp and odvgp fits
+#'
+#' Predictions of \code{\link{svgp}()} and \code{\link{odvgp}()} fits at new
+#' inputs, for every likelihood (see \code{\link{gp_likelihood}}).
+#' \itemize{
+#'   \item Gaussian: the types, intervals and standard errors of
+#'     \code{\link{predict.sparsevgp}}.
+#'   \item Bernoulli (logit or probit link): those of
+#'     \code{\link{predict.pgpr}} (the latent function, class
+#'     probabilities by \code{method}, labels); \code{type = "pg_variance"}
+#'     too.
+#'   \item Several classes (robust-max, softmax): \code{type = "link"} gives
+#'     the marginals of the \eqn{K} latent functions, \code{list(mean, var)}
+#'     as \eqn{n \times K}{n x K} matrices; \code{"prob"} the matrix of class
+#'     probabilities; \code{"class"} the most probable class as a factor.
+#'     For robust-max the probabilities are
+#'     \eqn{(1 - \epsilon)P_k + \epsilon/(K - 1)(1 - P_k)} with
+#'     \eqn{P_k = P(\arg\max_j f_j = k)}{P_k = P(argmax_j f_j = k)} by
+#'     Gauss-Hermite quadrature (normalised to sum to one over \eqn{k}) and
+#'     \eqn{\epsilon = 10^{-3}}; for the softmax the Monte Carlo average of
+#'     \eqn{\exp(f_k) / \sum_j \exp(f_j)}{exp(f_k) / sum_j exp(f_j)} over the
+#'     fit's draws \eqn{f = \mu + \sqrt{s}\,\epsilon}{f = mu + sqrt(s) eps}
+#'     (see \code{\link{odvgp}()}), which sums to one over \eqn{k}.
+#' }
+#'
+#' @param object an \code{svgp} or \code{odvgp} fit.
+#' @param newdata new inputs, as for \code{\link{predict.sparsevgp}}; by
+#'   default the training inputs.
+#' @param type as for \code{\link{predict.sparsevgp}} (Gaussian) or
+#'   \code{\link{predict.pgpr}} (two classes); for several classes
+#'   \code{"link"} (the default), \code{"prob"} or \code{"class"}.
+#' @param method two classes only: as for \code{\link{predict.pgpr}}.
+#' @param interval,level,se.fit as for \code{\link{predict.sparsevgp}}
+#'   (Gaussian) and \code{\link{predict.pgpr}} (two classes); not for
+#'   several classes.
+#' @param full_cov not for several classes: the full covariance of the
+#'   latent function.
+#' @param na.action what to do with rows of \code{newdata} with missing
+#'   inputs: \code{na.pass} (the default) gives them \code{NA},
+#'   \code{na.omit} drops them, \code{na.exclude} pads them with \code{NA}.
+#' @param cluster a cluster from \code{parallel::makeCluster()} over whose
+#'   workers the rows of \code{newdata} are split (see \code{\link{scaling}}).
+#' @param ... not used: any argument here is an error.
+#' @return See \code{type}; rows are named by the row names of
+#'   \code{newdata}, columns of multiclass results by the classes.
+#' @aliases predict.odvgp
+#' @examples
+#' set.seed(1)
+#' x <- matrix(runif(120, -2, 2), 60, 2)
+#' y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
+#' fit <- odvgp(x, y, inducing = 5, orthogonal = 8,
+#'              control = list(optimizer = "natgrad", maxit = 50, natgrad_step = 0.1,
+#'                             natgrad_warmup = 10))
+#' round(predict(fit, x[1:3, ], type = "prob"), 3)
+#' predict(fit, x[1:3, ], type = "class")
 #' @export
 predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
                          interval = c("none", "confidence", "prediction"), level = 0.95,
                          se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
                          cluster = NULL, ...) {
   .check_dots("predict", ...)
-  gauss <- object$likelihood == "gaussian"
-  if (gauss && !is.null(method)) {
+  a <- list(newdata = newdata, type = type, method = method, interval = match.arg(interval),
+            level = level, se.fit = se.fit, full_cov = .check_flag(full_cov, "full_cov"),
+            na.action = na.action, cluster = cluster)
+  .svgp_predict(.lik_of(object), object, a)
+}
+
+# predict() by the kind of likelihood: Gaussian, two classes, several
+# classes, and any other (R/likelihoods.R's moments and quantiles).
+.svgp_predict <- function(lik, object, a) UseMethod(".svgp_predict")
+
+#' @export
+.svgp_predict.lik_gaussian <- function(lik, object, a) {
+  if (!is.null(a$method)) {
     stop("'method' applies to the Bernoulli likelihood only (the Gaussian predictive is exact)",
          call. = FALSE)
   }
-  types <- if (gauss) c("latent", "response") else .classifier_types
-  type <- if (is.null(type)) types[1L] else match.arg(type, unique(types))
-  interval <- match.arg(interval)
-  if (!gauss) {
-    method <- if (is.null(method)) "quadrature" else
-      match.arg(method, c("quadrature", "probit", "plugin"))
+  type <- if (is.null(a$type)) "latent" else match.arg(a$type, c("latent", "response"))
+  if (!is.null(a$newdata) && NROW(a$newdata) == 0L) {
+    e <- setNames(numeric(0), character(0))
+    if (a$full_cov) return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
+    return(list(mean = e, var = e))
   }
-  if (!is.null(newdata) && NROW(newdata) == 0L) {
-    return(.svgp_predict_empty(object, type, .check_flag(full_cov, "full_cov")))
-  }
-  if (gauss) {
-    return(predict.sparsevgp(object, newdata, type = type, interval = interval, level = level,
-                             se.fit = se.fit, full_cov = full_cov, na.action = na.action,
-                             cluster = cluster))
-  }
-  .predict_classifier(object, newdata, type, method, interval, level, se.fit, full_cov, na.action,
-                      cluster = cluster)
+  predict.sparsevgp(object, a$newdata, type = type, interval = a$interval, level = a$level,
+                    se.fit = a$se.fit, full_cov = a$full_cov, na.action = a$na.action,
+                    cluster = a$cluster)
 }
 
-# predict() on zero rows of new data: empty results of the usual shapes.
-.svgp_predict_empty <- function(object, type, full_cov) {
-  e <- setNames(numeric(0), character(0))
-  if (type == "class") return(.labels_from_prob(e, object$labels))
-  if (type %in% c("pg_variance", "prob", "response") && object$likelihood != "gaussian") return(e)
-  if (full_cov) {
-    if (!type %in% c("link", "latent", "response") ||
-        (object$likelihood != "gaussian" && type == "response")) {
-      stop("'full_cov = TRUE' is only available for type = \"link\"", call. = FALSE)
+#' @export
+.svgp_predict.lik_binary <- function(lik, object, a) {
+  type <- if (is.null(a$type)) "link" else match.arg(a$type, .classifier_types)
+  method <- if (is.null(a$method)) "quadrature" else
+    match.arg(a$method, c("quadrature", "probit", "plugin"))
+  if (!is.null(a$newdata) && NROW(a$newdata) == 0L) {
+    e <- setNames(numeric(0), character(0))
+    if (type == "class") return(.labels_from_prob(e, object$labels))
+    if (type %in% c("pg_variance", "prob", "response")) return(e)
+    if (a$full_cov) return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
+    return(list(mean = e, var = e))
+  }
+  .predict_classifier(object, a$newdata, type, method, a$interval, a$level, a$se.fit,
+                      a$full_cov, a$na.action, cluster = a$cluster)
+}
+
+#' @export
+.svgp_predict.lik_multiclass <- function(lik, object, a) {
+  type <- if (is.null(a$type)) "link" else match.arg(a$type, c("link", "latent", "prob", "class"))
+  if (!is.null(a$method)) stop("'method' applies to binary classifiers only", call. = FALSE)
+  if (a$full_cov) stop("'full_cov = TRUE' is not available for multiclass fits", call. = FALSE)
+  if (a$interval != "none" || isTRUE(a$se.fit)) {
+    stop("'interval' and 'se.fit' are not available for multiclass fits: use type = \"prob\"",
+         call. = FALSE)
+  }
+  pin <- .prediction_inputs(object, a$newdata, a$na.action)
+  xnew <- pin$x
+  lev <- object$labels$levels
+  # rows with missing inputs give NA (na.pass) and are padded back for
+  # na.exclude, as in predict.lm()
+  fill <- function(v) {
+    out <- matrix(NA_real_, nrow(xnew), ncol(v))
+    out[pin$ok, ] <- v
+    dimnames(out) <- list(rownames(xnew), lev)
+    stats::napredict(pin$na, out)
+  }
+  lat <- .predict_latent_on(object, xnew[pin$ok, , drop = FALSE], FALSE, a$cluster)
+  lat$var <- pmax(lat$var, 0)
+  if (type %in% c("link", "latent")) return(list(mean = fill(lat$mean), var = fill(lat$var)))
+  p <- fill(.lik_prob(lik, lat$mean, lat$var))
+  if (type == "prob") return(p)
+  cls <- factor(lev[max.col(replace(p, is.na(p), 0), ties.method = "first")], levels = lev)
+  cls[!stats::complete.cases(p)] <- NA
+  names(cls) <- rownames(p)
+  cls
+}
+
+# Any other likelihood (counts, heavy tails): type = "latent" is f, with
+# confidence intervals; type = "response" is a new y, its mean and variance
+# (.lik_moments()), with confidence intervals for E[y | f] (the inverse link
+# of the interval of f) and prediction intervals from the quantiles of the
+# predictive distribution of y (.lik_quantile()).
+#' @export
+.svgp_predict.sparsevgp_likelihood <- function(lik, object, a) {
+  if (!is.null(a$method)) {
+    stop("'method' applies to the Bernoulli likelihood only", call. = FALSE)
+  }
+  type <- if (is.null(a$type)) "latent" else match.arg(a$type, c("latent", "link", "response"))
+  level <- .check_level(a$level)
+  se.fit <- .check_flag(a$se.fit, "se.fit")
+  if (a$full_cov && (type == "response" || a$interval != "none" || se.fit)) {
+    stop("'full_cov = TRUE' gives the covariance of the latent function: use type = \"latent\" without 'interval' or 'se.fit'",
+         call. = FALSE)
+  }
+  if (type != "response" && a$interval == "prediction") {
+    stop("a prediction interval is for a new observation y: use type = \"response\"",
+         call. = FALSE)
+  }
+  inp <- .prediction_inputs(object, a$newdata, a$na.action)
+  lat <- .predict_moments(object, inp, a$full_cov, cluster = a$cluster)
+  if (a$full_cov) return(list(mean = .pad(inp, lat$mean), cov = .pad(inp, lat$cov, cov = TRUE)))
+  mu <- lat$mean
+  s <- lat$var
+  m <- if (type == "response") .lik_moments(lik, mu, s, object$params) else list(mean = mu, var = s)
+  names(m$mean) <- names(m$var) <- names(mu)
+  if (a$interval == "none" && !se.fit) return(list(mean = .pad(inp, m$mean), var = .pad(inp, m$var)))
+  fit <- m$mean
+  if (a$interval != "none") {
+    z <- stats::qnorm((1 + level) / 2)
+    lu <- if (a$interval == "prediction") {
+      .lik_quantiles(lik, mu, s, object$params, (1 + c(-1, 1) * level) / 2)
+    } else {
+      inv <- if (type == "response") function(f) .lik_link_inverse(lik, f) else identity
+      list(inv(mu - z * sqrt(s)), inv(mu + z * sqrt(s)))
     }
-    return(list(mean = e, cov = matrix(0, 0, 0, dimnames = list(NULL, NULL))))
+    fit <- .interval_matrix(m$mean, lu[[1L]], lu[[2L]])
   }
-  list(mean = e, var = e)
+  fit <- .pad(inp, fit)
+  if (!se.fit) return(fit)
+  list(fit = fit, se.fit = .pad(inp, sqrt(m$var)))
 }
 
+# Fitted values: class probabilities of a classifier, else the mean of y at
+# the training inputs (E[y] under the predictive: the expected count of a
+# Poisson fit).
 #' @export
-fitted.svgp <- function(object, method = "quadrature", cluster = NULL, ...) {
-  if (object$likelihood == "gaussian") return(NextMethod())
+fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
   .check_dots("fitted", ...)
-  .fitted_classifier(object, method, cluster)
-}
-
-#' @export
-coef.svgp <- function(object, ...) {
-  co <- NextMethod()
-  co[!grepl("^q_", names(co))]
-}
-
-#' @export
-summary.svgp <- function(object, ...) {
-  s <- NextMethod()
-  s$parameters <- s$parameters[!grepl("^q_", rownames(s$parameters)), , drop = FALSE]
-  if (!is.null(object$batch_size)) {
-    s$extra <- c(s$extra, list(Minibatches = sprintf(
-      "%d of %d points, Adam with learning rate %g; the ELBO is the full-batch value",
-      object$batch_size, length(object$y), object$control$lr)))
+  if (!is.null(object$labels)) {
+    return(predict(object, type = "prob", method = method, cluster = cluster))
   }
-  s
+  if (!is.null(method)) stop("'method' is for classifiers", call. = FALSE)
+  predict(object, type = "response", cluster = cluster)$mean
+}
+
+# Residuals of a regression likelihood against the predictive mean of y;
+# Pearson residuals divide by its predictive standard deviation
+# (.lik_moments(): for the Gaussian, that of the latent function and the
+# noise together, as for the other models).
+#' @export
+residuals.svgp <- function(object, type = c("response", "pearson"), ...) {
+  lik <- .lik_of(object)
+  if (lik$latent > 1L) {
+    stop("residuals() is not defined for multiclass fits: compare predict(fit, type = \"prob\") with the classes",
+         call. = FALSE)
+  }
+  .check_dots("residuals", ...)
+  if (!is.null(object$labels)) return(.residuals_classifier(object, type))
+  type <- match.arg(type)
+  inp <- .prediction_inputs(object)
+  p <- .predict_moments(object, inp)
+  m <- .lik_moments(lik, p$mean, p$var, object$params)
+  r <- object$y - (m$mean - if (is.null(object$offset)) 0 else object$offset)
+  if (type == "pearson") r <- r / sqrt(m$var)
+  names(r) <- rownames(object$x)
+  stats::naresid(object$na.action, r)
 }
 
 #' @rdname plot.pgpr
@@ -642,7 +795,11 @@ plot.svgp <- function(x, which = c("fit", "convergence", "residuals"),
                       what = c("prob", "pg_variance"), n = 200L,
                       method = c("quadrature", "probit", "plugin"), level = 0.95, inducing = TRUE,
                       xlab = NULL, ylab = NULL, main = NULL, ...) {
-  if (x$likelihood == "gaussian") {
+  if (.lik_of(x)$latent > 1L) {
+    stop("plot() is not available for multiclass fits: use predict(type = \"prob\")",
+         call. = FALSE)
+  }
+  if (is.null(x$labels)) {
     if (!missing(method)) stop("'method' is for classifiers: see ?plot.sparsevgp", call. = FALSE)
     return(plot.sparsevgp(x, which = which, what = if (missing(what)) "mean" else what, n = n,
                           level = level, inducing = inducing, xlab = xlab, ylab = ylab,

@@ -59,15 +59,14 @@
 # control$maxit.
 .train_staged <- function(fit, sets, reselect, joint_first = FALSE) {
   start <- proc.time()[["elapsed"]]
-  pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
-  z_free <- any(grepl(pat, names(fit$fixed)) & !fit$fixed)
+  z_free <- any(.block_mask(fit, sets) & !fit$fixed)
   reports <- list()
   record <- function(f, name) {
     reports[[name]] <<- f$optim
     f
   }
   held <- function(f) {
-    f$fixed[grepl(pat, names(f$fixed))] <- TRUE
+    f$fixed[.block_mask(f, sets)] <- TRUE
     f
   }
   N <- nrow(fit$x)
@@ -90,10 +89,12 @@
   if (reselect && !isTRUE(fit$optim$interrupted)) {
     gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
     for (pass in seq_len(.train_reselect_passes)) {
+      .work_drop(fit)
       Z <- .select_by_spec(fit$selection, fit$x, .kernel_at(fit$kernel, fit$params),
                            weights = .select_weights(fit), perm = fit$selection$perm,
-                           memory = fit$control$memory)
-      if (identical(unname(Z), unname(fit$params$Z))) break
+                           memory = fit$control$memory, hook = "reselection")
+      # interrupted: the fit keeps the inducing inputs it has
+      if (.interrupt_pending() || identical(unname(Z), unname(fit$params$Z))) break
       cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
       reports[[sprintf("reselect_%d", pass)]] <- cand$optim
       if (isTRUE(cand$optim$interrupted) || !isTRUE(cand$optim$value > fit$optim$value + gain)) {
@@ -108,7 +109,7 @@
   # cover the signal, collapse the fit onto the noise), the joint fit starts
   # from the starting values instead of that flat point.
   fit$fixed <- .fixed_from_spec(fit)
-  if (z_free && !isTRUE(fit$optim$interrupted)) {
+  if (z_free && !isTRUE(fit$optim$interrupted) && !.interrupt_pending()) {
     from <- fit
     if (.is_flat(fit) && !.is_flat(initial)) {
       from$params <- initial$params
@@ -134,22 +135,28 @@
   sub <- .subsample_fit(fit, sort(sample.int(N, .train_subsample)))
   sub <- .train_staged(sub, sets, reselect, joint_first)
   fit$params <- sub$params
-  reports <- lapply(names(sub$optim$stages), function(s) {
-    list(value = sub$optim$stages[[s]], counts = c("function" = 0L, gradient = 0L),
-         failed_evaluations = 0L, convergence = 0L)
+  # each subsample stage with its part of the subsample's trail, so that
+  # plot(fit, which = "convergence") shows every stage
+  ev <- sub$optim$stage_evals
+  whole <- length(ev) == length(sub$optim$stages) && sum(ev) == length(sub$optim$trail)
+  part <- if (whole) split(sub$optim$trail, rep(seq_along(ev), ev)) else list()
+  reports <- lapply(seq_along(sub$optim$stages), function(k) {
+    list(value = sub$optim$stages[[k]], counts = c("function" = 0L, gradient = 0L),
+         failed_evaluations = 0L, convergence = 0L,
+         trail = if (whole) part[[as.character(k)]] else numeric(0))
   })
   names(reports) <- paste0("subsample_", names(sub$optim$stages))
   # the subsample's evaluations cost n / N of a full one each
   reports[[1L]]$counts <- sub$optim$counts
   reports[[1L]]$failed_evaluations <- sub$optim$failed_evaluations
   if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
-  if (!isTRUE(sub$optim$interrupted)) {
-    pat <- sprintf("^(%s)\\[", paste(sets, collapse = "|"))
-    fit$fixed[grepl(pat, names(fit$fixed))] <- TRUE
-    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held")
+  if (!isTRUE(sub$optim$interrupted) && !.interrupt_pending()) {
+    fit$fixed[.block_mask(fit, sets)] <- TRUE
+    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held", from_start = FALSE)
     reports$all_data <- fit$optim
   } else {
     fit$optim <- sub$optim
+    if (is.null(fit$optim)) fit$optim <- reports[[1L]]
     reports[[1L]]$interrupted <- TRUE
   }
   fit$fixed <- .fixed_from_spec(fit)
@@ -166,8 +173,11 @@
   out$counts <- Reduce(`+`, lapply(reports, function(r) r$counts))
   out$failed_evaluations <- sum(vapply(reports, function(r) as.integer(r$failed_evaluations), 0L))
   out$stages <- vapply(reports, function(r) as.double(r$value), 0)
-  # the best bound after each evaluation, stage after stage
-  out$trail <- unlist(lapply(reports, function(r) r$trail), use.names = FALSE)
+  # the best bound after each evaluation, stage after stage, and how many
+  # evaluations each stage has in it
+  trails <- lapply(reports, function(r) r$trail)
+  out$trail <- unlist(trails, use.names = FALSE)
+  out$stage_evals <- lengths(trails)
   out$capped <- any(vapply(reports, function(r) isTRUE(r$convergence == 1L), TRUE))
   if (any(vapply(reports, function(r) isTRUE(r$interrupted), TRUE))) out$interrupted <- TRUE
   out$schedule <- schedule
@@ -214,11 +224,13 @@
 # vector of known variances, a formula); the returned `noise` is the
 # starting constant variance (NULL: the default).
 .start_collapsed <- function(kernel, x, y, noise, spec, search) {
+  .stage_mark("start search", x)
   if (!search) return(list(kernel = .kern_init(kernel, x, y), noise = NULL))
   learned <- is.null(noise) || inherits(noise, "formula")
   known <- if (is.numeric(noise) && length(noise) == nrow(x) && nrow(x) > 1L) noise
   M <- if (is.na(spec$M)) 100L else spec$M
   st <- .start_regression(kernel, x, y, M = M, noise_free = learned, lambda = known)
   st$kernel <- .kern_init(st$kernel, x, y)
+  if (length(x) >= .stage_gc_cells) .collect()
   st
 }

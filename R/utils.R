@@ -26,7 +26,9 @@
     stop(sprintf("'%s' must have at least %d row%s", name, min_rows,
                  if (min_rows == 1L) "" else "s"), call. = FALSE)
   }
-  bad <- if (allow_na) any(is.infinite(x)) else any(!is.finite(x))
+  # the elementwise test only when some entry is not finite (it allocates
+  # two logical copies of x)
+  bad <- !.all_finite(x) && (if (allow_na) any(is.infinite(x)) else TRUE)
   if (bad) {
     stop(sprintf("'%s' contains %s values%s", name,
                  if (allow_na) "infinite" else "NA, NaN or infinite",
@@ -34,13 +36,27 @@
                    " (the formula interface drops incomplete rows by its na.action)"),
          call. = FALSE)
   }
-  storage.mode(x) <- "double"
+  # (only when needed: on a double matrix it would make a wrapper whose
+  # first write access from C copies the data)
+  if (!is.double(x)) storage.mode(x) <- "double"
   x
 }
 
-.as_response <- function(y, n, name = "y") {
+# The response of a regression model (`model`, for messages): a finite
+# numeric vector of length n. Classes (a factor, logical or character
+# vector) are the commonest mix-up: the error names the classifiers.
+.as_response <- function(y, n, name = "y", model = NULL) {
   if (is.null(y)) stop(sprintf("'%s' is missing", name), call. = FALSE)
   if (is.matrix(y) && ncol(y) == 1L) y <- drop(y)
+  if ((is.factor(y) || is.logical(y) || is.character(y)) && is.null(dim(y))) {
+    k <- length(unique(y[!is.na(y)]))
+    what <- if (is.factor(y)) sprintf("a factor with %d levels", nlevels(y)) else
+      sprintf("a %s vector with %d values", if (is.logical(y)) "logical" else "character", k)
+    stop(sprintf("'%s' must be a numeric vector, not %s: %s is regression for a numeric response; for classes use %s",
+                 name, what, if (is.null(model)) "this model" else paste0(model, "()"),
+                 if (k > 2L) "svgp() or odvgp(), which fit more than two classes" else
+                   "pgpr() or svgp(), the binary classifiers"), call. = FALSE)
+  }
   if (!is.numeric(y) || !is.null(dim(y))) {
     stop(sprintf("'%s' must be a numeric vector", name), call. = FALSE)
   }
@@ -48,11 +64,11 @@
     stop(sprintf("'%s' has length %d but the inputs have %d rows", name,
                  length(y), n), call. = FALSE)
   }
-  if (any(!is.finite(y))) {
+  if (!.all_finite(y)) {
     stop(sprintf("'%s' contains NA, NaN or infinite values", name),
          call. = FALSE)
   }
-  .check_response_scale(as.double(y), name)
+  .check_response_scale(if (is.double(y)) y else as.double(y), name)
 }
 
 # A response whose spread (max - min) is beyond 1e100, or below 1e-100 but
@@ -155,9 +171,36 @@
     stop(sprintf("%d of %d rows of the model frame have missing values, which na.action = na.pass keeps: use na.action = na.omit or na.exclude to drop them",
                  sum(incomplete), length(incomplete)), call. = FALSE)
   }
-  x <- .as_input_matrix(x, "formula inputs", min_rows)
+  .check_formula_inputs(x, formula, min_rows)
+  x <- .as_input_matrix(x, "inputs", min_rows)
   list(x = x, y = y, terms = tt, xlevels = stats::.getXlevels(tt, mf), frame = mf,
        na.action = attr(mf, "na.action"), weights = w, offset = off, noise = design)
+}
+
+# The inputs of a formula's model frame, with errors in the formula's
+# terms: no input at all (y ~ 1), infinite values (which na.action does not
+# drop), too few rows after subset and na.action.
+.check_formula_inputs <- function(x, formula, min_rows) {
+  if (ncol(x) == 0L) {
+    stop(sprintf("the formula %s has no inputs: a Gaussian process needs at least one variable on the right-hand side, as in %s ~ x",
+                 paste(deparse(formula, width.cutoff = 200L), collapse = " "),
+                 paste(deparse(formula[[2L]], width.cutoff = 60L), collapse = "")),
+         call. = FALSE)
+  }
+  bad <- !is.finite(x)
+  if (any(bad)) {
+    cols <- colnames(x)[colSums(bad) > 0L]
+    rows <- which(rowSums(bad) > 0L)
+    stop(sprintf("the input%s %s %s infinite values (in %d row%s, the first %s): na.action drops missing values only, so leave those rows out (for example subset = is.finite(%s))",
+                 if (length(cols) > 1L) "s" else "", paste(cols, collapse = ", "),
+                 if (length(cols) > 1L) "have" else "has", length(rows),
+                 if (length(rows) > 1L) "s" else "", rows[1L], cols[1L]), call. = FALSE)
+  }
+  if (nrow(x) < min_rows) {
+    stop(sprintf("the model frame has %d row%s after subset and na.action, and at least %d are needed",
+                 nrow(x), if (nrow(x) == 1L) "" else "s", min_rows), call. = FALSE)
+  }
+  invisible()
 }
 
 # Prior weights and an offset, checked against the number of observations:
@@ -240,8 +283,9 @@
                    paste(colnames(x), collapse = ", "), paste(cn, collapse = ", ")),
            call. = FALSE)
     }
-    kept <- na.action(as.data.frame(x))
-    na <- attr(kept, "na.action")
+    # (without missing inputs na.action has nothing to do: no data frame
+    # copy of x)
+    na <- if (anyNA(x)) attr(na.action(as.data.frame(x)), "na.action")
     if (length(na)) x <- x[-na, , drop = FALSE]
     data <- x
   }
@@ -284,12 +328,45 @@
 .fmt <- function(x, digits = 4L) formatC(x, digits = digits, format = "g")
 
 # The call of a formula method as the user would type it: gpr(y ~ x, ...),
-# without the name of the generic's first argument, so that update() works.
+# without the name of the generic's first argument, so that update() works;
+# `start` is kept as the user wrote it (.model_call()).
 .formula_call <- function(call, fun) {
   call[[1L]] <- as.name(fun)
   nm <- names(call)
   nm[nm == "x"] <- ""
   names(call) <- nm
-  call$start <- NULL
+  call$start <- .start_record(call$start)
   call
+}
+
+# A short description of a value for messages: "3 numbers", "a character
+# vector", "NA", "NULL", "a list".
+.describe_value <- function(x) {
+  if (is.null(x)) return("NULL")
+  if (is.list(x)) return("a list")
+  if (!is.numeric(x)) return(sprintf("a %s vector", typeof(x)))
+  n <- length(x)
+  bad <- sum(!is.finite(x))
+  sprintf("%d number%s%s", n, if (n == 1L) "" else "s",
+          if (bad) sprintf(" (%d of them NA, NaN or infinite)", bad) else "")
+}
+
+# Column summaries of the numeric matrix x (rows mean, sd, min, max,
+# finite), in one pass over it and without a copy (src/linalg.c): what the
+# apply() family would cost a copy of x and one temporary per column for,
+# which at large N outgrows the memory budget (?scaling).
+.col_stats <- function(x) {
+  if (!is.double(x)) storage.mode(x) <- "double"
+  .ffi_colstats(x)
+}
+
+# Whether every entry of the numeric x is finite (one pass, no copy).
+.all_finite <- function(x) all(.col_stats(x)["finite", ] == 1)
+
+.col_sd <- function(x) .col_stats(x)["sd", ]
+
+# max - min of each column.
+.col_span <- function(x) {
+  s <- .col_stats(x)
+  s["max", ] - s["min", ]
 }

@@ -42,7 +42,8 @@
     fit$neighbours <- .nb_new(nrow(fit$x), K)
     fit$neighbours <- .nb_choose(fit, fit$params)
   }
-  fit$objective_type <- "likelihood"
+  # logLik(), anova(), print() and summary() read it (R/anova.R)
+  fit$loglik_kind <- "likelihood"
   fit$model <- sub("^Sparse GP regression \\(SGPR\\)",
                    sprintf("Sparse GP regression with a Vecchia residual (VIF, K = %d neighbours)", K),
                    fit$model)
@@ -52,11 +53,13 @@
 .has_neighbours <- function(fit) !is.null(fit$neighbours)
 
 # Rows per chunk for M inducing inputs and K neighbours within `memory`
-# bytes: a chunk holds its Kuf, features and their adjoint (about four
-# rows x M doubles, and as much again for its halo) and its local kernel
-# blocks with their adjoint (2 (K+1)^2 doubles per row).
+# bytes (the fit's control$memory), by the budget formula of R/stream.R: a
+# chunk holds its Kuf, features and their adjoint (about four rows x M
+# doubles, and as much again for its halo) and its local kernel blocks with
+# their adjoint (2 (K+1)^2 doubles per row).
 .vif_rows <- function(memory, M, K) {
-  max(1, floor(.check_memory(memory) / (8 * (8 * max(1, M) + 2 * (K + 1)^2))))
+  if (is.null(memory)) memory <- .default_memory()
+  .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2))
 }
 
 # The most inducing inputs an automatic choice takes with K neighbours: as
@@ -79,7 +82,7 @@
 
 # A space of rows over which the passes run: its inputs (nu x D), the
 # neighbour index of its first no rows (K x no, rows of the space) and
-# their spatial order. A worker's share (.vif_share()) is a space too.
+# their spatial order. A worker's share (.share_vif()) gives one too.
 .vif_space <- function(fit) {
   nb <- fit$neighbours
   list(x = fit$x, index = nb$index, spatial = nb$spatial)
@@ -87,8 +90,9 @@
 
 # Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
 # sums, n)), and `held`, the kernel matrices of a single block (reused by
-# pass 2).
-.vif_pass1 <- function(k, Z, L, sp, lambda, ytil, rows) {
+# pass 2). `t`: the model's targets on the rows of the space (.targets(),
+# R/stream.R).
+.vif_pass1 <- function(k, Z, L, sp, t, rows) {
   blocks <- .nb_blocks(sp$index, sp$spatial, rows, nrow(sp$x))
   s <- NULL
   held <- NULL
@@ -98,7 +102,8 @@
     Kuf <- .ffi_kern_matrix(k, Z, xb)
     Kloc <- .kern_local(k, xb, b$nbl)
     one <- length(blocks) == 1L
-    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U], keep = one)
+    tb <- .targets_rows(t, b$U)
+    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one)
     if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
     sb$recs <- NULL
     s <- if (is.null(s)) sb else .stream_add(s, sb)
@@ -107,9 +112,11 @@
 }
 
 # Pass 2: the contracted gradient of the blocks' Kuf and local blocks
-# (list(variance, lengthscale, W)), the per-row adjoints glambda and gytil
-# of the space, and sum Abar A' (M x M).
-.vif_pass2 <- function(k, Z, L, v, sp, lambda, ytil, p1, want_W) {
+# (list(variance, lengthscale, W)), the adjoints of the targets summed as
+# .targets_grad() takes them (list(glambda = sum_n lambda_n dF/dlambda_n,
+# gytil, glambda_points = the per-row terms when t$per_point)), and
+# sum Abar A' (M x M).
+.vif_pass2 <- function(k, Z, L, v, sp, t, p1, want_W) {
   nu <- nrow(sp$x)
   glambda <- gytil <- numeric(nu)
   gk <- NULL
@@ -126,7 +133,9 @@
       Kuf <- .ffi_kern_matrix(k, Z, xb)
       Kloc <- .kern_local(k, xb, b$nbl)
     }
-    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, lambda[b$U], ytil[b$U], recs)
+    tb <- .targets_rows(t, b$U)
+    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, recs)
+    a$glambda <- a$glambda * tb$lambda
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)
     th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,
@@ -138,7 +147,9 @@
     gytil[b$U] <- gytil[b$U] + a$gytil
     AA <- AA + a$AbarA
   }
-  list(gk = gk, glambda = glambda, gytil = gytil, AA = AA)
+  list(gk = gk, AA = AA,
+       adj = list(glambda = sum(glambda), gytil = sum(gytil),
+                  glambda_points = if (isTRUE(t$per_point)) glambda))
 }
 
 # dF/dKuu = -1/2 L^-T sym(Abar A') L^-1 (src/vecchia.c).
@@ -148,43 +159,52 @@
 }
 
 # The VIF log likelihood at `params` with, for grad = TRUE, its gradient
-# blocks: the result of .evaluate() (R/protocol.R).
+# blocks: the result of .evaluate() (R/protocol.R). In this process over
+# the chunks of control$memory, or on the workers of fit$cluster
+# (.shard_vif()); the noise and mean enter through the model's .targets()
+# and .targets_grad(), as in the collapsed bound (R/stream.R).
 .vif_evaluate <- function(fit, params, grad = TRUE) {
-  if (!is.null(fit$cluster)) {
-    b <- .vif_cluster_bound(fit, params, grad)
-  } else {
-    k <- .kernel_at(fit$kernel, params)
-    Z <- params$Z
-    lambda <- .noise_lambda(fit, params)
-    ytil <- fit$y - params$mean
-    Kuu <- .ffi_kern_matrix(k, Z)
-    ch <- .stream_chol(Kuu, fit$control)
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  Kuu <- .ffi_kern_matrix(k, Z)
+  ch <- .stream_chol(Kuu, fit$control)
+  want_W <- .any_free(fit, "Z")
+  a <- list(k = k, Z = Z, L = ch$L, params = params, pass = 1L)
+  N <- nrow(fit$x)
+  if (is.null(fit$cluster)) {
+    t <- .targets(fit, params)
     sp <- .vif_space(fit)
     rows <- .vif_rows(fit$control$memory, nrow(Z), fit$neighbours$K)
-    p1 <- .vif_pass1(k, Z, ch$L, sp, lambda, ytil, rows)
-    v <- .ffi_vf_value(p1$stats, length(ytil), grad)
-    b <- list(v = v, L = ch$L, jitter = ch$jitter, Kuu = Kuu)
-    if (grad) {
-      want_W <- .any_free(fit, "Z")
-      p2 <- .vif_pass2(k, Z, ch$L, v, sp, lambda, ytil, p1, want_W)
-      gk <- .stream_add(.stream_contract_uu(k, fit$x, Z, .vif_guu(ch$L, p2$AA), ch$jitter,
-                                            want_W), p2$gk)
-      b$gk <- gk
-      b$gytil <- sum(p2$gytil)
-      b$noise_grad <- .noise_grad(fit, params, p2$glambda, lambda)
+    p1 <- .vif_pass1(k, Z, ch$L, sp, t, rows)
+    s <- p1$stats
+  } else {
+    s <- Reduce(.stream_add, .cluster_call(fit$cluster, ".shard_vif", a))
+    if (!isTRUE(all.equal(s$n, N))) {
+      .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, N))
     }
   }
-  v <- b$v
-  N <- length(fit$y)
+  v <- .ffi_vf_value(s, N, grad)
   out <- list(value = v$bound,
               terms = c(fit = v$fit, logdet = v$logdet, constant = -0.5 * N * log(2 * pi)),
-              jitter = b$jitter, jitter_scale = mean(diag(b$Kuu)),
-              posterior = list(L = b$L, LB = v$LB, v = v$v))
-  if (grad) {
-    g <- c(list(variance = b$gk$variance, lengthscale = b$gk$lengthscale, mean = -b$gytil,
-                Z = b$gk$W), b$noise_grad)
-    out$grad <- g[names(params)]
+              jitter = ch$jitter, jitter_scale = mean(diag(Kuu)),
+              posterior = list(L = ch$L, LB = v$LB, v = v$v))
+  if (!grad) return(out)
+  if (is.null(fit$cluster)) {
+    p2 <- .vif_pass2(k, Z, ch$L, v, sp, t, p1, want_W)
+    AA <- p2$AA
+    gk <- p2$gk
+    blocks <- .targets_grad(fit, params, t, p2$adj)
+  } else {
+    a$v <- v[c("Binv", "vt")]
+    a$want_W <- want_W
+    a$pass <- 2L
+    r <- .cluster_call(fit$cluster, ".shard_vif", a)
+    AA <- Reduce(`+`, lapply(r, `[[`, "AA"))
+    gk <- Reduce(.stream_add, lapply(r, `[[`, "gk"))
+    blocks <- Reduce(.stream_add, lapply(r, `[[`, "blocks"))
   }
+  gk <- .stream_add(.stream_contract_uu(k, fit$x, Z, .vif_guu(ch$L, AA), ch$jitter, want_W), gk)
+  out$grad <- .collapsed_grad(params, gk, blocks, Z = gk$W)
   out
 }
 
@@ -294,7 +314,7 @@
       return(fit)
     }
     fit <- .vif_refresh(fit, force = TRUE)
-    fit$fixed[grepl("^Z\\[", names(fit$fixed))] <- TRUE
+    fit$fixed[.block_mask(fit, "Z")] <- TRUE
   }
   for (round in 0:.nb_refresh_rounds) {
     fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
@@ -346,87 +366,42 @@
 
 # ---- on a cluster -----------------------------------------------------------------
 
-# What a worker holds: one block (a run of the spatial order and its
-# halo), with the rows' data, noise model and local neighbour index.
-.vif_share <- function(fit) {
+# What a worker holds (.share.sgpr(), R/cluster.R): one block, a run of the
+# spatial order and its halo (the neighbours outside the run), as the fit
+# restricted to those rows (.share_fit(), as for the collapsed bound),
+# with the neighbour index of the run in positions of the block.
+.share_vif <- function(fit) {
   nb <- fit$neighbours
-  memory <- fit$control$memory
   function(r) {
     b <- .nb_block(nb$index, nb$spatial[r])
-    s <- .subsample_fit(fit, b$U)
-    list(model = "vif", x = s$x, y = s$y, noise_model = s$noise_model, memory = memory,
-         K = nb$K, index = b$nbl, spatial = seq_len(b$no))
+    list(fit = .share_fit(fit, b$U), K = nb$K, index = b$nbl, spatial = seq_len(b$no))
   }
 }
 
-# Send the shares to the workers of fit$cluster under its key (after a
-# refresh of the neighbour sets the old ones are dropped first), so that
-# one release at the end drops the latest.
+# On a worker: one pass of the VIF likelihood over its block at the
+# parameters in `a`, in chunks of the fit's budget. Pass 1 returns the
+# statistics; pass 2 the contracted gradient pieces, sum Abar A' and the
+# model's gradient blocks of its rows (.targets_grad()). Pass 2 recomputes
+# pass 1 (the factors of the chunks are not kept between calls).
+.shard_vif <- function(s, a, each = NULL) {
+  fit <- s$fit
+  t <- .targets(fit, a$params)
+  sp <- list(x = fit$x, index = s$index, spatial = s$spatial)
+  rows <- .vif_rows(fit$control$memory, nrow(a$Z), s$K)
+  p1 <- .vif_pass1(a$k, a$Z, a$L, sp, t, rows)
+  if (a$pass == 1L) return(p1$stats)
+  p2 <- .vif_pass2(a$k, a$Z, a$L, a$v, sp, t, p1, a$want_W)
+  list(gk = p2$gk, AA = p2$AA, blocks = .targets_grad(fit, a$params, t, p2$adj))
+}
+
+# Send the shares of the current neighbour sets to the workers of
+# fit$cluster under its key (the old ones are dropped first), so that the
+# release at the end of the fit drops the latest.
 .vif_cluster_reshard <- function(fit) {
   h <- fit$cluster
   .cluster_release(h)
-  fit$cluster <- .cluster_setup(h$cl, fit, .vif_share(fit), key = h$key)
+  fit$cluster <- .cluster_setup(h$cl, fit, .share_vif(fit), key = h$key)
   fit
-}
-
-# The tail of sgpr() with neighbours and a cluster: the shares go to the
-# workers, the model is fitted, the shares are dropped.
-.vif_cluster_fit <- function(fit, optimize, cluster) {
-  if (is.null(cluster)) return(.build_or_fit(fit, optimize))
-  h <- .cluster_setup(cluster, fit, .vif_share(fit))
-  on.exit(.cluster_release(h), add = TRUE)
-  fit$cluster <- h
-  fit <- .build_or_fit(fit, optimize)
-  fit$cluster <- NULL
-  fit
-}
-
-# On a worker: one pass of the VIF likelihood over its share (R/vif.R).
-# Pass 1 returns the statistics; pass 2 the contracted gradient pieces,
-# sum Abar A', and the per-row adjoints reduced here: sum(gytil) and the
-# noise gradient.
-.shard_vif <- function(s, a, each = NULL) {
-  lambda <- .noise_lambda(s, a$params)
-  ytil <- s$y - a$params$mean
-  rows <- .vif_rows(s$memory, nrow(a$Z), s$K)
-  p1 <- .vif_pass1(a$k, a$Z, a$L, s, lambda, ytil, rows)
-  if (a$pass == 1L) return(p1$stats)
-  p2 <- .vif_pass2(a$k, a$Z, a$L, a$v, s, lambda, ytil, p1, a$want_W)
-  list(gk = p2$gk, AA = p2$AA, gytil = sum(p2$gytil),
-       noise = .noise_grad(s, a$params, p2$glambda, lambda))
-}
-
-# The VIF likelihood on the workers of fit$cluster: what .vif_evaluate()
-# reads (v, L, jitter, Kuu and, with grad, gk, gytil, noise_grad). Pass 2
-# recomputes the workers' pass 1 (the factors of their blocks are not kept
-# between calls).
-.vif_cluster_bound <- function(fit, params, grad) {
-  h <- fit$cluster
-  k <- .kernel_at(fit$kernel, params)
-  Z <- params$Z
-  Kuu <- .ffi_kern_matrix(k, Z)
-  ch <- .stream_chol(Kuu, fit$control)
-  a <- list(k = k, Z = Z, L = ch$L, params = params, pass = 1L)
-  s <- Reduce(.stream_add, .cluster_call(h, ".shard_vif", a))
-  N <- nrow(fit$x)
-  if (!isTRUE(all.equal(s$n, N))) {
-    .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, N))
-  }
-  v <- .ffi_vf_value(s, N, grad)
-  b <- list(v = v, L = ch$L, jitter = ch$jitter, Kuu = Kuu)
-  if (grad) {
-    a$v <- v[c("Binv", "vt")]
-    a$want_W <- .any_free(fit, "Z")
-    a$pass <- 2L
-    r <- .cluster_call(h, ".shard_vif", a)
-    sum_of <- function(nm) Reduce(`+`, lapply(r, `[[`, nm))
-    b$gk <- .stream_add(.stream_contract_uu(k, fit$x, Z, .vif_guu(ch$L, sum_of("AA")), ch$jitter,
-                                            a$want_W), Reduce(.stream_add, lapply(r, `[[`, "gk")))
-    b$gytil <- sum_of("gytil")
-    nz <- lapply(r, `[[`, "noise")
-    b$noise_grad <- if (length(nz[[1L]])) Reduce(.stream_add, nz) else list()
-  }
-  b
 }
 
 # ---- neighbours = "auto" ------------------------------------------------------------

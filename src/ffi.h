@@ -18,9 +18,18 @@ SEXP ffi_bs_adjoints(SEXP L, SEXP E, SEXP alpha, SEXP vt, SEXP Kuf,
                      SEXP kdiag, SEXP lambda, SEXP ytil, SEXP threads);
 SEXP ffi_bs_threads(SEXP want);
 SEXP ffi_bs_kern_cross(SEXP kern, SEXP W, SEXP x, SEXP threads);
+SEXP ffi_bs_pass_grad(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP E, SEXP alpha,
+                      SEXP vt, SEXP lambda, SEXP y, SEXP shift, SEXP work,
+                      SEXP rows, SEXP threads, SEXP want_W, SEXP per_point);
+SEXP ffi_bs_pass_stats(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP lambda,
+                       SEXP y, SEXP shift, SEXP work, SEXP rows,
+                       SEXP threads);
+SEXP ffi_bs_predict(SEXP kern, SEXP W, SEXP x, SEXP L, SEXP LB, SEXP v,
+                    SEXP shift, SEXP work, SEXP rows, SEXP threads);
 SEXP ffi_bs_stats(SEXP L, SEXP Kuf, SEXP kdiag, SEXP lambda, SEXP ytil,
                   SEXP threads);
 SEXP ffi_bs_value(SEXP L, SEXP AA, SEXP w, SEXP sums, SEXP N, SEXP grad);
+SEXP ffi_bs_work(SEXP M, SEXP D, SEXP rows, SEXP threads);
 SEXP ffi_bso_chol(SEXP Kww, SEXP M1, SEXP jitter, SEXP jitter_cap);
 SEXP ffi_bso_value(SEXP L, SEXP M1, SEXP AA, SEXP w, SEXP sums, SEXP N,
                    SEXP variant, SEXP grad);
@@ -36,6 +45,8 @@ SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand);
 SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
+SEXP ffi_la_colstats(SEXP x);
+SEXP ffi_la_release(void);
 SEXP ffi_nb_ordered(SEXP x, SEXP Kc, SEXP order);
 SEXP ffi_nb_query(SEXP x, SEXP xnew, SEXP Kc);
 SEXP ffi_nb_select(SEXP A, SEXP r, SEXP kval, SEXP cand, SEXP K);
@@ -49,8 +60,6 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
                     SEXP perm, SEXP tol, SEXP block, SEXP factor);
 SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor);
-SEXP ffi_svgp_elbo(SEXP Kuu, SEXP Kuf, SEXP kdiag, SEXP q, SEXP lik,
-                   SEXP opts, SEXP grad);
 SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik);
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs);

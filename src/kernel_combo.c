@@ -26,11 +26,19 @@
 #include "spv.h"
 #include "kernel_combo.h"
 
-/* Parse the node `kern` into *node; returns its height (operators on the
- * longest path to a leaf) and sets *kd to its k(x, x). */
-static int kc_parse_node(SEXP kern, int D, kc_node *node, double *kd)
+/* Parse the node `kern` at nesting level `depth` (0 at the root) into
+ * *node; returns its height (operators on the longest path to a leaf) and
+ * sets *kd to its k(x, x). The recursion is bounded by KC_MAX_DEPTH (the
+ * limit R/kernels.R enforces when kernels are combined), so that a deeply
+ * nested list from R is an error, never a C stack overflow. */
+static int kc_parse_node(SEXP kern, int D, kc_node *node, double *kd,
+                         int depth)
 {
     if (TYPEOF(kern) == VECSXP && XLENGTH(kern) == 2) {
+        if (depth >= KC_MAX_DEPTH)
+            error("the kernel combination nests more than %d levels of sums "
+                  "and products", KC_MAX_DEPTH);
+        R_CheckStack();
         SEXP op = VECTOR_ELT(kern, 0), parts = VECTOR_ELT(kern, 1);
         if (!isInteger(op) || XLENGTH(op) != 1 ||
             (INTEGER(op)[0] != KC_SUM && INTEGER(op)[0] != KC_PRODUCT))
@@ -44,7 +52,7 @@ static int kc_parse_node(SEXP kern, int D, kc_node *node, double *kd)
         for (int c = 0; c < node->n; c++) {
             double kc;
             const int hc = kc_parse_node(VECTOR_ELT(parts, c), D,
-                                         node->child + c, &kc);
+                                         node->child + c, &kc, depth + 1);
             if (hc > h) h = hc;
             /* the order of kc_K, so that k(p, p) is bitwise the diagonal
              * of K (select.c compares them to find copies of a pivot) */
@@ -67,7 +75,7 @@ void kc_parse(SEXP kern, int D, spv_kfun *k)
     if (D < 1)
         error("the inputs must have at least one column");
     k->D = D;
-    k->height = kc_parse_node(kern, D, &k->root, &k->kdiag);
+    k->height = kc_parse_node(kern, D, &k->root, &k->kdiag, 0);
     k->combo = k->root.op != KC_LEAF;
     if (!R_FINITE(k->kdiag) || !(k->kdiag > 0.0))
         error("the variance k(x, x) of the kernel combination is not a "

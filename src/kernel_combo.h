@@ -12,6 +12,10 @@
 
 enum { KC_LEAF = 0, KC_SUM = 1, KC_PRODUCT = 2 };
 
+/* The deepest nesting of sums and products (levels of operators from the
+ * root to a leaf) that a kernel may have: .kern_max_depth in R/kernels.R. */
+#define KC_MAX_DEPTH 32
+
 /* A node of a kernel expression: a single kernel, or the sum or product
  * of its n children. */
 typedef struct kc_node {

@@ -36,12 +36,18 @@ int kern_npar(const spv_kernel *k)
 int kern_scale_points(const spv_kernel *k, const double *x, size_t n,
                       double *xs)
 {
+    return kern_scale_rows(k, x, n, 0, n, xs);
+}
+
+int kern_scale_rows(const spv_kernel *k, const double *x, size_t ldx,
+                    size_t r0, size_t n, double *xs)
+{
     const int D = k->D;
     int ok = 1;
     for (int d = 0; d < D; d++) {
         /* finite: lengthscales are normal numbers (chk_kernel) */
         const double inv = 1.0 / k->lengthscale[k->nls == 1 ? 0 : d];
-        const double *xd = x + (size_t) d * n;
+        const double *xd = x + (size_t) d * ldx + r0;
         for (size_t i = 0; i < n; i++) {
             const double v = xd[i] * inv;
             xs[(size_t) D * i + d] = v;
@@ -107,6 +113,8 @@ void kern_diag(const spv_kernel *k, size_t n, double *kdiag)
  * the BLAS but no R API. */
 #define GRAD_BLOCK 256
 #define CROSS_DIRECT 1e100
+/* thread parts held on the stack (more threads: R_alloc) */
+#define KGC_PARTS 64
 /* One thread's partial sums over a block of columns of B. */
 typedef struct {
     double *rowsum;     /* nA: row sums of H */
@@ -180,14 +188,26 @@ static void kgc_cols(const spv_kernel *k, const double *As, size_t nA,
     p->dvar += dvar;
 }
 
+double kern_grad_work(int D, int nls, double nA, double nB, int nt)
+{
+    if (nt < 1) nt = 1;
+    const double per = nA * (1.0 + 2.0 * D + GRAD_BLOCK) + nls;
+    return D + (D * nA + 1.0) + (D * nB + 1.0) + (nB + 1.0) + (nt * per + 1.0);
+}
+
+/* `work` holds kern_grad_work(D, nls, nA, nB, nt) doubles, or is NULL (then
+ * R_alloc). */
 static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
                             const double *Bs, size_t nB, const double *G,
                             const double *K, double *dtheta, double *dA,
-                            int nt)
+                            int nt, double *work)
 {
     const int D = k->D, ard = k->nls > 1;
 
-    double *ctr = (double *) R_alloc((size_t) D, sizeof(double));
+    if (nt < 1) nt = 1;
+    if (work == NULL)
+        work = la_alloc((size_t) kern_grad_work(D, k->nls, (double) nA, (double) nB, nt));
+    double *ctr = work;
     for (int d = 0; d < D; d++) {
         double s = 0.0;                 /* the mean, without overflow */
         for (size_t j = 0; j < nB; j++) s += Bs[(size_t) D * j + d] / (double) nB;
@@ -197,8 +217,8 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
      * CROSS_DIRECT (scaled units) their squares in the sums below could
      * overflow (and Inf x 0 is NaN): every pair is then accumulated
      * directly, skipping the pairs whose kernel derivative is 0. */
-    double *Ac = (double *) R_alloc((size_t) D * nA + 1, sizeof(double));
-    double *Bc = (double *) R_alloc((size_t) D * nB + 1, sizeof(double));
+    double *Ac = ctr + D;
+    double *Bc = Ac + ((size_t) D * nA + 1);
     double big = 0.0;
     for (int d = 0; d < D; d++) {
         for (size_t i = 0; i < nA; i++) {
@@ -211,14 +231,15 @@ static void kern_grad_cross(const spv_kernel *k, const double *As, size_t nA,
         }
     }
     const int all_direct = !(big <= CROSS_DIRECT);
-    double *colsum = (double *) R_alloc(nB + 1, sizeof(double));
+    double *colsum = Bc + ((size_t) D * nB + 1);
 
-    /* the threads' partial sums, all allocated (and zeroed) here */
-    if (nt < 1) nt = 1;
+    /* the threads' partial sums, all in the workspace (and zeroed) here */
     const size_t per = nA * (1 + 2 * (size_t) D + GRAD_BLOCK) + (size_t) k->nls;
-    double *buf = (double *) R_alloc((size_t) nt * per + 1, sizeof(double));
+    double *buf = colsum + (nB + 1);
     memset(buf, 0, (size_t) nt * per * sizeof(double));
-    kgc_part *part = (kgc_part *) R_alloc((size_t) nt, sizeof(kgc_part));
+    kgc_part part_small[KGC_PARTS];
+    kgc_part *part = nt <= KGC_PARTS ? part_small :
+        (kgc_part *) R_alloc((size_t) nt, sizeof(kgc_part));
     for (int t = 0; t < nt; t++) {
         double *q = buf + (size_t) t * per;
         part[t].rowsum = q;
@@ -286,7 +307,16 @@ void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
                      const double *K, double *dtheta, double *dA, int nt)
 {
     if (nA == 0 || nB == 0) return;
-    kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA, nt);
+    kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA, nt, NULL);
+}
+
+void kern_grad_given_work(const spv_kernel *k, const double *As, size_t nA,
+                          const double *Bs, size_t nB, const double *G,
+                          const double *K, double *dtheta, double *dA, int nt,
+                          double *work)
+{
+    if (nA == 0 || nB == 0) return;
+    kern_grad_cross(k, As, nA, Bs, nB, G, K, dtheta, dA, nt, work);
 }
 
 void kern_grad(const spv_kernel *k, const double *As, size_t nA,
@@ -299,7 +329,7 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
     const int sym = (Bs == NULL);
     if (nA == 0 || (!sym && nB == 0)) return;   /* nothing to contract */
     if (!sym) {
-        kern_grad_cross(k, As, nA, Bs, nB, G, NULL, dtheta, dA, nt);
+        kern_grad_cross(k, As, nA, Bs, nB, G, NULL, dtheta, dA, nt, NULL);
         return;
     }
     Bs = As;
@@ -393,11 +423,11 @@ static void kern_args(SEXP kern, SEXP x, SEXP y, spv_kernel *k, double **xs,
     }
     chk_kernel(kern, D, k);
     *xs = la_alloc((size_t) D * nrows(x));
-    int over = kern_scale_points(k, REAL(x), (size_t) nrows(x), *xs);
+    int over = kern_scale_points(k, REAL_RO(x), (size_t) nrows(x), *xs);
     *ys = NULL;
     if (!isNull(y)) {
         *ys = la_alloc((size_t) D * nrows(y));
-        over |= kern_scale_points(k, REAL(y), (size_t) nrows(y), *ys);
+        over |= kern_scale_points(k, REAL_RO(y), (size_t) nrows(y), *ys);
     }
     if (over) kern_overflow_error(k);
 }

@@ -5,6 +5,9 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <R.h>
 #include <Rinternals.h>
 #include "lapack.h"
@@ -48,6 +51,9 @@ int la_chol(double *A, int n)
 #define LA_JITTER_FIRST 1e-10
 #define LA_JITTER_TRIES 64
 #define LA_SCALE_FLOOR 1e-290
+/* The smallest pivot ratio L_jj^2 / (S_jj + jitter) of a usable factor
+ * (la_chol_shifted). */
+#define LA_PIVOT_TOL 1e-12
 
 int la_jitter_scale(const double *S, int n, int lds, double *scale)
 {
@@ -70,8 +76,19 @@ int la_jitter_scale(const double *S, int n, int lds, double *scale)
 
 /* L <- the lower triangle of S (leading dimension lds) + jit I, n x n
  * contiguous with its upper triangle zeroed, then factorised. Returns 0 on
- * success, 1 if dpotrf failed (not positive definite), 2 if the factor is
- * not finite although dpotrf succeeded (overflow). */
+ * success, 1 if dpotrf failed (not positive definite) or the factor is
+ * numerically unusable, 2 if the factor is not finite although dpotrf
+ * succeeded (overflow).
+ *
+ * Unusable: a pivot L_jj^2, the variance of row j left after conditioning
+ * on the rows before it (a Schur complement), below LA_PIVOT_TOL (or n eps,
+ * when larger) times S_jj + jit. A factor with pivot ratios p has solves
+ * with relative rounding errors of about eps / sqrt(p): at p = 1e-12 about
+ * 1e-10, the accuracy the bounds are held to; below, the solves lose
+ * further digits, and at p near n eps the pivot is rounding noise (S is
+ * singular to working precision: duplicated or coincident inducing
+ * inputs). Above it the factor is used as it is: a well-conditioned K_uu
+ * (cond(K_uu) ~ 1e9, say) gets no jitter at all. */
 static int la_chol_shifted(const double *S, int n, int lds, double jit,
                            double *L)
 {
@@ -82,10 +99,14 @@ static int la_chol_shifted(const double *S, int n, int lds, double jit,
         L[j + (size_t) n * j] += jit;
     }
     if (la_chol(L, n) != 0) return 1;
+    const double tol = (double) n * DBL_EPSILON > LA_PIVOT_TOL ?
+        (double) n * DBL_EPSILON : LA_PIVOT_TOL;
     for (int j = 0; j < n; j++) {
-        if (!(L[j + (size_t) n * j] > 0.0)) return 1;
+        const double ljj = L[j + (size_t) n * j];
+        if (!(ljj > 0.0)) return 1;
         for (int i = j; i < n; i++)
             if (!R_FINITE(L[i + (size_t) n * j])) return 2;
+        if (ljj * ljj < tol * (S[j + (size_t) lds * j] + jit)) return 1;
     }
     return 0;
 }
@@ -248,4 +269,95 @@ SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap)
     SET_VECTOR_ELT(out, 1, ScalarReal(jit));
     UNPROTECT(nprot);
     return out;
+}
+
+/* Column summaries of a double matrix x (n x D; a vector is one column)
+ * without copying it: a
+ * 5 x D matrix with rows mean, sd (denominator n - 1; NA for n < 2), min,
+ * max and finite (1 when every entry of the column is finite, else 0; the
+ * other rows are then NA). Two passes per column (the mean, then the
+ * centred squares), as stats::sd computes it. */
+SEXP ffi_la_colstats(SEXP x)
+{
+    /* a matrix, or a vector as one column */
+    if (TYPEOF(x) != REALSXP)
+        error("'x' must be a double matrix or vector");
+    const int ismat = isMatrix(x);
+    const R_xlen_t n = ismat ? (R_xlen_t) nrows(x) : XLENGTH(x);
+    const int D = ismat ? ncols(x) : 1;
+    SEXP out = PROTECT(allocMatrix(REALSXP, 5, D));
+    double *o = REAL(out);
+    const double *xp = REAL_RO(x);
+    for (int d = 0; d < D; d++) {
+        const double *c = xp + (size_t) n * d;
+        double *od = o + 5 * (size_t) d;
+        int fin = 1;
+        double s = 0.0, mn = R_PosInf, mx = R_NegInf;
+        for (R_xlen_t i = 0; i < n; i++) {
+            const double v = c[i];
+            if (!R_FINITE(v)) {
+                fin = 0;
+                break;
+            }
+            s += v;
+            if (v < mn) mn = v;
+            if (v > mx) mx = v;
+        }
+        if (!fin || n == 0) {
+            od[0] = od[1] = od[2] = od[3] = NA_REAL;
+            od[4] = fin ? 1.0 : 0.0;
+            continue;
+        }
+        /* the mean without overflow: sums of huge finite values */
+        double mean = s / (double) n;
+        if (!R_FINITE(mean)) {
+            mean = 0.0;
+            for (R_xlen_t i = 0; i < n; i++) mean += c[i] / (double) n;
+        }
+        double ss = 0.0, sd;
+        for (R_xlen_t i = 0; i < n; i++) {
+            const double e = c[i] - mean;
+            ss += e * e;
+        }
+        sd = sqrt(ss / (double) (n - 1));
+        if (!R_FINITE(sd)) {
+            /* squares beyond double precision: scaled by the largest
+             * deviation (the sd itself is below it) */
+            double big = 0.0;
+            for (R_xlen_t i = 0; i < n; i++) {
+                const double e = fabs(c[i] / 2.0 - mean / 2.0);
+                if (e > big) big = e;
+            }
+            ss = 0.0;
+            for (R_xlen_t i = 0; i < n; i++) {
+                const double e = (c[i] / 2.0 - mean / 2.0) / big;
+                ss += e * e;
+            }
+            sd = 2.0 * big * sqrt(ss / (double) (n - 1));
+        }
+        od[0] = mean;
+        od[1] = n > 1 ? sd : NA_REAL;
+        od[2] = mn;
+        od[3] = mx;
+        od[4] = 1.0;
+    }
+    UNPROTECT(1);
+    return out;
+}
+
+/* Hand the memory that R has freed back to the system: glibc keeps freed
+ * blocks in its heap (below its mmap threshold, which rises to 32 MB once
+ * a large block has been freed), so after the large temporaries of one
+ * stage of a fit the process keeps their memory resident although nothing
+ * uses it, and a memory budget measured as the process's peak would not
+ * hold (R/interrupt.R, .stage_mark(), calls this after a garbage
+ * collection). malloc_trim() returns free pages of the heap to the system;
+ * elsewhere than glibc, nothing is done. TRUE when memory was released. */
+SEXP ffi_la_release(void)
+{
+#ifdef __GLIBC__
+    return ScalarLogical(malloc_trim(0) != 0);
+#else
+    return ScalarLogical(FALSE);
+#endif
 }

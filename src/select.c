@@ -456,7 +456,7 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
     }
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
-    if (kc_points(&k, REAL(x), (size_t) N, xs)) kc_overflow_error(&k);
+    if (kc_points(&k, REAL_RO(x), (size_t) N, xs)) kc_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * Mmax, sizeof(double));
     char *excl = R_alloc((size_t) N, sizeof(char));
     int *index = (int *) R_alloc((size_t) Mmax, sizeof(int));
@@ -537,7 +537,7 @@ SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
 
     double *xs = (double *) R_alloc((size_t) D * N, sizeof(double));
     double *zs = (double *) R_alloc((size_t) D * M, sizeof(double));
-    if (kc_points(&k, REAL(x), (size_t) N, xs) ||
+    if (kc_points(&k, REAL_RO(x), (size_t) N, xs) ||
         kc_points(&k, REAL(Z), (size_t) M, zs))
         kc_overflow_error(&k);
     double *C = (double *) R_alloc((size_t) N * M, sizeof(double));

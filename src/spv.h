@@ -39,6 +39,9 @@ int kern_npar(const spv_kernel *k);
  * raise), else 0. */
 int kern_scale_points(const spv_kernel *k, const double *x, size_t n,
                       double *xs);
+/* The same for rows [r0, r0 + n) of an R matrix with ldx rows. */
+int kern_scale_rows(const spv_kernel *k, const double *x, size_t ldx,
+                    size_t r0, size_t n, double *xs);
 void kern_overflow_error(const spv_kernel *k);
 
 /* K(A, B): nA x nB, from points scaled by kern_scale_points. */
@@ -81,6 +84,15 @@ void kern_grad(const spv_kernel *k, const double *As, size_t nA,
 void kern_grad_given(const spv_kernel *k, const double *As, size_t nA,
                      const double *Bs, size_t nB, const double *G,
                      const double *K, double *dtheta, double *dA, int nt);
+
+/* kern_grad_given with the caller's workspace of kern_grad_work(D, nls,
+ * nA, nB, nt) doubles (a double: exact below 2^53) (no R_alloc: the passes of bound_stream.c reuse one
+ * workspace for every chunk of every evaluation). */
+double kern_grad_work(int D, int nls, double nA, double nB, int nt);
+void kern_grad_given_work(const spv_kernel *k, const double *As, size_t nA,
+                          const double *Bs, size_t nB, const double *G,
+                          const double *K, double *dtheta, double *dA, int nt,
+                          double *work);
 
 /* Contraction of an adjoint g of diag K(A, A): dtheta += d/dtheta g'kdiag. */
 void kern_grad_diag(const spv_kernel *k, size_t n, const double *g,
@@ -149,9 +161,13 @@ int la_jitter_scale(const double *S, int n, int lds, double *scale);
 
 /* Lower Cholesky factor of S + jitter I (S n x n symmetric, lower triangle
  * read, leading dimension lds), written contiguously to L (n x n, upper
- * triangle zeroed). Tries jitter = base * scale first (0 when base = 0),
- * then escalates tenfold from max(base, 1e-10) * scale up to cap * scale,
- * for at most 64 factorisations, checking for interrupts between them.
+ * triangle zeroed). Tries jitter = base * scale first (the matrix as it is
+ * when base = 0, the default of the models), then escalates tenfold from
+ * max(base, 1e-10) * scale up to cap * scale, for at most 64
+ * factorisations, checking for interrupts between them. A factorisation
+ * counts as failed when dpotrf fails or a pivot L_jj^2 is below
+ * max(1e-12, n eps) (S_jj + jitter): solves with the factor would lose
+ * accuracy beyond 1e-10 (la_chol_shifted in linalg.c).
  * Returns LA_OK with the jitter used in *jitter (never 0 by underflow when
  * base > 0, never Inf or NaN), LA_NOT_PD past the cap, or LA_NONFINITE
  * when S, the scale or the factor is not finite (overflow). */

@@ -35,7 +35,7 @@ void chk_real_vector(SEXP x, const char *name, R_xlen_t len)
  * it. */
 void chk_finite(SEXP x, const char *name)
 {
-    const double *p = REAL(x);
+    const double *p = REAL_RO(x);   /* read only: no copy of a wrapped object */
     const R_xlen_t n = XLENGTH(x);
     int bad = 0;
     for (R_xlen_t i = 0; i < n; i++)

@@ -27,7 +27,7 @@ for (ds in strsplit(opt$datasets, ",", fixed = TRUE)[[1L]]) {
   d <- classification_data(ds)
   x <- scale(as.matrix(d[setdiff(names(d), "y")]))
   t0 <- proc.time()[["elapsed"]]
-  fit <- pgpr(x, d$y, kernel = kernel_rbf(1, 1), inducing = unique(x),
+  fit <- pgpr(x, d$y, kernel = kernel_rbf(1, 1), inducing = unique(x), mean = 0,
               control = list(inner_max = 20L, ci_iters = 10L, maxit = 250L, tol = 1e-4))
   res <- data.frame(dataset = ds, N = nrow(x), M = nrow(fit$params$Z), bound = fit$bound,
                     reference_optimum = ref_opt[[ds]], variance = fit$params$variance,

@@ -46,7 +46,17 @@ fuzz_templates <- function() {
   A <- forwardsolve(bg$L, Kuf)
   bo <- .Call(ns$ffi_bso_chol, Kuu, 1L, 1e-8, 1e-2)
   bos <- .Call(ns$ffi_bs_stats, bo$L, Kuf, kd, lam, yt, 1L)
+  # the workspace of the passes over all rows (chunks of 3 rows, 2 threads)
+  wk <- function() numeric(.Call(ns$ffi_bs_work, 3, 2, 3, 2L))
   list(
+    ffi_bs_pass_grad = function() {
+      list(kc, Z, x, bg$L, bv$E, bv$alpha, bv$vt, 0.1, yt, 0.2, wk(), 3L, 2L, TRUE, TRUE)
+    },
+    ffi_bs_pass_stats = function() list(kc, Z, x, bg$L, lam, yt, 0.2, wk(), 3L, 2L),
+    ffi_bs_predict = function() list(kc, Z, x, bg$L, bg$LB, bg$v, 0.3, wk(), 3L, 2L),
+    ffi_bs_work = function() list(3, 2, 3, 2L),
+    ffi_la_colstats = function() list(x),
+    ffi_la_release = function() list(),
     ffi_bs_adjoints = function() list(bg$L, bv$E, bv$alpha, bv$vt, Kuf, kd, lam, yt, 1L),
     ffi_bs_kern_cross = function() list(kc, Z, x, 2L),
     ffi_bs_stats = function() list(bg$L, Kuf, kd, lam, yt, 2L),
@@ -82,12 +92,6 @@ fuzz_templates <- function() {
     ffi_pred_gaussian = function() list(bg$L, bg$LB, bg$v, K(Z, x[1:4, ]), rep(1.3, 4), FALSE),
     ffi_sel_greedy = function() list(kc, x, rep(1, 8), 3, 0, pm, 0, 2, TRUE),
     ffi_sel_trace = function() list(kc, x, rep(1, 8), Z, 0, TRUE),
-    ffi_svgp_elbo = function() {
-      list(Kuu, Kuf, kd, list(mu = c(0.1, -0.2, 0.3), sqrt = diag(0.5, 3), whiten = TRUE),
-           list(type = 1L, y = rep(c(1, -1), 4), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),
-                gh_w = c(0.2954, 1.1816, 0.2954), scale = 1),
-           list(mean = 0, jitter = 1e-8, jitter_cap = 1e-2), TRUE)
-    },
     ffi_vf_adjoints = function() list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, lam, yt, vs$recs),
     ffi_vf_predict = function() {
       list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, c(0, lam[-1]), yt, TRUE)
@@ -107,7 +111,7 @@ fuzz_templates <- function() {
                   1e154, 1e300, 1.7e308, -1.7e308, 0.5, 2)
 
 # One mutation of the value `a`: list(value, label). A list (a kernel, or
-# the structured arguments of ffi_svgp_elbo) may lose, rename or null a
+# the structured likelihood argument of ffi_svgp_ell) may lose, rename or null a
 # field, or have one field mutated.
 fuzz_mutate <- function(a) {
   if (is.list(a) && length(a) > 0L && stats::runif(1) < 0.7) {
@@ -187,13 +191,63 @@ fuzz_mutate <- function(a) {
     })
 }
 
+# A kernel list nested `depth` levels deep (sums of a kernel and the rest),
+# for the recursion limit of src/kernel_combo.c.
+fuzz_deep_kernel <- function(depth, leaf = list(1L, 1.3, c(0.7, 1.1))) {
+  k <- leaf
+  for (i in seq_len(depth)) k <- list(1L + (i %% 2L), list(leaf, k))
+  k
+}
+
+# Mutations of the whole argument list: two arguments swapped, a list
+# argument nested very deep, a size argument made huge.
+fuzz_mutate_args <- function(args) {
+  op <- sample(c("swap", "deep", "huge"), 1L)
+  n <- length(args)
+  if (n == 0L) return(list(args = list(1), label = "an argument too many"))
+  if (op == "swap" && n >= 2L) {
+    ij <- sample.int(n, 2L)
+    args[ij] <- args[rev(ij)]
+    return(list(args = args, label = sprintf("swap args %d and %d", ij[1L], ij[2L])))
+  }
+  if (op == "deep") {
+    lists <- which(vapply(args, is.list, TRUE))
+    i <- if (length(lists)) lists[sample.int(length(lists), 1L)] else sample.int(n, 1L)
+    depth <- sample(c(33L, 100L, 1000L, 100000L), 1L)
+    # spliced in with c(): `args[[i]] <-` would walk the deep list
+    # recursively (R's check for cycles) and overflow R's own C stack
+    args <- c(args[seq_len(i - 1L)], list(fuzz_deep_kernel(depth)), args[-seq_len(i)])
+    return(list(args = args, label = sprintf("arg %d nested %d deep", i, depth), deep = TRUE))
+  }
+  # a number that sets a size (M, rows, threads, a count) made huge or
+  # beyond an int
+  sc <- which(vapply(args, function(a) is.numeric(a) && length(a) == 1L, TRUE))
+  i <- if (length(sc)) sc[sample.int(length(sc), 1L)] else sample.int(n, 1L)
+  v <- sample(list(2147483647L, 2^31, 2^53, 1e15, .Machine$double.xmax, 4e9), 1L)[[1L]]
+  args[[i]] <- if (is.integer(args[[i]]) && is.integer(v)) v else as.double(v)
+  list(args = args, label = sprintf("arg %d <- %s", i, format(v)))
+}
+
 # The arguments of call `seed` for entry point `name`: the template with
-# one to three mutations (seed 0: the template itself). list(args, label).
+# one to three mutations (seed 0: the template itself); one call in ten
+# mutates the argument list as a whole (fuzz_mutate_args()). list(args,
+# label).
 fuzz_case <- function(templates, name, seed) {
   args <- templates[[name]]()
   if (seed == 0L) return(list(args = args, label = "valid template"))
   set.seed(seed)
   labels <- character()
+  if (stats::runif(1) < 0.1 && length(args) > 0L) {
+    m <- fuzz_mutate_args(args)
+    args <- m$args
+    labels <- m$label
+    # a deep list is the whole mutation (R-level edits of it would recurse)
+    if (isTRUE(m$deep)) return(list(args = args, label = labels))
+  }
+  # an entry point without arguments: given one or two, which it must refuse
+  if (length(args) == 0L) {
+    return(list(args = as.list(seq_len(sample(2L, 1L))), label = "arguments it does not take"))
+  }
   for (k in seq_len(sample(c(1L, 1L, 2L, 3L), 1L))) {
     i <- sample.int(length(args), 1L)
     # a mutation that does not apply to this value (a row of an empty
@@ -215,10 +269,17 @@ fuzz_case <- function(templates, name, seed) {
                          "non-numeric", "long vectors not supported"), collapse = "|")
 
 # TRUE when every double in `res` (recursively) is finite; for the
-# elementwise maps, wherever their input is finite.
+# elementwise maps, wherever their input is finite; for the column
+# summaries, in the columns flagged finite.
 .fuzz_finite <- function(name, args, res) {
   if (name %in% c("ffi_pg_kl", "ffi_pg_log_cosh", "ffi_pg_theta")) {
     return(length(res) == length(args[[1L]]) && all(is.finite(res) | !is.finite(args[[1L]])))
+  }
+  # column summaries: NA for a column that is not all finite, which the
+  # last row (the flag) says
+  if (name == "ffi_la_colstats") {
+    ok <- res[5L, ] == 1
+    return(all(is.finite(res[5L, ])) && all(is.finite(res[1:4, ok & !is.na(res[2L, ])])))
   }
   leaves <- unlist(res, use.names = FALSE)
   !is.double(leaves) || all(is.finite(leaves))

@@ -59,8 +59,8 @@ test_that("pgpr on a cluster: the bound, its gradient and the c updates equal on
   ref <- cl_value_grad(fit)
   for (rows in c(N, 7)) {
     # in one piece and in chunks of 7 rows on each worker
-    fit$control$memory <- 32 * 6 * rows
-    on <- cl_on(fit, cl, sparsevgp:::.shard_pg)
+    fit$control$memory <- sparsevgp:::.memory_for_rows(fit, rows)
+    on <- cl_on(fit, cl, sparsevgp:::.share)
     expect_lt(cl_rel(ref, cl_value_grad(on)), 1e-10)
     # the closed-form c updates on the workers' own rows
     a <- sparsevgp:::.pgpr_update_c(fit, 3L)
@@ -103,6 +103,25 @@ test_that("a pgpr fit on a cluster ends where the fit in one process does", {
   expect_equal(b0$bound, a0$bound, tolerance = 1e-10)
 })
 
+test_that("svgp with counts and heavy tails on a cluster equals one process", {
+  cl <- cl_get()
+  d <- cl_data(N = 61)
+  N <- nrow(d$x)
+  Z <- d$x[c(4, 19, 33, 52), ]
+  set.seed(3)
+  for (lik in c("poisson", "student_t")) {
+    y <- if (lik == "poisson") rpois(N, exp(d$f)) else d$y
+    fit <- svgp(d$x, y, likelihood = lik, inducing = Z, optimize = FALSE)
+    fit$params$q_mu <- rnorm(4, sd = 0.5)
+    fit$params$q_sqrt_lower <- rnorm(6, sd = 0.1)
+    on <- cl_on(fit, cl, sparsevgp:::.shard_svgp_data)
+    expect_lt(cl_rel(cl_value_grad(fit), cl_value_grad(on)), 1e-10, label = lik)
+    batch <- sort(sample.int(N, 13))
+    expect_lt(cl_rel(cl_value_grad(fit, batch), cl_value_grad(on, batch)), 1e-10, label = lik)
+    sparsevgp:::.cluster_release(on$cluster)
+  }
+})
+
 test_that("svgp on a cluster: full batch and minibatches equal one process", {
   cl <- cl_get()
   d <- cl_data(N = 83)
@@ -114,7 +133,7 @@ test_that("svgp on a cluster: full batch and minibatches equal one process", {
     fit <- svgp(d$x, y, likelihood = lik, inducing = Z, whiten = wh, optimize = FALSE)
     fit$params$q_mu <- rnorm(5, sd = 0.5)
     fit$params$q_sqrt_lower <- rnorm(10, sd = 0.1)
-    on <- cl_on(fit, cl, sparsevgp:::.shard_svgp_data)
+    on <- cl_on(fit, cl, sparsevgp:::.share)
     lab <- sprintf("%s, whiten = %s", lik, wh)
     expect_lt(cl_rel(cl_value_grad(fit), cl_value_grad(on)), 1e-10, label = lab)
     # a minibatch across both shares, and one within the first share only
@@ -180,6 +199,66 @@ test_that("predict() and fitted() on a cluster equal one process", {
   expect_error(odvgp(d$x, d$lab, cluster = cl), "this model fits in one process")
 })
 
+test_that("objective(fit, cluster = cl) evaluates on the workers; optimize = FALSE sends nothing", {
+  cl <- cl_get()
+  d <- cl_data()
+  parallel::clusterCall(cl, function() {
+    if ("sparsevgp" %in% loadedNamespaces()) rm(list = ls(asNamespace("sparsevgp")$.shards),
+                                                 envir = asNamespace("sparsevgp")$.shards)
+    TRUE
+  })
+  fits <- list(
+    sgpr = sgpr(d$x, d$y, inducing = d$x[1:7, ], noise = ~ x1, optimize = FALSE),
+    osgpr = osgpr(d$x, d$y, inducing = d$x[1:4, ], orthogonal = d$x[5:8, ], optimize = FALSE),
+    pgpr = pgpr(d$x, d$lab, inducing = d$x[1:6, ], mean = "constant", optimize = FALSE),
+    svgp = svgp(d$x, d$lab, inducing = d$x[1:6, ], optimize = FALSE))
+  for (m in names(fits)) {
+    # built with a cluster and optimize = FALSE: no share on any worker
+    f <- switch(m,
+      sgpr = sgpr(d$x, d$y, inducing = d$x[1:7, ], noise = ~ x1, optimize = FALSE, cluster = cl),
+      osgpr = osgpr(d$x, d$y, inducing = d$x[1:4, ], orthogonal = d$x[5:8, ], optimize = FALSE,
+                    cluster = cl),
+      pgpr = pgpr(d$x, d$lab, inducing = d$x[1:6, ], mean = "constant", optimize = FALSE,
+                  cluster = cl),
+      svgp = svgp(d$x, d$lab, inducing = d$x[1:6, ], optimize = FALSE, cluster = cl))
+    expect_length(cl_left(cl), 0L)
+    expect_equal(f$bound, fits[[m]]$bound, tolerance = 1e-12)
+    o <- objective(fits[[m]])
+    oc <- objective(fits[[m]], cluster = cl)
+    expect_length(cl_left(cl), length(cl))
+    p <- o$par + 0.05
+    expect_equal(oc$fn(p), o$fn(p), tolerance = 1e-10, label = m)
+    expect_lt(cl_rel(o$gr(p), oc$gr(p)), 1e-9, label = m)
+    oc$release()
+    oc$release()
+    expect_length(cl_left(cl), 0L)
+  }
+  # an osgpr fit on the cluster ends where the one in one process does
+  a <- osgpr(d$x, d$y, inducing = d$x[1:4, ], orthogonal = d$x[5:8, ],
+             control = list(schedule = "joint"))
+  b <- osgpr(d$x, d$y, inducing = d$x[1:4, ], orthogonal = d$x[5:8, ],
+             control = list(schedule = "joint"), cluster = cl)
+  expect_equal(b$bound, a$bound, tolerance = 1e-6)
+  expect_null(b$cluster)
+  expect_length(cl_left(cl), 0L)
+})
+
+test_that("an interrupted fit on a cluster keeps its fit and leaves the cluster usable", {
+  cl <- cl_get()
+  d <- cl_data()
+  old <- options(sparsevgp.interrupt_after = 5L)
+  on.exit(options(old))
+  expect_warning(f <- sgpr(d$x, d$y, inducing = 8, cluster = cl), "interrupted during")
+  expect_true(isTRUE(f$optim$interrupted))
+  expect_true(is.finite(f$bound))
+  expect_warning(p <- pgpr(d$x, d$lab, inducing = 6, cluster = cl), "interrupted during")
+  expect_s3_class(p, "pgpr")
+  options(old)
+  # every answer was read: the next call on the cluster gets its own result
+  expect_identical(unlist(parallel::clusterCall(cl, function() 42)), c(42, 42))
+  expect_length(cl_left(cl), 0L)
+})
+
 test_that("workers that lose their share or die give the cluster error, never a value", {
   cl <- cl_get()
   on.exit({
@@ -189,8 +268,8 @@ test_that("workers that lose their share or die give the cluster error, never a 
   d <- cl_data(N = 50)
   pf <- pgpr(d$x, d$lab, inducing = d$x[1:5, ], optimize = FALSE)
   sf <- svgp(d$x, d$lab, inducing = d$x[1:5, ], optimize = FALSE)
-  pon <- cl_on(pf, cl, sparsevgp:::.shard_pg)
-  son <- cl_on(sf, cl, sparsevgp:::.shard_svgp_data)
+  pon <- cl_on(pf, cl, sparsevgp:::.share)
+  son <- cl_on(sf, cl, sparsevgp:::.share)
   expect_equal(cl_value_grad(pon)[["value"]], pf$bound, tolerance = 1e-10)
   # a worker that lost its share
   parallel::clusterCall(cl[2], function(key) {

@@ -232,3 +232,62 @@ test_that("model.frame(), formula(), terms() and nobs() behave as for lm()", {
   expect_error(formula(m), "matrix interface")
   expect_error(model.frame(m), "matrix interface")
 })
+
+test_that("the mix-ups of a first hour name the model or argument to use", {
+  msg <- function(expr) tryCatch({
+    expr
+    ""
+  }, error = conditionMessage)
+  # classes given to a regression model: the classifiers are named
+  m <- msg(sgpr(Species ~ Sepal.Length, data = iris))
+  expect_match(m, "'y' must be a numeric vector, not a factor with 3 levels: sgpr() is regression",
+               fixed = TRUE)
+  expect_match(m, "svgp() or odvgp()", fixed = TRUE)
+  two <- droplevels(iris[iris$Species != "setosa", ])
+  expect_match(msg(sgpr(Species ~ Sepal.Length, data = two)), "pgpr() or svgp()", fixed = TRUE)
+  expect_match(msg(gpr(Species ~ Sepal.Length, data = two)), "gpr() is regression", fixed = TRUE)
+  expect_match(msg(osgpr(Species ~ Sepal.Length, data = two, inducing = 2, orthogonal = 2)),
+               "osgpr() is regression", fixed = TRUE)
+  expect_match(msg(sgpr(I(y > 0) ~ x, data = snelson)), "logical vector.*pgpr\\(\\) or svgp\\(\\)")
+  expect_match(msg(sgpr(snelson$x, as.character(snelson$y > 0))), "character vector")
+  # a formula without inputs, and infinite inputs: no "formula inputs"
+  for (f in list(sgpr, gpr, pgpr, svgp)) {
+    m <- msg(f(y ~ 1, data = snelson))
+    expect_match(m, "the formula y ~ 1 has no inputs", fixed = TRUE)
+    expect_false(grepl("formula inputs", m))
+  }
+  d <- snelson
+  d$x[c(7, 3)] <- Inf
+  m <- msg(sgpr(y ~ x, data = d))
+  expect_match(m, "the input x has infinite values (in 2 rows, the first 3)", fixed = TRUE)
+  expect_match(m, "subset = is.finite(x)", fixed = TRUE)
+  expect_false(grepl("formula inputs", m))
+  # and the row check after subset
+  expect_match(msg(sgpr(y ~ x, data = snelson, subset = 1)), "the model frame has 1 row")
+})
+
+test_that("the call is the call as run, start included", {
+  f0 <- sgpr(y ~ x, data = snelson, inducing = 8, optimize = FALSE)
+  f1 <- sgpr(y ~ x, data = snelson, inducing = 8, start = f0, optimize = FALSE)
+  expect_identical(f1$call, quote(sgpr(y ~ x, data = snelson, inducing = 8, start = f0,
+                                       optimize = FALSE)))
+  m1 <- sgpr(snelson$x, snelson$y, inducing = 8, start = f0, optimize = FALSE)
+  expect_identical(m1$call$start, quote(f0))
+  g0 <- gpr(y ~ x, data = snelson[1:40, ], optimize = FALSE)
+  expect_identical(gpr(y ~ x, data = snelson[1:40, ], start = g0, optimize = FALSE)$call$start,
+                   quote(g0))
+  # a fit passed as a value (do.call) is recorded by a placeholder, never copied
+  v <- do.call(sgpr, list(y ~ x, data = snelson, inducing = 8, start = f0, optimize = FALSE))
+  expect_identical(v$call$start, as.name("<sgpr fit>"))
+  expect_lt(nchar(paste(deparse(v$call$start), collapse = "")), 20)
+  # update(): a start given there is used and recorded; its own warm start
+  # from the old fit is not written into the call
+  f2 <- sgpr(y ~ x, data = snelson, inducing = 8,
+             kernel = kernel_rbf(lengthscale = 3, variance = 2), optimize = FALSE)
+  u <- update(f0, start = f2)
+  expect_identical(u$call$start, quote(f2))
+  expect_equal(u$params$lengthscale, f2$params$lengthscale)
+  w <- update(f1, noise = 0.2)
+  expect_null(w$call$start)
+  expect_equal(w$params$lengthscale, f1$params$lengthscale)
+})

@@ -547,3 +547,71 @@ test_that("whitened and non-whitened SVGP agree at m = L b, S = L W W' L': every
   expect_equal(gn$bound, s$bound, tolerance = 1e-9)
   expect_equal(gw$bound, s$bound, tolerance = 1e-9)
 })
+
+# ---- jitter only where a factorisation needs it ---------------------------------
+
+test_that("where K_uu factorises as it is, the default bound and predictions are jitter-free", {
+  # 12 random inducing inputs on a line: cond(K_uu) of about 1e9, which the
+  # Cholesky factorisation handles without jitter
+  set.seed(11)
+  x <- matrix(sort(runif(80, -3, 3)))
+  y <- sin(2 * x[, 1]) + rnorm(80, sd = 0.1)
+  k <- kernel_rbf(1, 1)
+  Z <- matrix(runif(12, -3, 3))
+  expect_gt(kappa(kernel_matrix(k, Z), exact = TRUE), 1e7)
+  def <- sgpr(x, y, kernel = k, inducing = Z, noise = 0.01, mean = 0, optimize = FALSE)
+  off <- sgpr(x, y, kernel = k, inducing = Z, noise = 0.01, mean = 0, optimize = FALSE,
+              control = list(jitter = 0))
+  expect_equal(def$jitter, 0)
+  expect_identical(def$bound, off$bound)
+  # against the dense textbook bound (no jitter anywhere) to 1e-10
+  ref <- dense_sgpr_bound(k, x, y, Z, rep(0.01, 80))
+  expect_lt(abs(def$bound - ref) / abs(ref), 1e-10)
+  xs <- matrix(seq(-3, 3, length.out = 7))
+  Kuu <- kernel_matrix(k, Z)
+  Kuf <- kernel_matrix(k, Z, x)
+  Ksu <- kernel_matrix(k, xs, Z)
+  Sig <- Kuu + Kuf %*% t(Kuf) / 0.01
+  m_ref <- drop(Ksu %*% solve(Sig, Kuf %*% y)) / 0.01
+  p <- predict(def, xs)
+  expect_identical(p, predict(off, xs))
+  # (the dense reference is itself solved with cond(K_uu) ~ 1e9)
+  expect_lt(max(abs(p$mean - m_ref)) / max(abs(m_ref)), 1e-6)
+  # the former default (1e-8 of the mean diagonal, always added) moved the
+  # bound far more than that
+  old <- sgpr(x, y, kernel = k, inducing = Z, noise = 0.01, mean = 0, optimize = FALSE,
+              control = list(jitter = 1e-8))
+  expect_gt(abs(old$bound - ref) / abs(ref), 1e-6)
+  # with Z = X the default bound is the exact log marginal likelihood
+  d <- toy_data(25, 2)
+  s <- sgpr_at(d, kernel_rbf(0.8, 1.3), d$x, noise = 0.08)
+  expect_equal(as.numeric(logLik(s)), dense_gpr_lml(kernel_rbf(0.8, 1.3), d$x, d$y, 0.08),
+               tolerance = 1e-10)
+  expect_output(print(summary(s)), "none \\(the matrices were factorised as they are\\)")
+})
+
+test_that("a K_uu that needs jitter gets the least that works, recorded and reported", {
+  set.seed(12)
+  x <- matrix(runif(60, -3, 3))
+  y <- sin(2 * x[, 1]) + rnorm(60, sd = 0.1)
+  k <- kernel_rbf(1, 1)
+  # two inducing inputs 1e-9 apart: K_uu is singular to working precision
+  Z <- rbind(matrix(c(-2, 0, 2)), 0 + 1e-9)
+  f <- sgpr(x, y, kernel = k, inducing = Z, noise = 0.01, optimize = FALSE)
+  expect_gt(f$jitter, 0)
+  # the matrix as it is fails; the escalation starts at 1e-10 of the mean
+  # diagonal (and grows tenfold), which is enough here
+  expect_error(sparsevgp:::.ffi_chol(kernel_matrix(k, Z), 0, 1e-12), "not positive definite")
+  expect_equal(f$jitter_relative, 1e-10)
+  # what it costs is in the fit and the summary
+  expect_true(is.finite(f$jitter_cost))
+  expect_output(print(summary(f)), "changes the bound by about")
+  # past the cap: a clear error, never NaN
+  expect_error(sgpr(x, y, kernel = k, inducing = Z, noise = 0.01, optimize = FALSE,
+                    control = list(jitter_cap = 1e-14)), "not positive definite")
+  # so small a jitter is reported, not warned about; the factor is one the
+  # solves can use (a pivot ratio of at least 1e-12)
+  expect_silent(sgpr(x, y, kernel = k, inducing = Z, noise = 0.01, optimize = FALSE))
+  L <- sparsevgp:::.ffi_chol(kernel_matrix(k, Z), 0, 1e-2)$L
+  expect_gte(min(diag(L)^2 / (diag(kernel_matrix(k, Z)) + 1e-10)), 1e-12)
+})

@@ -598,8 +598,10 @@ test_that("k-means pads with data points when clusters empty, as the code of Pas
 # ---- a memory budget: greedy selection on a subsample ------------------------
 
 # The bytes per row that greedy selection holds with the default block of
-# 16: the factor (M columns) and the block workspace (2 x 16 columns).
-sel_bytes <- function(M) 8 * (M + 32)
+# 16, for D = 2 input columns: the factor (M columns), the block workspace
+# (2 x 16 columns), the scaled and subsampled point (2 D) and its weight,
+# order, residual and flags (4).
+sel_bytes <- function(M, D = 2) 8 * (M + 32 + 2 * D + 4)
 
 test_that("within the memory budget the selection is the one without a budget", {
   d <- toy_data(120, 2)
@@ -609,7 +611,7 @@ test_that("within the memory budget the selection is the one without a budget", 
                 list(M = 40, threshold = 0.5), list(M = 5, block = 1))
   for (a in cases) {
     block <- if (is.null(a$block)) 16 else a$block
-    exact <- 120 * 8 * (a$M + 2 * block)      # all rows just fit
+    exact <- 120 * (8 * (a$M + 2 * block + 8) + 12)      # all rows just fit
     set.seed(7)
     ref <- do.call(select_inducing, c(list(d$x, k), a))
     for (mem in list(exact, "1GB")) {
@@ -623,7 +625,8 @@ test_that("within the memory budget the selection is the one without a budget", 
     set.seed(8)
     ref <- select_inducing(d$x, k, M = 12, method = method)
     set.seed(8)
-    expect_identical(select_inducing(d$x, k, M = 12, method = method, memory = 120 * 8 * 12),
+    expect_identical(select_inducing(d$x, k, M = 12, method = method,
+                                     memory = 120 * (8 * 20 + 12)),
                      ref)
   }
   # a model within its budget selects as before
@@ -631,7 +634,7 @@ test_that("within the memory budget the selection is the one without a budget", 
   a <- sgpr(d$x, d$y, inducing = 12, optimize = FALSE)
   set.seed(9)
   b <- sgpr(d$x, d$y, inducing = 12, optimize = FALSE,
-            control = list(memory = 120 * sel_bytes(12)))
+            control = list(memory = 120 * (sel_bytes(12) + 12)))
   expect_identical(b$params$Z, a$params$Z)
 })
 
@@ -641,13 +644,13 @@ test_that("beyond the budget greedy selection is that of a subsample with the th
   w <- seq(0.5, 3, length.out = N)
   k <- kernel_rbf(c(0.5, 0.8), 1.2)
   for (a in list(list(M = 10), list(M = 30, threshold = 60, weights = w))) {
-    mem <- sel_bytes(a$M) * 333 + 7                 # 333 rows fit, not 334
+    mem <- sel_bytes(a$M) * 333 + 12 * N + 7        # 333 rows fit, not 334
     perm <- sample.int(N)
     s <- do.call(select_inducing, c(list(d$x, k, memory = mem, perm = perm, factor = TRUE), a))
     n <- length(s$subsample)
     expect_equal(n, 333L)
-    expect_lte(n * sel_bytes(a$M), mem)
-    expect_gt((n + 1) * sel_bytes(a$M), mem)
+    expect_lte(n * sel_bytes(a$M) + 12 * N, mem)
+    expect_gt((n + 1) * sel_bytes(a$M) + 12 * N, mem)
     # the subsample is the first n rows of the tie-breaking order
     rows <- sort(perm[seq_len(n)])
     expect_identical(s$subsample, rows)
@@ -691,7 +694,7 @@ test_that("beyond the budget greedy selection is that of a subsample with the th
   expect_output(print(s), "random subsample of 100 rows")
   # k-means and random choose from all rows, their trace comes from the subsample
   for (method in c("kmeans", "random")) {
-    s <- select_inducing(d$x, k, M = 10, method = method, memory = 8 * 10 * 150)
+    s <- select_inducing(d$x, k, M = 10, method = method, memory = 8 * 18 * 150 + 12 * 400)
     expect_length(s$subsample, 150L)
     ref <- dense_residual(k, d$x[s$subsample, ], s$Z, full = FALSE, kern = kernel_matrix)
     expect_equal(s$trace[10], sum(ref$d) * N / 150, tolerance = 1e-10)
@@ -700,7 +703,7 @@ test_that("beyond the budget greedy selection is that of a subsample with the th
 
 test_that("models with a small memory budget select on a subsample and fit", {
   d <- toy_data(400, 2)
-  mem <- sel_bytes(10) * 200
+  mem <- sel_bytes(10) * 200 + 12 * 400
   set.seed(5)
   f <- sgpr(d$x, d$y, inducing = 10, optimize = FALSE, control = list(memory = mem))
   # the selection select_inducing() makes with the same budget and weights

@@ -180,8 +180,10 @@ test_that("with a jitter large enough to matter, its dependence on each part's v
                      control = list(jitter = 1e-2)))
     # the jitter's term is not negligible here: without it the gradient differs
     f <- sgpr_at(d, k, Z, mean = "constant", control = list(jitter = 1e-2))
-    b <- sparsevgp:::.collapsed_bound(f, f$params, f$params$Z, rep(0.05, 20),
-                                      d$y - f$params$mean, TRUE)
+    km <- sparsevgp:::.collapsed_matrices(sparsevgp:::.kernel_at(f$kernel, f$params),
+                                          f$params$Z, d$x)
+    b <- sparsevgp:::.ffi_gaussian_bound(km$Kww, km$Kwf, km$kdiag, rep(0.05, 20),
+                                         d$y - f$params$mean, 1e-2, 1e-2, TRUE)
     expect_gt(abs(sum(diag(b$Guu)) * b$jitter), 1e-4)
   }
 })
@@ -257,11 +259,15 @@ test_that("selection with a combination: the weighted traces are those of the de
   }, tolerance = 1e-6)
 })
 
-test_that("starting values: unset parts start apart (tenfold) and share the variance; given values are kept", {
+test_that("starting values: unset parts start apart (from the data) and share the variance; given values are kept", {
   d <- toy_data(60, 1)
   f <- sgpr(d$x, d$y, kernel = kernel_matern52() + kernel_rbf(), inducing = 10, optimize = FALSE)
   ls <- f$params$lengthscale
-  expect_equal(unname(ls[["k2"]] / ls[["k1"]]), 10)
+  # the median distance between inputs over its 1% quantile (no longer a
+  # power of ten)
+  dd <- as.vector(dist(d$x))
+  apart <- unname(quantile(dd, 0.5) / quantile(dd, 0.01))
+  expect_equal(unname(ls[["k2"]] / ls[["k1"]]), apart, tolerance = 1e-10)
   expect_equal(unname(f$params$variance[["k1"]]), unname(f$params$variance[["k2"]]))
   expect_equal(sum(f$params$variance), var(d$y))
   k <- kernel_matern52(lengthscale = 0.1, variance = 0.4) + kernel_rbf()
@@ -277,7 +283,7 @@ test_that("starting values: unset parts start apart (tenfold) and share the vari
   k2 <- kernel_matern52() + kernel_rbf()
   st2 <- sparsevgp:::.start_regression(k2, d$x, d$y, M = 10)
   lv2 <- sparsevgp:::.kern_leaves(st2$kernel)
-  expect_equal(lv2[[2]]$lengthscale / lv2[[1]]$lengthscale, 10)
+  expect_equal(lv2[[2]]$lengthscale / lv2[[1]]$lengthscale, apart, tolerance = 1e-10)
   # ARD parts: one lengthscale per column
   d2 <- toy_data(40, 2)
   f <- gpr(d2$x, d2$y, kernel = kernel_rbf() * kernel_matern32(ard = FALSE), optimize = FALSE)
@@ -335,4 +341,71 @@ test_that("kernels combine only with kernels, by + and *", {
   expect_error(kernel_matrix(k + kernel_rbf(c(1, 2, 3), 1), matrix(0, 2, 2)),
                "3 lengthscales but 'x' has 2 columns")
   expect_error(kernel_matrix(k + kernel_rbf(), matrix(0, 2, 2)), "must be set")
+})
+
+test_that("kernel trees nest at most 32 levels, with a clear error in R and in C", {
+  k <- kernel_rbf(1, 1)
+  for (i in 1:31) k <- if (i %% 2) k + kernel_rbf(1, 1) else k * kernel_rbf(1, 1)
+  expect_identical(sparsevgp:::.kern_check_depth(k), 31L)
+  # k is a sum: a product adds a level, another sum flattens into it
+  expect_identical(sparsevgp:::.kern_check_depth(k + kernel_rbf(1, 1)), 31L)
+  k32 <- k * kernel_matern12(2, 1)
+  expect_identical(sparsevgp:::.kern_check_depth(k32), 32L)
+  expect_error(k32 + kernel_rbf(1, 1), "nest sums and products 33 levels deep")
+  expect_identical(sparsevgp:::.kern_check_depth(k32 * kernel_rbf(1, 1)), 32L)
+  # 1000 alternating levels are refused at the 33rd, not by R's stack
+  k <- kernel_rbf(1, 1)
+  expect_error(for (i in 1:1000) k <- if (i %% 2) k + kernel_rbf(1, 1) else k * kernel_rbf(1, 1),
+               "more than the 32 allowed")
+  # a tree built by hand is checked without recursion
+  deep <- kernel_rbf(1, 1)
+  for (i in 1:5000) {
+    deep <- structure(list(op = if (i %% 2) "sum" else "product",
+                           parts = list(kernel_rbf(1, 1), deep)),
+                      class = c("sparsevgp_kernel_combo", "sparsevgp_kernel"))
+  }
+  x <- matrix(as.double(1:4))
+  expect_error(kernel_matrix(deep, x), "more than 32 levels deep")
+  expect_error(sgpr(x, c(1, 3, 2, 4), kernel = deep), "more than 32 levels deep")
+  # C refuses a deeper list itself (R_CheckStack and a depth limit)
+  ns <- asNamespace("sparsevgp")
+  leaf <- list(1L, 1, 1)
+  nest <- function(depth) {
+    kk <- leaf
+    for (i in seq_len(depth)) kk <- list(1L + (i %% 2L), list(leaf, kk))
+    kk
+  }
+  expect_equal(dim(.Call(ns$ffi_kc_matrix, nest(32), x, NULL)), c(4L, 4L))
+  expect_error(.Call(ns$ffi_kc_matrix, nest(33), x, NULL), "more than 32 levels")
+  expect_error(.Call(ns$ffi_kc_matrix, nest(200000), x, NULL), "more than 32 levels")
+  expect_error(.Call(ns$ffi_sel_greedy, nest(100), x, rep(1, 4), 2, 0, 1:4, 0, 1, FALSE),
+               "more than 32 levels")
+})
+
+test_that("a sum of many default kernels starts each part from the data, within its distances", {
+  set.seed(4)
+  x <- matrix(runif(600, -3, 3), 300, 2)
+  y <- sin(2 * x[, 1]) + 0.3 * x[, 2] + rnorm(300, sd = 0.1)
+  k <- kernel_rbf()
+  for (i in 1:19) k <- k + kernel_rbf()
+  sp <- sparsevgp:::.kern_part_spread(k, x)
+  expect_length(sp, 20L)
+  expect_true(all(diff(sp) > 0))
+  # the 1% and 50% quantiles of the distances between standardised inputs,
+  # relative to their median
+  d <- as.vector(dist(scale(x)))
+  expect_equal(sp[c(1, 20)], unname(quantile(d, c(0.01, 0.5)) / median(d)),
+               tolerance = 1e-10)
+  # no part starts beyond the data's scale: the fit is not refused
+  f <- sgpr(x, y, kernel = k, inducing = 20, optimize = FALSE)
+  ls <- f$params$lengthscale
+  expect_length(ls, 40L)
+  expect_true(all(is.finite(ls) & ls > 1e-3 & ls < 1e3))
+  # one part, or parts whose lengthscales are given: no spread
+  expect_identical(sparsevgp:::.kern_part_spread(kernel_rbf(), x), 1)
+  expect_identical(sparsevgp:::.kern_part_spread(kernel_rbf(1) + kernel_rbf(), x), c(1, 1))
+  # inputs with few distinct distances fall back to factors of 2
+  xg <- matrix(rep(c(0, 1), 50))
+  expect_equal(sparsevgp:::.kern_part_spread(kernel_rbf() + kernel_rbf() + kernel_rbf(), xg),
+               c(0.25, 0.5, 1))
 })

@@ -147,11 +147,31 @@ test_that("logLik's df counts the optimised hyperparameters, the same way in eve
                 svgp(d$x, d$y, inducing = Z, likelihood = "gaussian", optimize = FALSE))
   for (f in gauss) expect_equal(attr(logLik(f), "df"), 4L, label = class(f)[1L])
   # classifiers with a fixed mean: the kernel variance and lengthscale
-  for (f in list(pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE),
-                 pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE, optimize_inducing = TRUE),
+  for (f in list(pgpr(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE),
+                 pgpr(dc$x, dc$y, inducing = Z, mean = 0, optimize = FALSE,
+                      optimize_inducing = TRUE),
                  svgp(dc$x, dc$y, inducing = Z, optimize = FALSE))) {
     expect_equal(attr(logLik(f), "df"), 2L, label = class(f)[1L])
   }
+  # pgpr learns a constant mean by default: one more
+  expect_equal(attr(logLik(pgpr(dc$x, dc$y, inducing = Z, optimize = FALSE)), "df"), 3L)
+  # the uncollapsed models on the same data count the same four: the
+  # orthogonal inputs, q(u) and the decoupled bases' coefficients are
+  # variational (issue 20: odvgp's df was 14-15 here)
+  O <- d$x[c(5, 25), , drop = FALSE]
+  unc <- list(svgp_nw = svgp(d$x, d$y, inducing = Z, likelihood = "gaussian", whiten = FALSE,
+                             optimize = FALSE),
+              odvgp = odvgp(d$x, d$y, inducing = Z, orthogonal = O, optimize = FALSE),
+              odvgp_free = odvgp(d$x, d$y, inducing = Z, orthogonal = O, optimize = FALSE,
+                                 optimize_inducing = FALSE),
+              hybrid = odvgp(d$x, d$y, inducing = Z, orthogonal = O, basis = "hybrid",
+                             optimize = FALSE),
+              decoupled = odvgp(d$x, d$y, inducing = Z, orthogonal = O, basis = "decoupled",
+                                optimize = FALSE))
+  dfs <- vapply(c(gauss, unc), function(f) attr(logLik(f), "df"), 1L)
+  expect_true(all(dfs == 4L), label = paste(names(dfs), dfs, collapse = ", "))
+  # ... and the same coef() names: the hyperparameters only
+  for (f in unc) expect_named(coef(f), names(coef(gauss[[2]])))
   # held parameters are not counted
   expect_equal(attr(logLik(sgpr(d$x, d$y, inducing = Z, fixed = "noise", optimize = FALSE)),
                     "df"), 3L)

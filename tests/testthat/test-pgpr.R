@@ -332,7 +332,8 @@ test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
   expect_output(print(fit), "PGPR")
   expect_output(print(summary(fit)), "Local PG parameters")
   expect_s3_class(logLik(fit), "logLik")
-  expect_equal(attr(logLik(fit), "df"), 2L)
+  # variance, lengthscale and the learned constant mean (the default)
+  expect_equal(attr(logLik(fit), "df"), 3L)
   expect_named(coef(fit), c("variance", "lengthscale", "mean"))
   pdf(NULL)
   on.exit(grDevices::dev.off(), add = TRUE)
@@ -434,9 +435,18 @@ test_that("near-separable data: the kernel parameters stay below the bound and t
   tr <- sort(sample.int(200, 180))
   xtr <- scale(x[tr, ], colMeans(x[tr, ]), apply(x[tr, ], 2, sd))
   Z <- select_inducing(xtr, kernel_rbf(1, 1), M = 10, method = "kmeans")$Z
-  o <- objective(pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, optimize = FALSE))
-  expect_error(o$fn(c(51.7, 18.557)), "Cholesky")
-  fit <- pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z,
+  # (prior mean 0, as in the thesis and the script)
+  o <- objective(pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, mean = 0,
+                      optimize = FALSE))
+  # there the bound either cannot be computed (I + A A' cannot be
+  # factorised) or is hopelessly low (with K_uu factorised at the least
+  # jitter that works, about -6e12)
+  v <- tryCatch(o$fn(c(51.7, 18.557)), error = function(e) {
+    expect_match(conditionMessage(e), "Cholesky")
+    Inf
+  })
+  expect_gt(v, 1e10)
+  fit <- pgpr(xtr, d$y[tr], kernel = kernel_rbf(1, 1), inducing = Z, mean = 0,
               control = list(inner_max = 3))
   expect_true(is.finite(fit$bound))
   expect_lte(log(fit$params$variance), 30)
@@ -495,4 +505,114 @@ test_that("the double loop stops when the bound changes by less than tol; GV bre
   expect_equal(nrow(f0$history), 3L)
   expect_false(f0$converged)
   expect_equal(f0$bound, max(f0$history$bound))
+})
+
+test_that("a numeric response or more than two classes name the models to use", {
+  msg <- function(expr) tryCatch({
+    expr
+    ""
+  }, error = conditionMessage)
+  skip_if_not_installed("MASS")
+  m <- msg(pgpr(accel ~ times, data = MASS::mcycle))
+  expect_match(m, "pgpr() is a classifier", fixed = TRUE)
+  expect_match(m, "sgpr()", fixed = TRUE)
+  m <- msg(pgpr(Species ~ Sepal.Length, data = iris))
+  expect_match(m, "it has 3 (setosa, versicolor, virginica)", fixed = TRUE)
+  expect_match(m, "svgp() or odvgp()", fixed = TRUE)
+})
+
+test_that("HGV's first pass is weighted by the theta of c fitted at the GV selection, and differs from GV", {
+  # one input, the classes change at x = 0.5: theta is largest near the
+  # boundary and small far from it, so the weights differ
+  set.seed(11)
+  x <- matrix(sort(runif(150, -3, 3)))
+  y <- as.integer(x[, 1] + rnorm(150, sd = 0.3) > 0.5)
+  k <- kernel_rbf(0.8, 4)
+  ctrl <- list(outer_max = 1, inner_max = 1, tol = 0)
+  set.seed(2)
+  h <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = c("variance", "lengthscale"),
+            control = ctrl)
+  set.seed(2)
+  g <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, fixed = c("variance", "lengthscale"),
+            control = ctrl)
+  expect_false(isTRUE(all.equal(h$params$Z, g$params$Z)))
+  # the reference: c at their optimum on GV's selection at this kernel (30
+  # closed-form updates), then greedy variance weighted by their theta with
+  # the fit's tie-breaking order
+  set.seed(2)
+  g0 <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, optimize = FALSE, control = list(tol = 0))
+  expect_equal(unname(g0$params$Z), unname(g$params$Z))
+  c_gv <- sparsevgp:::.pgpr_update_c(g0, 30L, 0)$c
+  th <- pg_theta(c_gv)
+  expect_gt(max(th) / min(th), 2)
+  ref <- select_inducing(x, k, M = 6, weights = th, perm = g0$selection$perm)
+  expect_equal(unname(h$params$Z), unname(ref$Z))
+  # with equal prior variances the first HGV pick is the most precise point,
+  # next to the fitted boundary; GV's first pick is a tie broken at random
+  expect_equal(h$params$Z[1, 1], x[which.max(th), 1])
+  expect_lt(abs(h$params$Z[1, 1] - 0.5), 0.3)
+})
+
+test_that("default starts: the grid refuses a flat start, one lengthscale comes first, M is chosen at the fitted kernel", {
+  # three inputs that all matter, on different scales
+  set.seed(4)
+  n <- 300
+  x <- cbind(a = rnorm(n), b = rnorm(n, sd = 100), c = runif(n, -1, 1))
+  f <- sin(2 * x[, "a"]) + x[, "b"] / 80 - 1.5 * x[, "c"]
+  y <- as.integer(f + rnorm(n, sd = 0.3) > 0)
+  set.seed(1)
+  fit <- pgpr(x, y)
+  expect_gt(mean(predict(fit, type = "class") == y), 0.85)
+  # the grid's start: a higher bound (c at their optimum) than the plain
+  # start at variance 1 and the median distance, on the grid's subsample
+  ypm <- 2 * y - 1
+  k_grid <- sparsevgp:::.start_classifier(kernel_rbf(), x, ypm, M = 50)
+  k_plain <- sparsevgp:::.kern_init(kernel_rbf(), x, NULL)
+  score <- function(k) {
+    Z <- select_inducing(x, k, M = 50, perm = seq_len(n))$Z
+    sparsevgp:::.pg_optimal_c(sparsevgp:::.collapsed_matrices(k, Z, x), ypm, rep(0.1, n))$value
+  }
+  expect_gt(score(k_grid), score(k_plain) + 1)
+  # the grid's lengthscales are one multiplier times the inputs' sd
+  r <- k_grid$lengthscale / apply(x, 2, sd)
+  expect_equal(max(r) / min(r), 1, tolerance = 1e-12)
+  # one lengthscale (in units of sd) first, then one per input; no input
+  # is switched off at the end
+  h <- fit$history
+  expect_true("one lengthscale" %in% h$stage)
+  expect_equal(h$stage[1], "one lengthscale")
+  expect_lt(max(fit$params$lengthscale / apply(x, 2, sd)) /
+              min(fit$params$lengthscale / apply(x, 2, sd)), 30)
+  # M chosen by the threshold at the fitted kernel: the selection there with
+  # 1e-3 nats per observation gives the same M up to one re-selection
+  sel <- select_inducing(x, sparsevgp:::.kernel_at(fit$kernel, fit$params),
+                         weights = pg_theta(fit$c), threshold = 1e-3 * n,
+                         M = fit$selection$M_max)
+  expect_lte(abs(nrow(fit$params$Z) - sel$M), max(3, 0.3 * sel$M))
+  expect_output(print(summary(fit)), "chosen at the fitted kernel")
+  # a lengthscale given by the user: no grid for it and no first stage
+  set.seed(1)
+  g <- pgpr(x, y, kernel = kernel_rbf(lengthscale = c(1, 100, 1)), M = 20,
+            control = list(outer_max = 2))
+  expect_false("one lengthscale" %in% g$history$stage)
+})
+
+test_that("beyond control$subsample rows the schedule runs on a subsample, then c on all the data", {
+  d <- toy_class(400, 2)
+  set.seed(3)
+  fit <- pgpr(d$x, d$y, M = 15, control = list(subsample = 150, outer_max = 2))
+  expect_equal(fit$subsample$rows, 150L)
+  expect_equal(nrow(fit$history), 1L)
+  expect_match(fit$history$stage, "all data")
+  expect_length(fit$c, 400L)
+  # the c and the bound are those of all the data at the subsample's kernel and Z
+  g <- sparsevgp:::.pgpr_update_c(fit, 1L)
+  expect_gte(g$bound, fit$bound - 1e-8)
+  expect_lt(g$bound - fit$bound, 400 * 1e-4 / 10)
+  expect_equal(fit$bound, as.numeric(logLik(pgpr(d$x, d$y, kernel = fit$kernel, optimize = FALSE,
+                                                 inducing = fit$params$Z, start = fit))),
+               tolerance = 1e-10)
+  expect_equal(fit$optim$counts[[1L]], sum(fit$subsample$history$evaluations))
+  expect_output(print(summary(fit)), "subsample of 150 rows")
+  expect_error(pgpr(d$x, d$y, M = 5, control = list(subsample = 10)), "control\\$subsample")
 })

@@ -61,9 +61,12 @@ test_that("saved fits keep their size across updates, which reproduce the fit", 
       z$optim$trace <- NULL
       length(serialize(z, NULL))
     }
-    u <- f
+    # from the first update on (a classifier's schedule ends with the last
+    # stage's parameters in optim$par, an update with all free ones)
+    u1 <- suppressWarnings(update(f, control = list(maxit = 5)))
+    u <- u1
     for (i in 1:3) u <- suppressWarnings(update(u, control = list(maxit = 5)))
-    expect_lt(abs(size(u) / size(f) - 1), 0.05, label = paste(nm, "size ratio - 1"))
+    expect_lt(abs(size(u) / size(u1) - 1), 0.05, label = paste(nm, "size ratio - 1"))
     again <- suppressWarnings(update(f, optimize = FALSE))
     expect_equal(as.numeric(logLik(again)), as.numeric(logLik(f)), tolerance = 1e-10,
                  label = paste(nm, "logLik after update(optimize = FALSE)"))

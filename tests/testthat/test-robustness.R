@@ -147,6 +147,6 @@ test_that("Adam fits report the iterations they ran, not a failure to converge",
   expect_output(print(f), "optimiser: Adam ran 20 iterations on minibatches of 50 points")
   expect_output(print(summary(f)), "Optimiser: Adam ran 20 iterations")
   expect_warning(g <- svgp(x, y, inducing = 5, optimize_inducing = FALSE,
-                            control = list(maxit = 2)), "stopped at its limit of 2 evaluations")
+                            control = list(maxit = 2)), "stopped at its limit of 2 iterations")
   expect_output(print(g), "did not converge")
 })

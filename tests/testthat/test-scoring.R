@@ -141,3 +141,18 @@ test_that("award_points gives every tied best model a point, lower SD and NLL ar
   expect_error(award_points(rbind(tab, tab)), "more than one row")
   expect_error(award_points(tab, "zzz"), "no rows")
 })
+
+test_that("the reproduction cache was made by the current training code", {
+  # inst/bench/reproduce_pgpr.R stores the hash of the training code with
+  # every run; a change of how pgpr() or svgp() train without a new cache
+  # fails here (rebuild the cache: delete it and rerun the script)
+  h <- sparsevgp:::.training_code_hash()
+  expect_match(h, "^[0-9a-f]{32}$")
+  expect_identical(sparsevgp:::.training_code_hash(), h)
+  res <- read.csv(system.file("extdata", "pgpr_reproduction.csv", package = "sparsevgp"))
+  expect_true(all(c("code_hash", "cpu_seconds") %in% names(res)))
+  expect_identical(unique(res$code_hash), h,
+                   info = "inst/extdata/pgpr_reproduction.csv was made by other training code: rerun inst/bench/reproduce_pgpr.R")
+  expect_equal(nrow(res), 300L)
+  expect_true(all(res$cpu_seconds >= 0))
+})

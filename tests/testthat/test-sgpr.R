@@ -146,7 +146,11 @@ test_that("fitting SGPR on Snelson approaches the exact GP", {
   g <- gpr(y ~ x, data = snelson)
   set.seed(1)
   s <- sgpr(y ~ x, data = snelson, inducing = 15)
-  expect_equal(s$optim$convergence, 0L)
+  # L-BFGS-B's own convergence (0) or the min_gain rule's stop (3), said as such
+  expect_true(s$optim$convergence %in% c(0L, 3L))
+  if (s$optim$convergence == 3L) {
+    expect_match(s$optim$message, "^stopped: gain below control\\$min_gain")
+  }
   expect_lt(as.numeric(logLik(s)), as.numeric(logLik(g)))
   expect_gt(as.numeric(logLik(s)), as.numeric(logLik(g)) - 0.5)
   expect_gte(s$upper_bound, as.numeric(logLik(g)))
@@ -215,11 +219,12 @@ test_that("nearly coincident inducing inputs are handled by recorded jitter", {
   d <- toy_data(30, 1)
   Z <- matrix(c(-1, 0, 0 + 1e-9, 1))
   k <- kernel_rbf(1, 1)
-  f <- NULL
-  expect_warning(f <- sgpr_at(d, k, Z, control = list(jitter = 0)), "jitter")
+  # the least jitter that works (from 1e-10 of the mean diagonal) is
+  # recorded and reported in summary() (a warning only beyond 1e-8)
+  f <- sgpr_at(d, k, Z, control = list(jitter = 0))
   expect_gt(f$jitter, 0)
   expect_true(is.finite(f$bound))
-  expect_output(print(summary(f)), "Jitter")
+  expect_output(print(summary(f)), "Jitter added to the Cholesky factorisation: 1e-10")
   # past the cap: a clear error
   expect_error(sgpr_at(d, k, Z, control = list(jitter = 0, jitter_cap = 1e-14)),
                "not positive definite")

@@ -1,5 +1,5 @@
 # The orthogonal collapsed bounds of osgpr() over row chunks and in threads
-# (R/stream_orthogonal.R, src/bound_stream_orthogonal.c) against the bounds
+# (R/stream.R, src/bound_stream_orthogonal.c) against the bounds
 # computed in one piece (src/bound_orthogonal.c, itself checked against
 # dense formulas and finite differences in test-osgpr.R), and a central
 # finite-difference check of the chunked gradient itself.
@@ -19,10 +19,11 @@ omax_rel <- function(a, b) {
   max(abs(a - b) / pmax(abs(a), 1e-6 * max(abs(a))))
 }
 
-# A fit with chunks of `rows` rows: control$memory is 32 M rows bytes with
-# M = M1 + M2.
+# A fit with chunks of `rows` rows: control$memory is the workspace of
+# chunks of that many rows for M = M1 + M2.
 owith_rows <- function(fit, rows) {
-  fit$control$memory <- 32 * (nrow(fit$params$Z) + nrow(fit$params$O)) * rows
+  fit$control$memory <- sparsevgp:::.memory_for_rows(fit, rows,
+                                                     nrow(fit$params$Z) + nrow(fit$params$O))
   fit
 }
 
@@ -104,24 +105,32 @@ test_that("the chunked path holds no N x M matrix and gives the same fit, poster
     fit <- osgpr(d$x, d$y, kernel = kernel_rbf(0.9, 1), inducing = Z, orthogonal = O,
                  type = type, noise = 0.1, optimize = FALSE)
     ch <- owith_rows(fit, 9)
+    expect_identical(sparsevgp:::.collapsed_plan(ch, 8L)$where, "chunks")
     lambda <- rep(0.1, 45)
-    b <- sparsevgp:::.stream_orthogonal_bound(ch, ch$params, rbind(Z, O), 4L, lambda,
-                                              d$y - ch$params$mean, TRUE, type)
+    b <- sparsevgp:::.collapsed_eval(ch, ch$params, rbind(Z, O), TRUE, M1 = 4L,
+                                     variant = type)
     expect_null(b$Kwf)
     expect_null(b$kdiag)
-    a <- sparsevgp:::.collapsed_bound(fit, fit$params, rbind(Z, O), lambda,
-                                      d$y - fit$params$mean, TRUE, variant = type, M1 = 4L)
+    # the dense one-piece routine (src/bound_orthogonal.c) on the whole
+    # kernel matrices, contracted in R: an independent route
+    k <- sparsevgp:::.kernel_at(fit$kernel, fit$params)
+    km <- sparsevgp:::.collapsed_matrices(k, rbind(Z, O), d$x)
+    a <- sparsevgp:::.ffi_orthogonal_bound(km$Kww, km$Kwf, 4L, km$kdiag, lambda,
+                                           d$y - fit$params$mean, type, 0, 1e-2, TRUE)
     for (nm in c("bound", "bounds", "logdet", "fit", "trace", "jitter", "L", "LB", "LBu",
-                 "LBv", "c", "w", "Gww")) {
+                 "LBv", "c", "w")) {
       expect_equal(b[[nm]], a[[nm]], tolerance = 1e-12, label = nm)
     }
-    expect_equal(b$glambda, a$glambda, tolerance = 1e-10)
-    expect_equal(b$gytil, a$gytil, tolerance = 1e-10)
+    ga <- sparsevgp:::.contract(k, d$x, rbind(Z, O), Gww = a$Gww, Gwf = a$Gwf, gdiag = a$gdiag,
+                                jitter = rep(a$jitter, c(4, 4)))
+    expect_equal(b$gk, ga, tolerance = 1e-10)
+    expect_equal(b$blocks$mean, -sum(a$gytil), tolerance = 1e-10)
+    expect_equal(b$blocks$noise, sum(a$glambda * lambda), tolerance = 1e-10)
     # a fit built with the budget: the same bounds, posterior and predictions
     fc <- osgpr(d$x, d$y, kernel = kernel_rbf(0.9, 1), inducing = Z, orthogonal = O,
                 type = type, noise = 0.1, optimize = FALSE,
-                control = list(memory = 32 * 8 * 9))
-    expect_equal(fc$control$memory, 32 * 8 * 9)
+                control = list(memory = ch$control$memory))
+    expect_equal(fc$control$memory, ch$control$memory)
     expect_equal(fc$bound, fit$bound, tolerance = 1e-12)
     expect_equal(fc$bounds, fit$bounds, tolerance = 1e-12)
     expect_equal(posterior_orthogonal(fc), posterior_orthogonal(fit), tolerance = 1e-10)
@@ -177,7 +186,8 @@ test_that("an osgpr fit with a memory budget ends where the fit in one piece doe
   O <- d$x[c(12, 28, 50), , drop = FALSE]
   a <- osgpr(d$x, d$y, inducing = Z, orthogonal = O, control = list(schedule = "joint"))
   b <- osgpr(d$x, d$y, inducing = Z, orthogonal = O,
-             control = list(schedule = "joint", memory = 32 * 6 * 7))
+             control = list(schedule = "joint",
+                            memory = sparsevgp:::.memory_for_rows(a, 7, 6)))
   expect_equal(b$bound, a$bound, tolerance = 1e-6)
   expect_equal(b$params$lengthscale, a$params$lengthscale, tolerance = 1e-3)
 })
@@ -193,17 +203,19 @@ test_that("osgpr checks control$memory and selects within it", {
   expect_equal(f$control$memory, 2^30)
   # the default budget: small data stay in one piece
   g <- osgpr(d$x, d$y, inducing = 2, orthogonal = 2, optimize = FALSE)
-  expect_equal(g$control$memory, sparsevgp:::.stream_default_memory)
-  expect_false(sparsevgp:::.stream_rows(g$control$memory, 4L) < 30L)
+  expect_equal(g$control$memory, sparsevgp:::.default_memory())
+  expect_identical(sparsevgp:::.collapsed_plan(g, 4L)$where, "memory")
   # a budget too small for greedy selection on all rows: the selection runs
   # on a subsample of 10 (M1 + M2) rows, and the two sets stay disjoint
   d <- ostream_data(N = 100, D = 1)
+  mem <- sparsevgp:::.memory_for_rows(g, 50, 4)
   set.seed(1)
   h <- osgpr(d$x, d$y, inducing = 2, orthogonal = 2, optimize = FALSE,
-             control = list(memory = 400))
+             control = list(memory = mem))
   expect_identical(nrow(unique(rbind(h$params$Z, h$params$O))), 4L)
   set.seed(1)
-  sub <- select_inducing(d$x, h$kernel, M = 4, memory = 400)
+  sub <- select_inducing(d$x, h$kernel, M = 4, memory = mem)
+  expect_lt(length(sub$subsample), 100L)
   expect_equal(rbind(h$params$Z, h$params$O), sub$Z, ignore_attr = TRUE)
 })
 
@@ -217,7 +229,7 @@ test_that("df.residual() in chunks equals df.residual() in one piece", {
     for (rows in c(1, 7, 44)) {
       expect_equal(df.residual(owith_rows(o, rows)), df.residual(o), tolerance = 1e-10)
       sc <- s
-      sc$control$memory <- 32 * 8 * rows
+      sc$control$memory <- sparsevgp:::.memory_for_rows(s, rows)
       expect_equal(df.residual(sc), df.residual(s), tolerance = 1e-10)
     }
   }

@@ -18,9 +18,10 @@ max_rel <- function(a, b) {
   max(abs(a - b) / pmax(abs(a), 1e-6 * max(abs(a))))
 }
 
-# A fit with chunks of `rows` rows: control$memory is 32 M rows bytes.
+# A fit with chunks of `rows` rows: control$memory is the workspace of
+# chunks of that many rows.
 with_rows <- function(fit, rows) {
-  fit$control$memory <- 32 * nrow(fit$params$Z) * rows
+  fit$control$memory <- sparsevgp:::.memory_for_rows(fit, rows)
   fit
 }
 
@@ -58,32 +59,122 @@ test_that("the chunked path holds no N x M matrix and reports the same fit", {
   fit <- sgpr(d$x, d$y, inducing = d$x[1:6, ], kernel = kernel_rbf(0.9, 1), noise = 0.1,
               optimize = FALSE)
   ch <- with_rows(fit, 9)
-  b <- sparsevgp:::.collapsed_bound(ch, ch$params, ch$params$Z,
-                                    rep(0.1, 40), d$y - ch$params$mean, TRUE)
+  expect_identical(sparsevgp:::.collapsed_plan(ch, 6L)$where, "chunks")
+  expect_identical(sparsevgp:::.collapsed_plan(ch, 6L)$rows, 9L)
+  expect_identical(sparsevgp:::.collapsed_plan(fit, 6L)$where, "memory")
+  b <- sparsevgp:::.collapsed_eval(ch, ch$params, ch$params$Z, TRUE)
   expect_null(b$Kwf)
-  a <- sparsevgp:::.collapsed_bound(fit, fit$params, fit$params$Z,
-                                    rep(0.1, 40), d$y - fit$params$mean, TRUE)
+  a <- sparsevgp:::.collapsed_eval(fit, fit$params, fit$params$Z, TRUE)
   expect_equal(b$bound, a$bound, tolerance = 1e-12)
   expect_equal(b$LB, a$LB, tolerance = 1e-12)
-  expect_equal(b$glambda, a$glambda, tolerance = 1e-10)
-  expect_equal(b$gytil, a$gytil, tolerance = 1e-10)
+  expect_equal(b$blocks, a$blocks, tolerance = 1e-10)
   # the fit built in chunks: the same bound, posterior, upper bound and
   # predictions
   fc <- sgpr(d$x, d$y, inducing = d$x[1:6, ], kernel = kernel_rbf(0.9, 1), noise = 0.1,
-             optimize = FALSE, control = list(memory = 32 * 6 * 9))
+             optimize = FALSE, control = list(memory = sparsevgp:::.memory_for_rows(fit, 9)))
   expect_equal(fc$bound, fit$bound, tolerance = 1e-12)
   expect_equal(fc$upper_bound, fit$upper_bound, tolerance = 1e-12)
   expect_equal(predict(fc, d$x[1:5, ]), predict(fit, d$x[1:5, ]), tolerance = 1e-10)
   expect_equal(fitted(fc), fitted(fit), tolerance = 1e-10)
 })
 
+test_that("the passes equal the bound and adjoints of the dense one-piece routine", {
+  # an independent route: src/bound_gaussian.c on the whole N x M kernel
+  # matrix (itself checked against the exact GP and finite differences),
+  # contracted by R/kernels.R
+  d <- stream_data(N = 57, D = 2)
+  Z <- d$x[c(3, 8, 20, 33, 41, 50), ]
+  lam <- seq(0.03, 0.2, length.out = 57)
+  for (k in list(kernel_rbf(c(0.8, 1.2), 1.1), kernel_matern32(0.9, 0.7))) {
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = Z, noise = lam, optimize = FALSE)
+    ytil <- d$y - fit$params$mean
+    km <- sparsevgp:::.collapsed_matrices(k, Z, d$x)
+    ref <- sparsevgp:::.ffi_gaussian_bound(km$Kww, km$Kwf, km$kdiag, lam, ytil, 0, 1e-2, TRUE)
+    gref <- sparsevgp:::.contract(k, d$x, Z, Gww = ref$Guu, Gwf = ref$Guf, gdiag = ref$gdiag,
+                                  jitter = ref$jitter)
+    for (rows in c(57, 10)) {
+      f <- with_rows(fit, rows)
+      b <- sparsevgp:::.collapsed_eval(f, f$params, Z, TRUE)
+      expect_equal(b$bound, ref$bound, tolerance = 1e-12)
+      expect_equal(b$trace, ref$trace, tolerance = 1e-12)
+      expect_equal(b$gk$variance, gref$variance, tolerance = 1e-10)
+      expect_equal(b$gk$lengthscale, gref$lengthscale, tolerance = 1e-10)
+      expect_equal(b$gk$W, gref$W, tolerance = 1e-10)
+      expect_equal(b$blocks$mean, sum(ref$gytil) * -1, tolerance = 1e-10)
+    }
+  }
+})
+
+test_that("the predictive over chunks equals the one-piece predictive routine", {
+  d <- stream_data(N = 70, D = 2)
+  fit <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.7, 1.1), 1.2), inducing = d$x[1:6, ],
+              noise = 0.05, optimize = FALSE)
+  k <- sparsevgp:::.kernel_at(fit$kernel, fit$params)
+  post <- fit$posterior
+  Z <- fit$params$Z
+  xs <- matrix(runif(2600, -2, 2), 1300, 2)
+  ref <- sparsevgp:::.ffi_predict_gaussian(post$L, post$LB, post$v, kernel_matrix(k, Z, xs),
+                                           kernel_matrix(k, xs, diag = TRUE), FALSE)
+  for (rows in c(1300, 7, 1)) {
+    for (nt in 1:2) {
+      ws <- numeric(sparsevgp:::.ffi_pass_work(6, 2, rows, nt))
+      p <- sparsevgp:::.ffi_pass_predict(k, Z, xs, post$L, post$LB, post$v, 0.5, ws, rows, nt)
+      expect_equal(p$mean, ref$mean + 0.5, tolerance = 1e-12)
+      expect_equal(p$var, ref$var, tolerance = 1e-12)
+    }
+  }
+  # predict() uses it, with the fit's budget
+  fc <- with_rows(fit, 9)
+  expect_equal(predict(fc, xs), predict(fit, xs), tolerance = 1e-12)
+  expect_equal(unname(predict(fit, xs)$mean), ref$mean + fit$params$mean, tolerance = 1e-12)
+})
+
+test_that("the workspace is allocated once per fit and a stale one is never read", {
+  d <- stream_data(N = 80, D = 2)
+  fit <- sgpr(d$x, d$y, kernel = kernel_rbf(1, 1), inducing = d$x[1:7, ], noise = 0.1,
+              optimize = FALSE)
+  o <- objective(fit)
+  w <- environment(o$fn)$fit$.work
+  v1 <- -o$fn(o$par)
+  ws <- w$ws
+  expect_true(is.double(ws) && length(ws) > 0)
+  p2 <- o$par + 0.1
+  v2 <- -o$fn(p2)
+  # the same vector, reused (not reallocated) by the second evaluation
+  expect_identical(tracemem(w$ws) == tracemem(ws), TRUE)
+  untracemem(ws)
+  # pass 2 after a pass 1 at other parameters recomputes, never reuses
+  g2 <- o$gr(p2)
+  o2 <- objective(fit)
+  expect_equal(v2, -o2$fn(p2), tolerance = 1e-12)
+  expect_equal(g2, o2$gr(p2), tolerance = 1e-12)
+  a <- list(k = sparsevgp:::.kernel_at(fit$kernel, fit$params), W = fit$params$Z)
+  k <- a$k
+  L <- t(chol(kernel_matrix(k, a$W)))
+  t1 <- list(lambda = 0.1, y = d$y, shift = 0)
+  plan <- sparsevgp:::.collapsed_plan(fit, 7L)
+  work <- numeric(sparsevgp:::.ffi_pass_work(7, 2, plan$rows, plan$threads))
+  s1 <- sparsevgp:::.ffi_pass_stats(k, a$W, d$x, L, t1, work, plan$rows, plan$threads)
+  v <- sparsevgp:::.ffi_stream_value(L, s1, 80, TRUE)
+  t2 <- t1
+  t2$lambda <- 0.2
+  g_stale <- sparsevgp:::.ffi_pass_grad(k, a$W, d$x, L, v, t2, work, plan$rows, plan$threads,
+                                        TRUE, FALSE)
+  g_fresh <- sparsevgp:::.ffi_pass_grad(k, a$W, d$x, L, v, t2, numeric(length(work)),
+                                        plan$rows, plan$threads, TRUE, FALSE)
+  expect_identical(g_stale, g_fresh)
+  expect_error(sparsevgp:::.ffi_pass_stats(k, a$W, d$x, L, t1, numeric(10), plan$rows, 1L),
+               "'work' must be a double vector")
+})
+
 test_that("a fit with a memory budget ends where the fit in one piece does", {
   d <- stream_data(N = 60, D = 1)
   set.seed(4)
   a <- sgpr(d$x, d$y, inducing = 8)
+  mem <- sparsevgp:::.memory_for_rows(a, 7, 8)
   set.seed(4)
-  b <- sgpr(d$x, d$y, inducing = 8, control = list(memory = 32 * 8 * 7))
-  expect_equal(b$control$memory, 32 * 8 * 7)
+  b <- sgpr(d$x, d$y, inducing = 8, control = list(memory = mem))
+  expect_equal(b$control$memory, mem)
   # the same objective up to rounding, so L-BFGS-B ends at the same optimum
   expect_equal(b$bound, a$bound, tolerance = 1e-6)
   expect_equal(b$params$lengthscale, a$params$lengthscale, tolerance = 1e-3)
@@ -127,19 +218,46 @@ test_that("one and two threads give the same bound and gradient", {
   expect_error(value_grad(fit), "sparsevgp.threads")
 })
 
-test_that("control$memory is checked and parsed", {
+test_that("control$memory is checked and parsed, and one formula gives the rows", {
   d <- stream_data(N = 20, D = 1)
   expect_error(sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = "lots")),
                "control\\$memory")
   expect_error(sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = -1)),
                "control\\$memory")
+  expect_error(sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = NA)),
+               "control\\$memory")
   expect_equal(sparsevgp:::.check_memory("2GB"), 2 * 2^30)
   expect_equal(sparsevgp:::.check_memory("512 mb"), 512 * 2^20)
   expect_equal(sparsevgp:::.check_memory(1e6), 1e6)
-  expect_equal(sparsevgp:::.stream_rows("1MB", 500), floor(2^20 / (32 * 500)))
-  expect_equal(sparsevgp:::.stream_rows(1, 500), 1)
+  expect_equal(sparsevgp:::.budget_rows(2^20, 32 * 500), floor(2^20 / (32 * 500)))
+  expect_equal(sparsevgp:::.budget_rows(1, 32 * 500), 1)
+  expect_equal(sparsevgp:::.budget_rows(1e9, 8, fixed = 1e3, n = 77), 77)
   f <- sgpr(d$x, d$y, inducing = 3, optimize = FALSE, control = list(memory = "1GB"))
   expect_equal(f$control$memory, 2^30)
+  # a budget that cannot hold one row is an error naming it
+  big <- sgpr(d$x, d$y, inducing = d$x[1:15, , drop = FALSE], kernel = kernel_rbf(1, 1),
+              optimize = FALSE)
+  big$control$memory <- 100
+  expect_error(sparsevgp:::.collapsed_plan(big, 15L), "cannot hold the work of one row")
+  # the default: an eighth of the physical memory, within [256 MB, 2 GB]
+  def <- sparsevgp:::.default_memory()
+  expect_gte(def, 256 * 2^20)
+  expect_lte(def, 2 * 2^30)
+  ram <- sparsevgp:::.physical_memory()
+  if (is.finite(ram)) {
+    expect_equal(def, min(2 * 2^30, max(256 * 2^20, ram / 8)))
+  }
+  expect_equal(sgpr(d$x, d$y, inducing = 3, optimize = FALSE)$control$memory, def)
+  # the plan: one piece when the workspace fits, else chunks that do
+  f2 <- sgpr(d$x, d$y, inducing = 3, optimize = FALSE, kernel = kernel_rbf(1, 1))
+  need <- 8 * sparsevgp:::.ffi_pass_work(3, 1, 20, sparsevgp:::.stream_threads())
+  f2$control$memory <- need
+  expect_identical(sparsevgp:::.collapsed_plan(f2, 3L)$where, "memory")
+  f2$control$memory <- need - 1
+  p <- sparsevgp:::.collapsed_plan(f2, 3L)
+  expect_identical(p$where, "chunks")
+  expect_lte(p$bytes, need - 1)
+  expect_lt(p$rows, 20L)
 })
 
 # ---- a cluster --------------------------------------------------------------

@@ -125,8 +125,22 @@ test_that("a threshold chooses M anew at the fitted noise", {
 
 test_that("warnings: a capped fit and a flat fit say so in plain words", {
   d <- het_toy()
-  expect_warning(sgpr(y ~ x, data = d, inducing = 10, control = list(maxit = 2)),
-                 "stopped at its limit of 2 evaluations")
+  # control$maxit counts L-BFGS-B iterations, and the warning says so, with
+  # the evaluations that print() reports
+  msgs <- character()
+  capped <- withCallingHandlers(
+    sgpr(y ~ x, data = d, inducing = 10, control = list(maxit = 2)),
+    warning = function(w) {
+      msgs <<- c(msgs, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+  expect_match(msgs, "stopped at its limit of 2 iterations (control$maxit)", fixed = TRUE,
+               all = FALSE)
+  expect_match(msgs, sprintf("after %d evaluations of the bound", capped$optim$counts[[1L]]),
+               fixed = TRUE, all = FALSE)
+  expect_gt(capped$optim$counts[[1L]], 2L)
+  expect_output(print(capped), sprintf("iteration limit, control\\$maxit\\) \\(%d evaluations\\)",
+                                       capped$optim$counts[[1L]]))
   # a start far from the signal that the optimiser cannot leave
   expect_warning(sgpr(y ~ x, data = d, inducing = 10, kernel = kernel_rbf(lengthscale = 1e4)),
                  "no signal")
@@ -173,4 +187,48 @@ test_that("progress lines appear with trace = 1 and never with trace = 0", {
   # a line at most every second, each naming the model and the bound
   if (length(msgs)) expect_match(msgs[1L], "^sgpr.*evaluations, bound")
   expect_error(sgpr(y ~ x, data = d, control = list(trace = -1)), "'control\\$trace'")
+})
+
+test_that("the min_gain rule waits for the parameters to move in a first stage, and says when it stops", {
+  d <- het_toy()
+  fit <- sgpr(y ~ x, data = d, inducing = 10, optimize = FALSE, kernel = kernel_rbf(1, 1),
+              noise = 0.5)
+  o0 <- objective(fit)
+  base <- o0$par
+  i <- which(names(base) == "log_variance")
+  # uphill along the log variance: 40 steps of 1e-5 (a gain far below
+  # min_gain per observation over any 25 of them), a step of 0.2, 40 more
+  up <- -sign(o0$gr(base)[[i]])
+  at <- function(v) replace(base, i, v)
+  path <- c(lapply(1:40, function(j) at(base[i] + up * j * 1e-5)),
+            lapply(1:40, function(j) at(base[i] + up * (0.2 + j * 1e-5))))
+  expect_gt(-o0$fn(path[[41]]), -o0$fn(path[[40]]))
+  expect_lt(-o0$fn(path[[40]]) - (-o0$fn(path[[15]])), 1e-3 * 300)
+  run <- function(arm) {
+    o <- sparsevgp:::.objective(fit, safe = TRUE, arm = arm)
+    for (j in seq_along(path)) {
+      if (tryCatch({
+        o$fn(path[[j]])
+        FALSE
+      }, sparsevgp_stopped = function(e) TRUE)) return(j)
+    }
+    NA_integer_
+  }
+  # a later stage (no arm): the rule ends the walk after 26 evaluations
+  expect_equal(run(NULL), 26L)
+  # from the start: not before the best point has moved by .stop_move (0.1),
+  # that is, not in the first 40 evaluations; then after 25 more
+  expect_equal(sparsevgp:::.stop_move, 0.1)
+  expect_equal(run(list(par0 = base, scale = rep(1, length(base)))), 66L)
+  # a whole fit stopped by the rule reports its own outcome, not convergence
+  set.seed(1)
+  f <- sgpr(y ~ x, data = d, inducing = 30, control = list(min_gain = 0.05))
+  expect_equal(f$optim$convergence, 3L)
+  expect_match(f$optim$message, "^stopped: gain below control\\$min_gain")
+  expect_output(print(f), "stopped: gain below control\\$min_gain")
+  # without the rule the optimiser's own tests end the run, at least as high
+  set.seed(1)
+  g <- sgpr(y ~ x, data = d, inducing = 30, control = list(min_gain = 0))
+  expect_true(g$optim$convergence %in% c(0L, 51L, 52L))
+  expect_gte(as.numeric(logLik(g)), as.numeric(logLik(f)) - 1e-6)
 })
