@@ -392,3 +392,65 @@ test_that("prior weights and offsets with neighbours: the likelihood of the equi
   expect_equal(unname(f$params$lengthscale), c(0.3, 0.3))
   expect_equal(f$params$noise, 0.05)
 })
+
+test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not on a smooth function", {
+  skip_on_cran()
+  # volcano: short-range structure that the inducing points the budget
+  # allows do not capture
+  v <- data.frame(row = c(row(volcano)), col = c(col(volcano)), height = c(volcano))
+  set.seed(2)
+  d <- v[sample(nrow(v), 800L), ]
+  set.seed(1)
+  f <- sgpr(height ~ row + col, data = d)
+  r <- f$auto_neighbours
+  expect_identical(r$reason, "trial")
+  expect_identical(f$neighbours$K, 20L)
+  expect_gt(r$gain, sparsevgp:::.vif_auto_gain)
+  expect_identical(f$loglik_kind, "likelihood")
+  expect_output(print(summary(f)), "held-out rows")
+  # a smooth function: the inducing points explain it, no neighbours, and
+  # the fit is the one without them (the trial restores the random numbers)
+  set.seed(5)
+  x <- cbind(x1 = runif(700), x2 = runif(700))
+  y <- sin(2 * x[, 1]) + x[, 2] + rnorm(700, sd = 0.1)
+  set.seed(1)
+  fa <- sgpr(x, y)
+  expect_identical(fa$auto_neighbours$reason, "trial")
+  expect_lte(fa$auto_neighbours$gain, sparsevgp:::.vif_auto_gain)
+  expect_null(fa$neighbours)
+  expect_identical(attr(logLik(fa), "kind"), "bound")
+  expect_false(is.null(fa$upper_bound))
+  # small data (the budget covers M = N): no trial, the fit without
+  # neighbours exactly
+  set.seed(1)
+  fs <- sgpr(x[1:200, ], y[1:200])
+  set.seed(1)
+  f0 <- sgpr(x[1:200, ], y[1:200], neighbours = 0)
+  expect_identical(fs$auto_neighbours$reason, "small")
+  expect_equal(fs$bound, f0$bound, tolerance = 1e-12)
+  expect_equal(fs$params, f0$params, tolerance = 1e-12)
+  # the rule has no dimension cutoff: eight inputs get the same trial
+  set.seed(6)
+  x8 <- matrix(runif(8 * 700), 700, 8)
+  f8 <- sgpr(x8, rowSums(sin(2 * x8)) + rnorm(700, sd = 0.1), control = list(maxit = 20))
+  expect_identical(f8$auto_neighbours$reason, "trial")
+})
+
+test_that("an interrupt in the trial of neighbours = \"auto\" gives a fit without neighbours", {
+  d <- vif_data(N = 700)
+  old <- options(sparsevgp.interrupt_at = "neighbour_trial")
+  on.exit(options(old), add = TRUE)
+  w <- character()
+  fit <- withCallingHandlers(sgpr(d$x, d$y, inducing = 10), warning = function(w0) {
+    w <<- c(w, conditionMessage(w0))
+    invokeRestart("muffleWarning")
+  })
+  hit <- grep("interrupted", w, value = TRUE)
+  expect_length(hit, 1L)
+  expect_match(hit, "the trial for neighbours", fixed = TRUE)
+  expect_null(fit$neighbours)
+  expect_identical(fit$auto_neighbours$reason, "interrupted")
+  expect_true(isTRUE(fit$optim$interrupted))
+  expect_true(is.finite(fit$bound))
+  expect_false(sparsevgp:::.interrupt_pending())
+})
