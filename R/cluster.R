@@ -282,7 +282,7 @@
 
 # The classifiers' first stage fits one lengthscale for all inputs in units
 # of their sd as an isotropic kernel on the inputs divided by their sd
-# (R/pgpr_training.R, R/uncollapsed_training.R). On a cluster the workers
+# (R/shared_lengthscale.R). On a cluster the workers
 # divide their own rows (.shard_rescale()), so that the stage is the one
 # fitted in one process, bit for bit; scale = NULL restores the inputs.
 .cluster_rescale <- function(fit, scale) {

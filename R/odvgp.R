@@ -139,7 +139,7 @@
 #' @param likelihood \code{"gaussian"}, \code{"bernoulli"} (logit link),
 #'   \code{"probit"}, \code{"poisson"}, \code{"student_t"} (or a
 #'   \code{\link{gp_likelihood}()}), \code{"robustmax"} or \code{"softmax"}
-#'   (several classes). By default \code{"robustmax"} when \code{y} is a
+#'   (several classes). By default \code{"softmax"} when \code{y} is a
 #'   factor with more than two classes, \code{"bernoulli"} when it is a
 #'   two-class factor, a logical or numbers coded 0/1, \code{"gaussian"}
 #'   otherwise.

@@ -225,26 +225,13 @@
 # isotropic kernel on the inputs divided by fit$shared_scale (the same
 # model as the ARD kernel with lengthscales l * sd(x_d)), and back.
 .pgpr_to_shared <- function(fit) {
-  s <- fit$shared_scale
-  sh <- fit
-  sh$x <- sweep(fit$x, 2L, s, "/")
-  .cluster_rescale(fit, s)
-  sh$kernel$ard <- FALSE
-  sh$params$lengthscale <- exp(mean(log(fit$params$lengthscale / s)))
-  sh$params$Z <- sweep(fit$params$Z, 2L, s, "/")
+  sh <- .to_shared_lengthscale(fit, fit$shared_scale, "Z")
   sh$fixed <- .fixed_from_spec(sh)
   sh
 }
 
 .pgpr_from_shared <- function(fit, sh) {
-  s <- fit$shared_scale
-  out <- sh
-  out$x <- fit$x
-  .cluster_rescale(fit, NULL)
-  out$kernel <- fit$kernel
-  out$params$lengthscale <- sh$params$lengthscale * s
-  out$params$Z <- sweep(sh$params$Z, 2L, s, "*")
-  dimnames(out$params$Z) <- dimnames(fit$params$Z)
+  out <- .from_shared_lengthscale(fit, sh, fit$shared_scale, "Z")
   out$fixed <- .fixed_from_spec(out)
   out
 }

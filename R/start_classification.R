@@ -53,6 +53,17 @@
   list(value = r$value, trace = r$trace, c = c)
 }
 
+# The kernel at lengthscale multiplier m of the classifiers' grids: every
+# unset lengthscale m sqrt(D) times the inputs' sd `sx` (per input with
+# ARD, their root-mean-square otherwise), the parts of a combination spread
+# over the distances of the rows xs as the regression starts do.
+.class_grid_lengthscale <- function(kernel, m, sx, xs) {
+  sx_iso <- sqrt(mean(sx^2))
+  .kern_fill_lengthscale(kernel, function(k) {
+    m * sqrt(length(sx)) * if (isTRUE(k$ard)) sx else sx_iso
+  }, .kern_part_spread(kernel, xs))
+}
+
 # The starting kernel of a binary classifier: `kernel` with every NULL
 # parameter filled from the grid above (a kernel whose parameters are all
 # given is returned as it is). `M` is the number of inducing inputs the
@@ -64,9 +75,7 @@
   need_ls <- any(vapply(leaves, function(k) is.null(k$lengthscale), TRUE))
   need_var <- any(vapply(leaves, function(k) is.null(k$variance), TRUE))
   if (!need_ls && !need_var) return(kernel)
-  sx <- apply(x, 2L, stats::sd)
-  sx[!is.finite(sx) | sx <= 0] <- 1
-  sx_iso <- sqrt(mean(sx^2))
+  sx <- .column_sd(x)
   n <- nrow(x)
   idx <- unique(round(seq(1, n, length.out = min(n, 1000L))))
   xs <- x[idx, , drop = FALSE]
@@ -76,11 +85,7 @@
   vars <- if (need_var) .class_start_variances else NA_real_
   best <- list(value = -Inf)
   for (m in mult) {
-    kls <- if (need_ls) {
-      .kern_fill_lengthscale(kernel, function(k) {
-        m * sqrt(D) * if (isTRUE(k$ard)) sx else sx_iso
-      }, .kern_part_spread(kernel, xs))
-    } else kernel
+    kls <- if (need_ls) .class_grid_lengthscale(kernel, m, sx, xs) else kernel
     Z <- tryCatch(select_inducing(xs, .kern_fill_variance(kls, 1), M = m0,
                                   perm = seq_along(idx))$Z,
                   error = function(e) NULL)

@@ -137,7 +137,10 @@
 #'   \code{"robustmax"} (Hernandez-Lobato et al. 2011, by Gauss-Hermite
 #'   quadrature) or \code{"softmax"} (by Monte Carlo with
 #'   \code{control$mc_samples} draws, 100 by default, fixed per fit). By
-#'   default \code{"robustmax"} for a factor with more than two classes, else
+#'   default \code{"softmax"} for a factor with more than two classes (its
+#'   probabilities are calibrated; robust-max gives at most
+#'   \eqn{1 - 10^{-3}}{1 - 1e-3} to a class and a test log-loss three times the
+#'   softmax's on the benchmark of \code{inst/bench/bench_multiclass.R}), else
 #'   \code{"bernoulli"}: a numeric response that is not coded 0/1 is then an
 #'   error that says to name the likelihood. The
 #'   multiclass likelihoods fit one latent function per class sharing the

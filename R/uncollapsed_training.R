@@ -103,7 +103,6 @@
   need_var <- any(vapply(leaves, function(k) is.null(k$variance), TRUE))
   if (!need_ls && !need_var && !auto_M) return(list(kernel = kernel, M = NULL))
   sx <- .column_sd(x)
-  sx_iso <- sqrt(mean(sx^2))
   n <- nrow(x)
   idx <- unique(round(seq(1, n, length.out = min(n, .uc_start_rows))))
   xs <- x[idx, , drop = FALSE]
@@ -118,11 +117,7 @@
   ctrl <- .svgp_control(list(), NULL)
   best <- list(value = -Inf)
   for (m in mult) {
-    kls <- if (need_ls) {
-      .kern_fill_lengthscale(kernel, function(k) {
-        m * sqrt(D) * if (isTRUE(k$ard)) sx else sx_iso
-      }, .kern_part_spread(kernel, xs))
-    } else kernel
+    kls <- if (need_ls) .class_grid_lengthscale(kernel, m, sx, xs) else kernel
     q <- NULL
     for (v in vars) {
       k <- .kern_init(if (need_var) .kern_fill_variance(kls, v) else kls, xs, NULL)
@@ -404,29 +399,14 @@
 # model, so q(u) carries over unchanged.
 .uc_to_shared <- function(fit) {
   s <- .column_sd(fit$x)
-  sh <- fit
-  sh$x <- sweep(fit$x, 2L, s, "/")
-  .cluster_rescale(fit, s)
-  sh$kernel$ard <- FALSE
-  sh$params$lengthscale <- exp(mean(log(fit$params$lengthscale / s)))
-  for (b in .uc_inducing_blocks(fit)) sh$params[[b]] <- sweep(fit$params[[b]], 2L, s, "/")
+  sh <- .to_shared_lengthscale(fit, s, .uc_inducing_blocks(fit))
   sh$fixed <- .uc_fixed(sh, .uc_held_sets(fit))
   sh$shared_scale <- s
   sh
 }
 
 .uc_from_shared <- function(fit, sh) {
-  s <- sh$shared_scale
-  out <- sh
-  out$x <- fit$x
-  .cluster_rescale(fit, NULL)
-  out$kernel <- fit$kernel
-  out$params$lengthscale <- sh$params$lengthscale * s
-  names(out$params$lengthscale) <- names(fit$params$lengthscale)
-  for (b in .uc_inducing_blocks(fit)) {
-    out$params[[b]] <- sweep(sh$params[[b]], 2L, s, "*")
-    dimnames(out$params[[b]]) <- dimnames(fit$params[[b]])
-  }
+  out <- .from_shared_lengthscale(fit, sh, sh$shared_scale, .uc_inducing_blocks(fit))
   out$shared_scale <- NULL
   out$fixed <- .uc_fixed(out, .uc_held_sets(sh))
   out

@@ -366,7 +366,7 @@ test_that("robust-max: hand gradients match finite differences", {
   d <- multiclass_data()
   for (O in list(d$x[6:9, ], 0)) {
     f <- odvgp(d$x, d$y, kernel = kernel_rbf(0.9, 1.5), inducing = d$x[1:5, ], orthogonal = O,
-               optimize = FALSE)
+               likelihood = "robustmax", optimize = FALSE)
     expect_equal(f$likelihood, "robustmax")
     set.seed(2)
     p <- f$params
@@ -416,9 +416,10 @@ test_that("multiclass fits predict probabilities that sum to one and factor clas
   d <- multiclass_data()
   df <- data.frame(x1 = d$x[, 1], x2 = d$x[, 2], y = d$y)
   set.seed(1)
-  f0 <- odvgp(y ~ x1 + x2, data = df, inducing = 5, orthogonal = 8, optimize = FALSE)
+  f0 <- odvgp(y ~ x1 + x2, data = df, inducing = 5, orthogonal = 8, likelihood = "robustmax",
+              optimize = FALSE)
   set.seed(1)
-  f <- odvgp(y ~ x1 + x2, data = df, inducing = 5, orthogonal = 8,
+  f <- odvgp(y ~ x1 + x2, data = df, inducing = 5, orthogonal = 8, likelihood = "robustmax",
              control = list(optimizer = "natgrad", maxit = 100, natgrad_step = 0.1,
                             natgrad_warmup = 10))
   expect_gt(f$bound, f0$bound + 10)

@@ -405,21 +405,26 @@ test_that("the probit likelihood: expectations by integration, exact predictive 
   dev.off()
 })
 
-test_that("multiclass svgp is the coupled multiclass model: robust-max by default, softmax on request", {
+test_that("multiclass svgp is the coupled multiclass model: the softmax by default, robust-max on request", {
   set.seed(3)
   n <- 60
   x <- matrix(runif(2 * n, -2, 2), n, 2)
   y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
   df <- data.frame(x1 = x[, 1], x2 = x[, 2], y = y)
   k <- kernel_rbf(0.9, 1.5)
-  # a factor of three classes selects robust-max; the same model as the
-  # orthogonally decoupled one without mean-only inputs, value and fit
+  # a factor of three classes selects the softmax
+  expect_equal(svgp(y ~ x1 + x2, data = df, kernel = k, inducing = 6, optimize = FALSE)$likelihood,
+               "softmax")
+  expect_equal(odvgp(y ~ x1 + x2, data = df, kernel = k, inducing = 6,
+                     optimize = FALSE)$likelihood, "softmax")
+  # robust-max on request: the same model as the orthogonally decoupled
+  # one without mean-only inputs, value and fit
   set.seed(1)
   a <- suppressWarnings(svgp(y ~ x1 + x2, data = df, kernel = k, inducing = 6,
-                             control = list(maxit = 60)))
+                             likelihood = "robustmax", control = list(maxit = 60)))
   set.seed(1)
   b <- suppressWarnings(odvgp(y ~ x1 + x2, data = df, kernel = k, inducing = 6, orthogonal = 0,
-                              control = list(maxit = 60)))
+                              likelihood = "robustmax", control = list(maxit = 60)))
   expect_equal(a$likelihood, "robustmax")
   expect_equal(logLik(a), logLik(b), tolerance = 1e-12, ignore_attr = TRUE)
   expect_equal(a$params$q_mu, b$params$q_mu, tolerance = 1e-12)

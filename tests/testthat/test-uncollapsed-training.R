@@ -138,7 +138,8 @@ test_that("robust-max scores one kernel variance; the other classifiers a grid",
   x <- matrix(rnorm(60), 30, 2)
   y <- factor(rep(c("a", "b", "c"), 10))
   val <- vapply(c(1, 9), function(v) {
-    f <- svgp(x, y, kernel = kernel_rbf(1, v), inducing = x[1:6, ], optimize = FALSE)
+    f <- svgp(x, y, kernel = kernel_rbf(1, v), inducing = x[1:6, ], likelihood = "robustmax",
+              optimize = FALSE)
     sparsevgp:::.uc_q_optimum(f, f$params, tol = 1e-10, iters = 200L)$value
   }, 1)
   expect_equal(val[1], val[2], tolerance = 1e-3)
