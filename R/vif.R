@@ -441,7 +441,10 @@
 # bound of the one without favours the neighbours by the bound's gap, and
 # it separated rough from smooth functions less clearly (volcano 0.47,
 # power 0.008, a smooth function -0.004 nats per observation, against
-# 0.67, 0.076 and -0.001 held out). Small data, where the budget covers an inducing input for
+# 0.67, 0.076 and -0.001 held out). A known miss: on kin8nm (8 inputs,
+# split 0) the trial keeps the neighbours (+0.09 held out), and the full
+# fit then predicts 0.023 nats worse than without them, in less CPU time
+# (inst/bench/results/bench_peers_vif.txt). Small data, where the budget covers an inducing input for
 # every observation, skip the trial (K = 0). With optimize = FALSE no trial
 # is run (K = 0). `kernel`: the user's kernel, or NULL for the default.
 # Returns list(K, params and kernel (of the winner, the starting values of
