@@ -161,7 +161,7 @@
 #'   \item Everything else works as without neighbours: known or learned
 #'     (log-linear) noise, prior weights, offsets, kernels combined by
 #'     \code{+} and \code{*} (the neighbours use each column's shortest
-#'     lengthscale), fits on a 20 000-row subsample first for large
+#'     lengthscale), fits on a 10 000-row subsample first for large
 #'     \eqn{N}, chunks of rows within \code{control$memory} and
 #'     \code{cluster} (each worker holds a run of observations that are
 #'     close in the inputs, with their neighbours; see \code{\link{scaling}}).
