@@ -15,6 +15,9 @@
 #                       bound (R/stream.R) on the worker's rows, with the
 #                       model's .targets() there; pgpr's per-point c live on
 #                       the workers (.shard_pg_update(), .shard_pg_c());
+#   sgpr with neighbours
+#                       .shard_vif() (R/vif.R): the two passes of the VIF
+#                       likelihood on the worker's run of rows and its halo;
 #   svgp                .shard_uncollapsed() (R/uncollapsed.R) through
 #                       .cluster_rows(): the data term of the ELBO and its
 #                       adjoints on the worker's rows (or its rows of a
@@ -118,12 +121,13 @@
 
 # Send the fit's data to the workers of `cl`, one contiguous share each:
 # `share(rows)` is what the model's workers need of those rows (a list;
-# .share()). Returns the handle the evaluations use: list(cl, key, n (rows
-# per worker)).
-.cluster_setup <- function(cl, fit, share = .share(fit)) {
+# .share()), stored under `key` (a new one by default; a fit whose shares
+# change between runs, sgpr with neighbours, sends the new ones under its
+# key). Returns the handle the evaluations use: list(cl, key, n (rows per
+# worker)).
+.cluster_setup <- function(cl, fit, share = .share(fit), key = .shard_key()) {
   N <- nrow(fit$x)
   cl <- .cluster_open(cl, N)
-  key <- .shard_key()
   parts <- .cluster_parts(N, length(cl))
   tryCatch(suspendInterrupts(parallel::clusterApply(cl, lapply(parts, share), .shard_store,
                                                     key = key)),
@@ -205,7 +209,10 @@
 }
 
 #' @export
-.share.sgpr <- function(fit) .share_collapsed(fit)
+.share.sgpr <- function(fit) {
+  # with neighbours, a run of the spatial order with its halo (R/vif.R)
+  if (.has_neighbours(fit)) .share_vif(fit) else .share_collapsed(fit)
+}
 #' @export
 .share.osgpr <- function(fit) .share_collapsed(fit)
 #' @export
@@ -330,6 +337,11 @@
   a <- unclass(object)[intersect(c("kernel", "params", "posterior", "whiten", "likelihood"),
                                  names(object))]
   if (inherits(object, "gpr")) a$x <- object$x
+  # sgpr with neighbours conditions on the training data near each point
+  if (!is.null(object$neighbours)) {
+    a[c("x", "y", "noise_model")] <- unclass(object)[c("x", "y", "noise_model")]
+    a$neighbours <- list(K = object$neighbours$K)
+  }
   class(a) <- class(object)
   each <- lapply(.cluster_parts(nrow(xnew), length(cl)), function(r) xnew[r, , drop = FALSE])
   r <- .cluster_call(list(cl = cl, key = NULL), ".shard_predict", a, each)

@@ -120,7 +120,11 @@
 }
 
 #' @export
-.edf.sgpr <- function(fit) .collapsed_edf(fit, fit$params$Z)
+.edf.sgpr <- function(fit) {
+  # the smoother of a fit with neighbours is not computed (R/vif.R)
+  if (.has_neighbours(fit)) return(NULL)
+  .collapsed_edf(fit, fit$params$Z)
+}
 
 #' @export
 .edf.osgpr <- function(fit) .collapsed_edf(fit, rbind(fit$params$Z, fit$params$O))

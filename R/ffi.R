@@ -213,3 +213,64 @@
 # The threads a chunk may use for `want` within OpenMP's limit; want = 0:
 # the most an OpenMP region may use (1 without OpenMP).
 .ffi_threads <- function(want = 0L) .Call(ffi_bs_threads, as.integer(want))
+
+# ---- the Vecchia approximation of the residual process (sgpr(neighbours = K)) ----
+# src/neighbours.c, src/kernel_local.c, src/vecchia.c; R/neighbours.R and
+# R/vif.R use them.
+
+# Ordered neighbours: the Kc Euclidean nearest earlier positions of each
+# position of the scaled points xs (rows in the Vecchia order), Kc x N;
+# with `order` (the rows at positions 1..N), the neighbours' rows by row.
+.ffi_nb_ordered <- function(xs, Kc, order = NULL) {
+  .Call(ffi_nb_ordered, xs, as.integer(Kc), if (!is.null(order)) as.integer(order))
+}
+
+# The Kc nearest rows of xs to each row of xsnew (both scaled), Kc x n.
+.ffi_nb_query <- function(xs, xsnew, Kc) .Call(ffi_nb_query, xs, xsnew, as.integer(Kc))
+
+# The leaf order of a kd-tree over the rows of xs.
+.ffi_nb_spatial_order <- function(xs) .Call(ffi_nb_spatial_order, xs)
+
+# K of the candidates `cand` of each point by the residual correlation.
+.ffi_nb_select <- function(A, r, kval, cand, K) {
+  .Call(ffi_nb_select, A, as.double(r), kval, cand, as.integer(K))
+}
+
+# The local kernel blocks K(S_c, S_c) of a single kernel, (K+1)^2 x no.
+.ffi_kern_local <- function(kernel, x, nbl) .Call(ffi_kern_local, .ffi_kernel(kernel), x, nbl)
+
+# k(x_c, x_j) for the candidates j of each point c, Kc x no.
+.ffi_kern_local_cross <- function(kernel, x, cand) {
+  .Call(ffi_kern_local_cross, .ffi_kernel(kernel), x, cand)
+}
+
+# The contraction of an adjoint of the local blocks: d/d(log variance, log
+# lengthscales); Kloc (the blocks) saves their exponentials.
+.ffi_kern_local_grad <- function(kernel, x, nbl, G, Kloc = NULL) {
+  .Call(ffi_kern_local_grad, .ffi_kernel(kernel), x, nbl, G, Kloc)
+}
+
+# Pass 1 of the VIF likelihood over one block: list(BB, w, sums, n, recs);
+# with keep = TRUE, recs holds the points' local regressions for pass 2.
+.ffi_vf_stats <- function(L, Kuf, Kloc, nbl, lambda, ytil, keep = FALSE) {
+  .Call(ffi_vf_stats, L, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil), keep)
+}
+
+# The VIF log likelihood from the summed statistics: list(bound, logdet,
+# fit, LB, v, vt[, Binv]).
+.ffi_vf_value <- function(s, N, grad) {
+  .Call(ffi_vf_value, s$BB, s$w, s$sums, as.double(N), grad)
+}
+
+# Pass 2 over one block: list(Guf, Gloc, glambda, gytil, AbarA); recs: the
+# records of pass 1 (or NULL).
+.ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL) {
+  .Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil),
+        recs)
+}
+
+# The VIF predictive at the first ncol(nbl) points of a block:
+# list(mean, var, C, d).
+.ffi_vf_predict <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, full) {
+  .Call(ffi_vf_predict, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil), full)
+}

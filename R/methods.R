@@ -281,7 +281,11 @@ print.sparsevgp <- function(x, digits = max(3L, getOption("digits") - 3L), ...) 
 }
 
 .bound_label <- function(x) {
-  if (inherits(x, "gpr")) "log marginal likelihood" else "ELBO (lower bound on log p(y))"
+  if (inherits(x, "gpr")) return("log marginal likelihood")
+  if (identical(.loglik_kind(x), "likelihood")) {
+    return("log likelihood of the VIF approximation (not a bound)")
+  }
+  "ELBO (lower bound on log p(y))"
 }
 
 .optim_status <- function(o) {
@@ -330,7 +334,10 @@ coef.sparsevgp <- function(object, ...) {
 #'
 #' \strong{logLik, AIC, BIC.} \code{logLik()} is the bound the fit
 #' maximised: the exact log marginal likelihood for \code{gpr()}, a lower
-#' bound on it (the ELBO) for the sparse models. Its \code{df} counts the
+#' bound on it (the ELBO) for the sparse models, and for
+#' \code{\link{sgpr}(neighbours = K)} with \eqn{K > 0} the exact log
+#' likelihood of its approximate model (inducing points plus a Vecchia
+#' residual), not a bound. Its \code{df} counts the
 #' hyperparameters that were optimised: the kernel variance and
 #' lengthscales, the noise variance or noise coefficients, and the constant
 #' mean when it is learned. Inducing inputs, \eqn{q(u)} and the local
@@ -340,7 +347,8 @@ coef.sparsevgp <- function(object, ...) {
 #' counted, and AIC and BIC are comparable across models and numbers of
 #' inducing points. Parameters held by \code{fixed} are not counted. Its
 #' attribute \code{kind} is \code{"bound"} (a lower bound on
-#' \eqn{\log p(y)}{log p(y)}) or \code{"likelihood"} (\code{gpr()});
+#' \eqn{\log p(y)}{log p(y)}) or \code{"likelihood"} (\code{gpr()}, and
+#' \code{sgpr()} with neighbours);
 #' \code{\link{anova.sparsevgp}} tabulates fits of one model with what their
 #' differences mean.
 #' \code{nobs()} is the number of observations used, after
@@ -440,6 +448,7 @@ df.residual.sparsevgp <- function(object, ...) {
   if (is.null(edf)) {
     stop(sprintf("df.residual() is not defined for %s fits: %s", class(object)[1L],
                  if (!is.null(object$labels)) "the fitted probabilities of a classifier are not a linear smoother of the labels" else
+                   if (!is.null(object$neighbours)) "the trace of the smoother matrix of a model with neighbours (the Vecchia residual) is not computed" else
                    "q(u) is optimised numerically, so the fitted values are not a linear smoother of y (sgpr() fits the same model with the optimal q(u) and has one)"),
          call. = FALSE)
   }

@@ -110,6 +110,11 @@
 #'   vector of \eqn{N} known variances, or a one-sided formula for a learned
 #'   log-linear noise model, exactly as in \code{\link{sgpr}()}. By default
 #'   one variance starting at a tenth of the variance of \code{y}.
+#' @param kernel a kernel, such as \code{\link{kernel_rbf}()}; parameters
+#'   left \code{NULL} are chosen from the data.
+#' @param optimize_inducing if \code{TRUE} (the default), the inducing
+#'   inputs are optimised with the other parameters in the last stage of
+#'   training; \code{FALSE} holds them where (re-)selection put them.
 #' @param fixed names of parameters to hold at their starting values, as in
 #'   \code{\link{sgpr}()}, including \code{"Z"} and \code{"O"} or single
 #'   entries such as \code{"O[2,1]"}.

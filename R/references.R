@@ -241,6 +241,38 @@
 #'     / sqrt(1 + pi s2 / 8))}: \code{predict.pgpr(method = "probit")}.}
 #' }
 #'
+#' @section Local structure: the Vecchia residual of sgpr(neighbours = K):
+#' \describe{
+#'   \item{Gyger, T., Furrer, R. and Sigrist, F. (2025). Vecchia-inducing-points
+#'     full-scale approximations for Gaussian processes. arXiv:2507.05064.}{The
+#'     model of \code{\link{sgpr}(neighbours = K)}: inducing points for the
+#'     global process and a Vecchia approximation of the residual process
+#'     \eqn{K_{ff} - Q_{ff}}{Kff - Qff} with the noise (VIF), its neighbours chosen by the
+#'     correlation of the residual process, a random ordering. The package
+#'     computes the likelihood by the Woodbury identity with the sparse
+#'     Vecchia precision and its gradients through the adjoints of the
+#'     kernel blocks it reads (derived for this package, stated in
+#'     \code{src/vecchia.c} and checked by finite differences in the
+#'     tests); the candidates of the correlation-based choice are the
+#'     \eqn{2K} Euclidean nearest earlier points in the scaled inputs
+#'     (the authors search all earlier points with a cover tree).}
+#'   \item{Vecchia, A. V. (1988). Estimation and model identification for
+#'     continuous spatial processes. Journal of the Royal Statistical Society
+#'     B 50(2), 297--312.}{The product of conditionals given a few earlier
+#'     observations.}
+#'   \item{Katzfuss, M. and Guinness, J. (2021). A general framework for
+#'     Vecchia approximations of Gaussian processes. Statistical Science
+#'     36(1), 124--141.}{The sparse inverse Cholesky form of the Vecchia
+#'     precision, \eqn{\tilde\Sigma^{-1} = B^\top D^{-1} B}{Sigma~^-1 = B' D^-1 B} with the regression
+#'     coefficients on the neighbours in \eqn{B} and the conditional
+#'     variances in \eqn{D} (eqs. 1--3), used for the residual process.}
+#'   \item{Guinness, J. (2018). Permutation and grouping methods for
+#'     sharpening Gaussian process approximations. Technometrics 60(4),
+#'     415--429.}{Random orderings give far sharper Vecchia approximations
+#'     than coordinate-based ones: the ordering of \code{sgpr(neighbours = )}
+#'     is random.}
+#' }
+#'
 #' @section Inducing-point selection:
 #' \describe{
 #'   \item{Burt, D. R., Rasmussen, C. E. and van der Wilk, M. (2019). Rates

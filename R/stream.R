@@ -281,6 +281,15 @@
 #' plus 32 MB for budgets of 50 MB, 256 MB and 1 GB at
 #' \eqn{N = 2 \times 10^5}{N = 2e5} and \eqn{10^6}{1e6}.
 #'
+#' \code{sgpr(neighbours = K)} (the Vecchia residual, see
+#' \code{\link{sgpr}}) is a sum over observations too, of terms that read
+#' each observation's \eqn{K} neighbours: its chunks are runs of
+#' observations in a spatial order (the leaf order of a kd-tree) that hold
+#' their neighbours besides, of \code{floor(memory / (8 (8 M + 2 (K+1)^2)))}
+#' rows, and on a cluster each worker holds one such run with its
+#' neighbours (its share changes when the neighbours are chosen anew). The
+#' per-observation work of its likelihood runs in one thread.
+#'
 #' The prediction methods and \code{fitted()} work in blocks of rows in any
 #' case. Greedy selection of inducing inputs
 #' (\code{\link{select_inducing}()}, the default of \code{sgpr()} and

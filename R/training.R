@@ -42,6 +42,7 @@
 .train_reselect_gain <- 1e-5
 
 .train.sgpr <- function(fit) {
+  if (.has_neighbours(fit)) return(.train_vif(fit))
   if (identical(fit$control$schedule, "joint")) return(.fit_lbfgsb(fit))
   .train_staged(fit, sets = "Z", reselect = fit$selection$method %in% .greedy_methods,
                 joint_first = identical(fit$control$schedule, "auto"))

@@ -40,10 +40,17 @@ SEXP ffi_kern_grad_given(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
                          SEXP want_x);
 SEXP ffi_kern_grad_threads(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
                            SEXP want_x, SEXP threads);
+SEXP ffi_kern_local(SEXP kern, SEXP x, SEXP nbl);
+SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand);
+SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
 SEXP ffi_la_colstats(SEXP x);
 SEXP ffi_la_release(void);
+SEXP ffi_nb_ordered(SEXP x, SEXP Kc, SEXP order);
+SEXP ffi_nb_query(SEXP x, SEXP xnew, SEXP Kc);
+SEXP ffi_nb_select(SEXP A, SEXP r, SEXP kval, SEXP cand, SEXP K);
+SEXP ffi_nb_spatial_order(SEXP x);
 SEXP ffi_pg_kl(SEXP c);
 SEXP ffi_pg_log_cosh(SEXP x);
 SEXP ffi_pg_theta(SEXP c);
@@ -54,5 +61,12 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
 SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor);
 SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik);
+SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs);
+SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                    SEXP nbl, SEXP lambda, SEXP ytil, SEXP full);
+SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
+                  SEXP ytil, SEXP keep);
+SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad);
 
 #endif

@@ -28,10 +28,17 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_grad_diag, 3),
     CALLDEF(ffi_kern_grad_given, 6),
     CALLDEF(ffi_kern_grad_threads, 7),
+    CALLDEF(ffi_kern_local, 3),
+    CALLDEF(ffi_kern_local_cross, 3),
+    CALLDEF(ffi_kern_local_grad, 5),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
     CALLDEF(ffi_la_colstats, 1),
     CALLDEF(ffi_la_release, 0),
+    CALLDEF(ffi_nb_ordered, 3),
+    CALLDEF(ffi_nb_query, 3),
+    CALLDEF(ffi_nb_select, 5),
+    CALLDEF(ffi_nb_spatial_order, 1),
     CALLDEF(ffi_pg_kl, 1),
     CALLDEF(ffi_pg_log_cosh, 1),
     CALLDEF(ffi_pg_theta, 1),
@@ -39,6 +46,10 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_sel_greedy, 9),
     CALLDEF(ffi_sel_trace, 6),
     CALLDEF(ffi_svgp_ell, 3),
+    CALLDEF(ffi_vf_adjoints, 9),
+    CALLDEF(ffi_vf_predict, 9),
+    CALLDEF(ffi_vf_stats, 7),
+    CALLDEF(ffi_vf_value, 5),
     {NULL, NULL, 0}
 };
 

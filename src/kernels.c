@@ -25,9 +25,8 @@
 #include <Rinternals.h>
 #include "lapack.h"
 #include "spv.h"
+#include "kernel_math.h"
 
-#define SQRT3 1.7320508075688772
-#define SQRT5 2.2360679774997898
 
 int kern_npar(const spv_kernel *k)
 {
@@ -58,82 +57,6 @@ int kern_scale_rows(const spv_kernel *k, const double *x, size_t ldx,
     return ok ? 0 : 1;
 }
 
-static inline double sqdist(const double *a, const double *b, int D)
-{
-    double r2 = 0.0;
-    for (int d = 0; d < D; d++) {
-        const double s = a[d] - b[d];
-        r2 += s * s;
-    }
-    return r2;
-}
-
-/* p(r) exp(-r) for the polynomial factor p >= 1 of a Matern kernel, with
- * its limit 0 at large r: the direct product is Inf x 0 = NaN once p
- * overflows or r is infinite (a scaled distance beyond 1e154, or r^2
- * overflowing), and exp(-r) underflows before p(r) exp(-r) does, so past
- * r = 700 the product is taken on the log scale. */
-static inline double poly_exp(double p, double r)
-{
-    if (r < 700.0) return p * exp(-r);
-    if (r < 1e150) return exp(log(p) - r);
-    return 0.0;
-}
-
-/* k(r) and h(r) = (dk/dr) / r from r^2, r^2 in [0, Inf]: at r = Inf both
- * are 0 (their limits), never NaN. */
-static inline double k_and_h(spv_family fam, double var, double r2, double *h)
-{
-    double r, kv;
-    switch (fam) {
-    case KERN_RBF:
-        kv = var * exp(-0.5 * r2);
-        *h = -kv;
-        return kv;
-    case KERN_MATERN12:
-        r = sqrt(r2);
-        kv = var * exp(-r);
-        *h = r > 0.0 ? -kv / r : 0.0;
-        return kv;
-    case KERN_MATERN32:
-        r = SQRT3 * sqrt(r2);
-        *h = -3.0 * (var * exp(-r));
-        return var * poly_exp(1.0 + r, r);
-    case KERN_MATERN52:
-        r = SQRT5 * sqrt(r2);
-        *h = -(5.0 / 3.0) * var * poly_exp(1.0 + r, r);
-        return var * poly_exp(1.0 + r + r * r / 3.0, r);
-    }
-    *h = NA_REAL;
-    return NA_REAL;
-}
-
-/* k(r) for a whole column of squared distances, in place: one loop per
- * family so that the family is not re-tested for every entry. */
-static void k_of_r2_column(spv_family fam, double var, double *c, size_t n)
-{
-    switch (fam) {
-    case KERN_RBF:
-        for (size_t i = 0; i < n; i++) c[i] = var * exp(-0.5 * c[i]);
-        break;
-    case KERN_MATERN12:
-        for (size_t i = 0; i < n; i++) c[i] = var * exp(-sqrt(c[i]));
-        break;
-    case KERN_MATERN32:
-        for (size_t i = 0; i < n; i++) {
-            const double r = SQRT3 * sqrt(c[i]);
-            c[i] = var * poly_exp(1.0 + r, r);
-        }
-        break;
-    case KERN_MATERN52:
-        for (size_t i = 0; i < n; i++) {
-            const double r = SQRT5 * sqrt(c[i]);
-            c[i] = var * poly_exp(1.0 + r + r * r / 3.0, r);
-        }
-        break;
-    }
-}
-
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
             const double *Bs, size_t nB, double *K)
 {
@@ -159,7 +82,7 @@ void kern_K(const spv_kernel *k, const double *As, size_t nA,
         }
         for (; i < nA; i++)
             Kj[i] = sqdist(As + (size_t) D * i, b, D);
-        k_of_r2_column(k->family, k->variance, Kj, nA);
+        k_of_r2(k->family, k->variance, Kj, nA);
     }
 }
 
@@ -167,28 +90,6 @@ void kern_diag(const spv_kernel *k, size_t n, double *kdiag)
 {
     for (size_t i = 0; i < n; i++)
         kdiag[i] = k->variance;
-}
-
-/* h(r) from k(r) and r^2, without another exponential: for a kernel matrix
- * that the caller already holds. */
-static inline double h_from_k(spv_family fam, double kv, double r2)
-{
-    double r;
-    if (kv == 0.0) return 0.0;          /* the limit at r = Inf, not 0 / Inf */
-    switch (fam) {
-    case KERN_RBF:
-        return -kv;
-    case KERN_MATERN12:
-        r = sqrt(r2);
-        return r > 0.0 ? -kv / r : 0.0;
-    case KERN_MATERN32:
-        r = SQRT3 * sqrt(r2);
-        return -3.0 * kv / (1.0 + r);
-    case KERN_MATERN52:
-        r = SQRT5 * sqrt(r2);
-        return -(5.0 / 3.0) * (1.0 + r) * kv / (1.0 + r + r * r / 3.0);
-    }
-    return NA_REAL;
 }
 
 /* Contraction for a cross-covariance K(A, B) (nA x nB, e.g. Kuf) through

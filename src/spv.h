@@ -48,6 +48,24 @@ void kern_overflow_error(const spv_kernel *k);
 void kern_K(const spv_kernel *k, const double *As, size_t nA,
             const double *Bs, size_t nB, double *K);
 
+/* Local blocks of the kernel matrix for the Vecchia approximation
+ * (kernel_local.c): xs holds nu points scaled by kern_scale_points (D x nu),
+ * nbl the K x no local neighbour indices (1-based, 0 = none, packed first)
+ * of the first no points. Block c is K(S_c, S_c), S_c = (its neighbours,
+ * c), stored (K+1) x (K+1) with leading dimension K+1 (entries beyond
+ * |S_c| are 0). */
+void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
+                int no, double *Kloc);
+/* dtheta += d/dtheta sum_c sum_pq G_c[p,q] K(S_c, S_c)[p,q]; Kloc, the
+ * blocks of kern_local, saves the exponentials (may be NULL). */
+void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
+                     int K, int no, const double *G, const double *Kloc,
+                     double *dtheta);
+/* A K x no local index matrix (1-based, 0 = none) of the first no of nu
+ * points: in range, packed (no index after a 0), never the point itself
+ * (column c holding c + 1) and without repeats within a column (util.c). */
+void chk_local_index(SEXP nbl, const char *name, int nu);
+
 /* diag K(A, A): stationary kernels give variance everywhere. */
 void kern_diag(const spv_kernel *k, size_t n, double *kdiag);
 

@@ -166,6 +166,38 @@ void chk_stream_stats(SEXP AA, SEXP w, SEXP sums, int M)
     chk_finite(sums, "sums");
 }
 
+void chk_local_index(SEXP nbl, const char *name, int nu)
+{
+    if (!isInteger(nbl) || !isMatrix(nbl))
+        error("'%s' must be an integer matrix", name);
+    const int K = nrows(nbl), no = ncols(nbl);
+    /* (K+1)^2 is a block's size: kept within an int */
+    if (K > 40000)
+        error("'%s' has %d rows: at most 40000 neighbours per point", name, K);
+    if (no > nu)
+        error("'%s' has %d columns, more than the %d points", name, no, nu);
+    const int *p = INTEGER(nbl);
+    for (int c = 0; c < no; c++) {
+        const int *pc = p + (size_t) K * c;
+        int ended = 0;
+        for (int j = 0; j < K; j++) {
+            const int v = pc[j];
+            if (v == NA_INTEGER || v < 0 || v > nu)
+                error("'%s' must hold indices in 0..%d", name, nu);
+            if (v == 0) { ended = 1; continue; }
+            if (ended)
+                error("'%s': the neighbours of point %d are not packed first",
+                      name, c + 1);
+            if (v == c + 1)
+                error("'%s': point %d is its own neighbour", name, c + 1);
+            for (int i = 0; i < j; i++)
+                if (pc[i] == v)
+                    error("'%s': point %d lists neighbour %d twice", name,
+                          c + 1, v);
+        }
+    }
+}
+
 int spv_threads(int want, size_t ncols)
 {
     int nt = want;

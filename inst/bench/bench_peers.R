@@ -1,81 +1,134 @@
 # Accuracy per CPU second against the R packages a statistician would use
-# instead: sparsevgp's default sgpr() (and the settings given by `variants`
-# below) against GpGp (Vecchia approximation, fit_model with an anisotropic
-# Matern 5/2 covariance; its free-smoothness "matern_scaledim" overflows in
-# boost::tgamma on these data) and laGP (local approximate GPs, aGPsep), on the
-# standard splits of kin8nm and power, in one run.
+# instead, in one run: sparsevgp's default sgpr() (neighbours = "auto") and
+# sgpr(neighbours = 0) (the collapsed bound alone, the former default)
+# against GpGp (Vecchia; fit_model with an anisotropic Matern 5/2
+# covariance), GPBoost (fitGPModel with a Vecchia approximation,
+# gp_approx = "vecchia", and with its Vecchia-inducing-points full-scale
+# approximation, gp_approx = "full_scale_vecchia", both anisotropic Matern
+# 5/2), laGP (local approximate GPs, aGPsep) and, on the volcano surface,
+# mgcv's gam(s(row, col, k = 300)).
 #
-# Usage (from the package root, with sparsevgp installed):
-#   Rscript inst/bench/bench_peers.R [data_dir] [splits] [peer_lib]
-# data_dir holds one folder per data set with data.txt, index_features.txt,
-# index_target.txt, index_train_k.txt and index_test_k.txt (0-based), the
-# copies used across the GP literature; default ../shared/data/regression.
-# splits: e.g. 0:2 (default "0,1,2"). peer_lib: a library holding GpGp and
-# laGP (they are never dependencies of sparsevgp; a peer that is not
-# installed is skipped).
+# Data and splits:
+#   kin8nm, power    the standard UCI splits (index_train_k / index_test_k in
+#                    data_dir, 0-based; the copies used across the GP
+#                    literature), N = 7373 and 8611 training rows;
+#   volcano          R's 87 x 61 grid of heights, 1000 random test points
+#                    (seed 100 + k), 4307 training rows;
+#   argo             GpGp's argo2016 (ocean temperature at 100 dbar against
+#                    longitude, latitude and day of year), a random 10% test
+#                    split (seed 200 + k), 29192 training rows.
+# Every method gets the same inputs and targets, both standardised with the
+# training split's means and standard deviations; metrics are on the test
+# split in the target's units: RMSE and NLPD = -mean log N(y*; mean, var)
+# with the predictive variance of y (noise included).
 #
-# Every method gets the raw data (inputs and response in their own units):
-# defaults must cope with that. Metrics on the test split, in y's units:
-# RMSE and NLPD = -mean log N(y*; mean, var) with the predictive variance of
-# y (noise included); fit and predict CPU seconds (user + system, so that a
-# threaded BLAS counts every core it uses).
+# Each (data set, split, method) runs in a fresh Rscript process, which
+# reports fit and predict CPU seconds (user + system, so that threads count
+# every core they use) and the peak resident memory of the process (VmHWM,
+# data and R included). GPBoost runs with one OpenMP thread
+# (num_parallel_threads = 1), laGP with one; run the whole script with one
+# BLAS thread, e.g. OpenBLAS:
+#   R_LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/lib/R/lib \
+#     OPENBLAS_NUM_THREADS=1 Rscript inst/bench/bench_peers.R \
+#     --lib=<sparsevgp library> --peers=<library of the peers> \
+#     [--data=../shared/data/regression] [--splits=0,1,2] \
+#     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
+# The peers are never dependencies of sparsevgp; a peer that is not
+# installed is skipped.
 #
 # GpGp's predictions() gives the mean only. Its predictive variance here is
-# that of kriging from the m = 60 nearest training inputs (in the fitted
+# that of kriging from the 60 nearest training inputs (in the fitted
 # scaled-distance metric) with the fitted covariance parameters: the
 # conditional variance that GpGp's Vecchia prediction approximates.
-args <- commandArgs(trailingOnly = TRUE)
-data_dir <- if (length(args) >= 1L) args[1L] else file.path("..", "shared", "data", "regression")
-splits <- if (length(args) >= 2L) as.integer(strsplit(args[2L], ",")[[1L]]) else 0:2
-if (length(args) >= 3L) .libPaths(c(args[3L], .libPaths()))
-suppressMessages(library(sparsevgp))
-have <- function(p) requireNamespace(p, quietly = TRUE)
+# Not run by R CMD check.
+
+here <- dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)))
+source(file.path(here, "bench_child.R"))
+peers <- opt("peers", "")
+if (nzchar(peers)) .libPaths(c(peers, .libPaths()))
+data_dir <- opt("data", file.path("..", "shared", "data", "regression"))
+splits <- as.integer(strsplit(opt("splits", "0,1,2"), ",")[[1L]])
+sets <- strsplit(opt("sets", "kin8nm,power,volcano,argo"), ",")[[1L]]
+all_methods <- c("sgpr_default", "sgpr_K0", "GpGp", "GPBoost_vecchia", "GPBoost_VIF", "laGP",
+                 "gam300")
+methods <- strsplit(opt("methods", paste(all_methods, collapse = ",")), ",")[[1L]]
 
 cpu <- function() {
   t <- proc.time()
   t[["user.self"]] + t[["sys.self"]] + t[["user.child"]] + t[["sys.child"]]
 }
 
-read_split <- function(dir, k) {
-  rd <- function(f) scan(file.path(dir, f), quiet = TRUE) + 1L
-  dat <- as.matrix(utils::read.table(file.path(dir, "data.txt")))
-  fx <- rd("index_features.txt")
-  fy <- rd("index_target.txt")
-  tr <- rd(sprintf("index_train_%d.txt", k))
-  te <- rd(sprintf("index_test_%d.txt", k))
-  x <- dat[, fx, drop = FALSE]
-  colnames(x) <- paste0("x", seq_len(ncol(x)))
-  list(x = x[tr, , drop = FALSE], y = dat[tr, fy], xt = x[te, , drop = FALSE], yt = dat[te, fy])
+# The split k of a data set, standardised on its training part.
+load_split <- function(set, k) {
+  if (set %in% c("kin8nm", "power")) {
+    dir <- file.path(data_dir, if (set == "power") "power-plant" else set)
+    rd <- function(f) scan(file.path(dir, f), quiet = TRUE) + 1L
+    dat <- as.matrix(utils::read.table(file.path(dir, "data.txt")))
+    X <- dat[, rd("index_features.txt"), drop = FALSE]
+    Y <- dat[, rd("index_target.txt")]
+    tr <- rd(sprintf("index_train_%d.txt", k))
+    te <- rd(sprintf("index_test_%d.txt", k))
+  } else if (set == "volcano") {
+    X <- cbind(row = c(row(datasets::volcano)), col = c(col(datasets::volcano))) + 0
+    Y <- c(datasets::volcano) + 0
+    set.seed(100 + k)
+    te <- sample(nrow(X), 1000L)
+    tr <- setdiff(seq_len(nrow(X)), te)
+  } else if (set == "argo") {
+    e <- new.env()
+    utils::data("argo2016", package = "GpGp", envir = e)
+    X <- as.matrix(e$argo2016[, c("lon", "lat", "day")])
+    Y <- e$argo2016$temp100
+    set.seed(200 + k)
+    te <- sample(nrow(X), round(0.1 * nrow(X)))
+    tr <- setdiff(seq_len(nrow(X)), te)
+  } else {
+    stop("unknown data set ", set)
+  }
+  x <- X[tr, , drop = FALSE]
+  mx <- colMeans(x)
+  sx <- apply(x, 2L, stats::sd)
+  my <- mean(Y[tr])
+  sy <- stats::sd(Y[tr])
+  std <- function(m) {
+    m <- sweep(sweep(m, 2L, mx), 2L, sx, "/")
+    colnames(m) <- paste0("x", seq_len(ncol(m)))
+    m
+  }
+  list(x = std(x), y = (Y[tr] - my) / sy, xt = std(X[te, , drop = FALSE]),
+       yt = (Y[te] - my) / sy, sy = sy)
 }
 
-metrics <- function(yt, mu, v) {
-  c(rmse = sqrt(mean((yt - mu)^2)), nlpd = -mean(stats::dnorm(yt, mu, sqrt(v), log = TRUE)))
+# Test metrics in the target's units from a predictive mean and variance on
+# the standardised scale.
+metrics <- function(s, mu, v) {
+  c(rmse = sqrt(mean((s$yt - mu)^2)) * s$sy,
+    nlpd = -mean(stats::dnorm(s$yt, mu, sqrt(v), log = TRUE)) + log(s$sy))
 }
 
-# ---- the methods: each returns c(rmse, nlpd, fit_cpu, predict_cpu, extra) ----
+# ---- the methods: each returns c(rmse, nlpd, fit, predict, M, K) ----------------
 
 run_sgpr <- function(s, ...) {
+  suppressMessages(library(sparsevgp))
   t0 <- cpu()
   fit <- sgpr(s$x, s$y, ...)
   t1 <- cpu()
   p <- predict(fit, s$xt, type = "response")
   t2 <- cpu()
-  c(metrics(s$yt, p$mean, p$var), fit = t1 - t0, predict = t2 - t1,
-    evals = fit$optim$counts[[1L]], M = nrow(fit$params$Z))
+  c(metrics(s, p$mean, p$var), fit = t1 - t0, predict = t2 - t1, M = nrow(fit$params$Z),
+    K = if (is.null(fit$neighbours)) 0 else fit$neighbours$K)
 }
 
 run_gpgp <- function(s) {
   t0 <- cpu()
-  fit <- GpGp::fit_model(s$y, s$x, X = matrix(1, nrow(s$x), 1), covfun_name = "matern25_scaledim",
-                         silent = TRUE)
+  fit <- GpGp::fit_model(s$y, s$x, X = matrix(1, nrow(s$x), 1),
+                         covfun_name = "matern25_scaledim", silent = TRUE)
   t1 <- cpu()
   mu <- GpGp::predictions(fit, s$xt, X_pred = matrix(1, nrow(s$xt), 1))
-  # kriging variance from the 60 nearest neighbours in the scaled metric
   D <- ncol(s$x)
   cp <- fit$covparms
-  ranges <- cp[1L + seq_len(D)]
-  xs <- sweep(s$x, 2L, ranges, "/")
-  xts <- sweep(s$xt, 2L, ranges, "/")
+  xs <- sweep(s$x, 2L, cp[1L + seq_len(D)], "/")
+  xts <- sweep(s$xt, 2L, cp[1L + seq_len(D)], "/")
   v <- numeric(nrow(s$xt))
   for (i in seq_len(nrow(s$xt))) {
     d2 <- colSums((t(xs) - xts[i, ])^2)
@@ -85,7 +138,22 @@ run_gpgp <- function(s) {
     v[i] <- K[61, 61] - sum(k * solve(K[1:60, 1:60], k))
   }
   t2 <- cpu()
-  c(metrics(s$yt, mu, v), fit = t1 - t0, predict = t2 - t1, evals = NA, M = NA)
+  c(metrics(s, mu, v), fit = t1 - t0, predict = t2 - t1, M = NA, K = 30)
+}
+
+run_gpboost <- function(s, approx) {
+  suppressMessages(library(gpboost))
+  t0 <- cpu()
+  fit <- gpboost::fitGPModel(gp_coords = s$x, y = s$y, X = matrix(1, nrow(s$x), 1),
+                             cov_function = "matern_ard", cov_fct_shape = 2.5,
+                             gp_approx = approx, num_parallel_threads = 1L, seed = 1L)
+  t1 <- cpu()
+  p <- predict(fit, gp_coords_pred = s$xt, X_pred = matrix(1, nrow(s$xt), 1),
+               predict_var = TRUE, predict_response = TRUE)
+  t2 <- cpu()
+  c(metrics(s, p$mu, p$var), fit = t1 - t0, predict = t2 - t1,
+    M = if (approx == "full_scale_vecchia") 200 else NA,
+    K = if (approx == "full_scale_vecchia") 30 else 20)
 }
 
 run_lagp <- function(s) {
@@ -95,45 +163,80 @@ run_lagp <- function(s) {
   p <- laGP::aGPsep(s$x, s$y, s$xt, d = d, g = g, verb = 0, omp.threads = 1)
   t1 <- cpu()
   # local approximate GPs fit at prediction time: all of it counts as fit
-  c(metrics(s$yt, p$mean, p$var), fit = t1 - t0, predict = 0, evals = NA, M = NA)
+  c(metrics(s, p$mean, p$var), fit = t1 - t0, predict = 0, M = NA, K = NA)
 }
 
-# sparsevgp settings besides the default (name = list of sgpr() arguments)
-variants <- list(default = list(),
-                 staged = list(control = list(schedule = "staged")),
-                 former = list(control = list(schedule = "joint")),
-                 M300 = list(inducing = 300))
+run_gam <- function(s) {
+  d <- data.frame(y = s$y, row = s$x[, 1], col = s$x[, 2])
+  t0 <- cpu()
+  fit <- mgcv::gam(y ~ s(row, col, k = 300), data = d)
+  t1 <- cpu()
+  p <- mgcv::predict.gam(fit, data.frame(row = s$xt[, 1], col = s$xt[, 2]), se.fit = TRUE)
+  t2 <- cpu()
+  c(metrics(s, p$fit, p$se.fit^2 + fit$sig2), fit = t1 - t0, predict = t2 - t1, M = NA, K = NA)
+}
 
-methods <- c(lapply(variants, function(a) function(s) do.call(run_sgpr, c(list(s), a))),
-             if (have("GpGp")) list(GpGp = run_gpgp),
-             if (have("laGP")) list(laGP = run_lagp))
-names(methods)[seq_along(variants)] <- paste0("sgpr_", names(variants))
+method_fun <- list(
+  sgpr_default = function(s) run_sgpr(s),
+  sgpr_K0 = function(s) run_sgpr(s, neighbours = 0),
+  GpGp = run_gpgp,
+  GPBoost_vecchia = function(s) run_gpboost(s, "vecchia"),
+  GPBoost_VIF = function(s) run_gpboost(s, "full_scale_vecchia"),
+  laGP = run_lagp,
+  gam300 = run_gam)
+needs <- c(GpGp = "GpGp", GPBoost_vecchia = "gpboost", GPBoost_VIF = "gpboost", laGP = "laGP",
+           gam300 = "mgcv")
+cols <- c("data", "split", "method", "rmse", "nlpd", "fit", "predict", "M", "K", "peak_mb",
+          "blas")
 
+# ---- a child: one data set, split and method --------------------------------------
+
+if ("--child" %in% args) {
+  set <- opt("set", "")
+  k <- as.integer(opt("split", "0"))
+  m <- opt("method", "")
+  s <- load_split(set, k)
+  set.seed(k)
+  r <- tryCatch(method_fun[[m]](s), error = function(e) {
+    message(sprintf("%s on %s split %d failed: %s", m, set, k, conditionMessage(e)))
+    NULL
+  })
+  if (!is.null(r)) {
+    cat("RESULT", set, k, m, format(r[c("rmse", "nlpd")], digits = 6),
+        format(r[c("fit", "predict")], digits = 4), r[["M"]], r[["K"]],
+        format(vm_hwm_mb(), digits = 5), blas_name(), sep = "\t")
+    cat("\n")
+  }
+  quit(save = "no")
+}
+
+# ---- the parent: every configuration in its own process ---------------------------
+
+have <- function(p) requireNamespace(p, quietly = TRUE)
 cat("BLAS:", extSoftVersion()[["BLAS"]], "\n")
-cat("LAPACK:", La_library(), "\n")
-cat("peers:", paste(c(if (have("GpGp")) paste("GpGp", utils::packageVersion("GpGp")),
-                      if (have("laGP")) paste("laGP", utils::packageVersion("laGP"))),
-                    collapse = ", "), "\n")
-rows <- list()
-for (ds in c("kin8nm", "power-plant")) {
-  dir <- file.path(data_dir, ds)
-  if (!dir.exists(dir)) next
+cat("peers:", paste(vapply(unique(needs), function(p) {
+  if (have(p)) paste(p, utils::packageVersion(p)) else paste(p, "(not installed)")
+}, ""), collapse = ", "), "\n")
+configs <- list()
+labels <- character()
+for (set in sets) {
+  if (set == "argo" && !have("GpGp")) next
   for (k in splits) {
-    s <- read_split(dir, k)
-    # methods interleaved within a split, so that machine load hits all alike
-    for (m in names(methods)) {
-      set.seed(k)
-      r <- tryCatch(methods[[m]](s), error = function(e) {
-        message(sprintf("%s on %s split %d failed: %s", m, ds, k, conditionMessage(e)))
-        c(rmse = NA, nlpd = NA, fit = NA, predict = NA, evals = NA, M = NA)
-      })
-      rows[[length(rows) + 1L]] <- data.frame(data = ds, split = k, method = m, t(r))
-      print(utils::tail(rows[[length(rows)]], 1), digits = 4, row.names = FALSE)
+    for (m in methods) {
+      if (m %in% names(needs) && !have(needs[[m]])) next
+      if (m == "gam300" && set != "volcano") next
+      configs[[length(configs) + 1L]] <- c(sprintf("--set=%s", set), sprintf("--split=%d", k),
+                                           sprintf("--method=%s", m),
+                                           if (nzchar(peers)) sprintf("--peers=%s", peers),
+                                           sprintf("--data=%s", data_dir))
+      labels <- c(labels, sprintf("%s split %d %s", set, k, m))
     }
   }
 }
-res <- do.call(rbind, rows)
-cat("\nMeans over splits:\n")
-agg <- stats::aggregate(cbind(rmse, nlpd, fit, predict, evals, M) ~ data + method, res,
+res <- run_children(configs, labels, cols, text = c("data", "method", "blas"))
+out <- opt("out", "")
+if (nzchar(out)) utils::write.csv(res, out, row.names = FALSE)
+cat("\nMeans over splits (CPU seconds, user + system; peak resident MB of the process):\n")
+agg <- stats::aggregate(cbind(rmse, nlpd, fit, predict, M, K, peak_mb) ~ data + method, res,
                         mean, na.action = stats::na.pass)
 print(agg[order(agg$data, agg$nlpd), ], digits = 4, row.names = FALSE)

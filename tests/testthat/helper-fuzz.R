@@ -33,6 +33,17 @@ fuzz_templates <- function() {
   bs <- .Call(ns$ffi_bs_stats, bg$L, Kuf, kd, lam, yt, 1L)
   bsums <- c(bs$yy, bs$kl, bs$trace, bs$sumloglam)
   bv <- .Call(ns$ffi_bs_value, bg$L, bs$AA, bs$w, bsums, 8, TRUE)
+  # the Vecchia residual (src/neighbours.c, kernel_local.c, vecchia.c):
+  # point c conditions on up to three earlier points
+  nbl <- matrix(0L, 3L, 8L)
+  for (c in 2:8) {
+    nn <- seq.int(c - 1L, max(1L, c - 3L))
+    nbl[seq_along(nn), c] <- nn
+  }
+  Kl <- .Call(ns$ffi_kern_local, kc, x, nbl)
+  vs <- .Call(ns$ffi_vf_stats, bg$L, Kuf, Kl, nbl, lam, yt, TRUE)
+  vv <- .Call(ns$ffi_vf_value, vs$BB, vs$w, vs$sums, 8, TRUE)
+  A <- forwardsolve(bg$L, Kuf)
   bo <- .Call(ns$ffi_bso_chol, Kuu, 1L, 1e-8, 1e-2)
   bos <- .Call(ns$ffi_bs_stats, bo$L, Kuf, kd, lam, yt, 1L)
   # the workspace of the passes over all rows (chunks of 3 rows, 2 threads)
@@ -65,13 +76,28 @@ fuzz_templates <- function() {
     ffi_kern_grad_given = function() list(kc, Z, x, G, Kuf, TRUE),
     ffi_kern_grad_threads = function() list(kc, Z, x, G, Kuf, TRUE, 2L),
     ffi_kern_matrix = function() list(kc, Z, x),
+    ffi_kern_local = function() list(kc, x, nbl),
+    ffi_kern_local_cross = function() list(kc, x, nbl),
+    ffi_kern_local_grad = function() list(kc, x, nbl, matrix(seq(-1, 1, length.out = 128), 16, 8), Kl),
     ffi_la_chol = function() list(Kuu, 0, 1e-2),
+    ffi_nb_ordered = function() list(x, 3L, c(3L, 1L, 4L, 8L, 5L, 2L, 6L, 7L)),
+    ffi_nb_query = function() list(x, x[1:3, ], 3L),
+    ffi_nb_select = function() {
+      list(A, rep(0.5, 8), .Call(ns$ffi_kern_local_cross, kc, x, nbl), nbl, 2L)
+    },
+    ffi_nb_spatial_order = function() list(x),
     ffi_pg_kl = function() list(c(0, 1e-5, 0.3, 2, 40)),
     ffi_pg_log_cosh = function() list(c(-800, -2, 0, 1e-3, 3)),
     ffi_pg_theta = function() list(c(0, 1e-5, 0.3, 2, 40)),
     ffi_pred_gaussian = function() list(bg$L, bg$LB, bg$v, K(Z, x[1:4, ]), rep(1.3, 4), FALSE),
     ffi_sel_greedy = function() list(kc, x, rep(1, 8), 3, 0, pm, 0, 2, TRUE),
     ffi_sel_trace = function() list(kc, x, rep(1, 8), Z, 0, TRUE),
+    ffi_vf_adjoints = function() list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, lam, yt, vs$recs),
+    ffi_vf_predict = function() {
+      list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, c(0, lam[-1]), yt, TRUE)
+    },
+    ffi_vf_stats = function() list(bg$L, Kuf, Kl, nbl, lam, yt, TRUE),
+    ffi_vf_value = function() list(vs$BB, vs$w, vs$sums, 8, TRUE),
     ffi_svgp_ell = function() {
       list(c(0.1, -0.4, 1.2, 0), c(0.5, 1, 0.2, 2),
            list(type = 2L, y = c(1, -1, 0.5, 2), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),

@@ -2,6 +2,11 @@
 # schedule, fits that do not depend on units, honest reports (warnings for
 # capped and flat fits, progress, interrupts).
 
+# These tests are about the schedules of the collapsed bound: sgpr() here
+# has no neighbours (the default "auto" may add them; test-vif.R tests
+# that).
+sgpr <- function(...) sparsevgp::sgpr(..., neighbours = 0)
+
 # A response that varies on a tenth of the input range, with noise that
 # grows with |x| (the getting-started vignette's example).
 het_toy <- function() {

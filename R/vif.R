@@ -1,0 +1,564 @@
+# sgpr(neighbours = K): the inducing-point model plus a Vecchia
+# approximation of the residual process, the Vecchia-inducing-points
+# full-scale approximation (VIF) of Gyger, Furrer and Sigrist (2025).
+#
+#   y = m + f_global + r + noise,  f_global the inducing-point (Nystrom)
+#   part of the GP, r + noise with covariance R = Kff - Qff + Lambda,
+#   approximated by Vecchia's product of conditionals: each point given its
+#   K neighbours (R/neighbours.R).
+#
+# The objective is the exact log likelihood of this approximate prior,
+# log N(y; m, Qff + R~), by the Woodbury identity with the sparse Vecchia
+# precision R~^-1 = B'D^-1 B; the maths, with the hand-derived adjoints, is
+# in the header of src/vecchia.c. As for the collapsed bound, the
+# likelihood reads the kernel blocks K(Z, Z), K(Z, X) and (here) the local
+# blocks K(S_i, S_i) of each point and its neighbours, and returns their
+# adjoints; .contract() and .kern_grad_local() turn them into gradients.
+#
+# It is a sum over points of M x M statistics, so it is computed over
+# blocks of rows: a block owns a run of rows (in the spatial order of
+# R/neighbours.R, so that a block and its neighbours are close) and holds
+# their neighbours besides (its halo). The blocks of one process are the
+# chunks of control$memory; the shards of a cluster are blocks too, and a
+# worker cuts its shard into chunks in the same way. Pass 1 sums the
+# blocks' statistics; the M x M step gives the value; pass 2 sums the
+# blocks' contracted gradients, M x M adjoint pieces and per-point adjoints.
+# Memory: the neighbour index (N K integers), M^2, and per chunk its rows
+# and halo times M plus its local blocks.
+
+# ---- setting up ----------------------------------------------------------------
+
+# The fit with neighbour sets: `neighbours` holds the structure of
+# R/neighbours.R (chosen here at the starting values, or those of `from`,
+# a fit it warm-starts from), the objective is a likelihood, and the label
+# says so.
+.vif_setup <- function(fit, K, from = NULL) {
+  # a warm start on the same inputs keeps the neighbour sets of the fit it
+  # starts from, so that update(fit, optimize = FALSE) reproduces it
+  if (!is.null(from$neighbours) && identical(from$neighbours$K, as.integer(K)) &&
+      identical(unname(from$x), unname(fit$x))) {
+    fit$neighbours <- from$neighbours
+  } else {
+    fit$neighbours <- .nb_new(nrow(fit$x), K)
+    fit$neighbours <- .nb_choose(fit, fit$params)
+  }
+  # logLik(), anova(), print() and summary() read it (R/anova.R)
+  fit$loglik_kind <- "likelihood"
+  fit$model <- sub("^Sparse GP regression \\(SGPR\\)",
+                   sprintf("Sparse GP regression with a Vecchia residual (VIF, K = %d neighbours)", K),
+                   fit$model)
+  fit
+}
+
+.has_neighbours <- function(fit) !is.null(fit$neighbours)
+
+# Rows per chunk for M inducing inputs and K neighbours within `memory`
+# bytes (the fit's control$memory), by the budget formula of R/stream.R: a
+# chunk holds its Kuf, features and their adjoint (about four rows x M
+# doubles, and as much again for its halo) and its local kernel blocks with
+# their adjoint (2 (K+1)^2 doubles per row).
+.vif_rows <- function(memory, M, K) {
+  if (is.null(memory)) memory <- .default_memory()
+  .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2))
+}
+
+# The most inducing inputs an automatic choice takes with K neighbours: as
+# .auto_max_inducing(), a budget of multiplications per evaluation, with
+# the cost N (M^2 + 1.5 M (K+1)^2) of the likelihood with neighbours (the
+# local Gram matrices and their use) and a budget of .vif_budget, a third of
+# the collapsed bound's: the neighbours carry the local structure, so the
+# global part needs fewer inducing inputs (on power and volcano, M = 30 and
+# M = 100 give the same test accuracy), and the search and choice of
+# neighbours cost besides. At least 30.
+.vif_budget <- 1e8
+
+.vif_max_inducing <- function(N, K) {
+  b <- .vif_budget / N
+  c1 <- 1.5 * (K + 1)^2
+  as.integer(min(N, max(30, floor((-c1 + sqrt(c1^2 + 4 * b)) / 2))))
+}
+
+# ---- the likelihood over blocks ------------------------------------------------
+
+# A space of rows over which the passes run: its inputs (nu x D), the
+# neighbour index of its first no rows (K x no, rows of the space) and
+# their spatial order. A worker's share (.share_vif()) gives one too.
+.vif_space <- function(fit) {
+  nb <- fit$neighbours
+  list(x = fit$x, index = nb$index, spatial = nb$spatial)
+}
+
+# Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
+# sums, n)), and `held`, the kernel matrices of a single block (reused by
+# pass 2). `t`: the model's targets on the rows of the space (.targets(),
+# R/stream.R).
+.vif_pass1 <- function(k, Z, L, sp, t, rows) {
+  blocks <- .nb_blocks(sp$index, sp$spatial, rows, nrow(sp$x))
+  s <- NULL
+  held <- NULL
+  for (b in blocks) {
+    xb <- if (length(blocks) == 1L && identical(b$U, seq_len(nrow(sp$x)))) sp$x else
+      sp$x[b$U, , drop = FALSE]
+    Kuf <- .ffi_kern_matrix(k, Z, xb)
+    Kloc <- .kern_local(k, xb, b$nbl)
+    one <- length(blocks) == 1L
+    tb <- .targets_rows(t, b$U)
+    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one)
+    if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
+    sb$recs <- NULL
+    s <- if (is.null(s)) sb else .stream_add(s, sb)
+  }
+  list(stats = s, held = held, blocks = blocks)
+}
+
+# Pass 2: the contracted gradient of the blocks' Kuf and local blocks
+# (list(variance, lengthscale, W)), the adjoints of the targets summed as
+# .targets_grad() takes them (list(glambda = sum_n lambda_n dF/dlambda_n,
+# gytil, glambda_points = the per-row terms when t$per_point)), and
+# sum Abar A' (M x M).
+.vif_pass2 <- function(k, Z, L, v, sp, t, p1, want_W) {
+  nu <- nrow(sp$x)
+  glambda <- gytil <- numeric(nu)
+  gk <- NULL
+  AA <- 0
+  for (b in p1$blocks) {
+    recs <- NULL
+    if (!is.null(p1$held)) {
+      xb <- p1$held$x
+      Kuf <- p1$held$Kuf
+      Kloc <- p1$held$Kloc
+      recs <- p1$held$recs
+    } else {
+      xb <- sp$x[b$U, , drop = FALSE]
+      Kuf <- .ffi_kern_matrix(k, Z, xb)
+      Kloc <- .kern_local(k, xb, b$nbl)
+    }
+    tb <- .targets_rows(t, b$U)
+    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, recs)
+    a$glambda <- a$glambda * tb$lambda
+    g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
+                   want_W = want_W)
+    th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,
+                                                 if (!.is_combo(k)) Kloc))
+    g$variance <- g$variance + th$variance
+    g$lengthscale <- g$lengthscale + th$lengthscale
+    gk <- if (is.null(gk)) g else .stream_add(gk, g)
+    glambda[b$U] <- glambda[b$U] + a$glambda
+    gytil[b$U] <- gytil[b$U] + a$gytil
+    AA <- AA + a$AbarA
+  }
+  list(gk = gk, AA = AA,
+       adj = list(glambda = sum(glambda), gytil = sum(gytil),
+                  glambda_points = if (isTRUE(t$per_point)) glambda))
+}
+
+# dF/dKuu = -1/2 L^-T sym(Abar A') L^-1 (src/vecchia.c).
+.vif_guu <- function(L, AA) {
+  Li <- forwardsolve(L, diag(nrow(L)))
+  -0.25 * crossprod(Li, (AA + t(AA)) %*% Li)
+}
+
+# The VIF log likelihood at `params` with, for grad = TRUE, its gradient
+# blocks: the result of .evaluate() (R/protocol.R). In this process over
+# the chunks of control$memory, or on the workers of fit$cluster
+# (.shard_vif()); the noise and mean enter through the model's .targets()
+# and .targets_grad(), as in the collapsed bound (R/stream.R).
+.vif_evaluate <- function(fit, params, grad = TRUE) {
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  Kuu <- .ffi_kern_matrix(k, Z)
+  ch <- .stream_chol(Kuu, fit$control)
+  want_W <- .any_free(fit, "Z")
+  a <- list(k = k, Z = Z, L = ch$L, params = params, pass = 1L)
+  N <- nrow(fit$x)
+  if (is.null(fit$cluster)) {
+    t <- .targets(fit, params)
+    sp <- .vif_space(fit)
+    rows <- .vif_rows(fit$control$memory, nrow(Z), fit$neighbours$K)
+    p1 <- .vif_pass1(k, Z, ch$L, sp, t, rows)
+    s <- p1$stats
+  } else {
+    s <- Reduce(.stream_add, .cluster_call(fit$cluster, ".shard_vif", a))
+    if (!isTRUE(all.equal(s$n, N))) {
+      .cluster_fail(sprintf("the workers hold %g observations, not %d", s$n, N))
+    }
+  }
+  v <- .ffi_vf_value(s, N, grad)
+  out <- list(value = v$bound,
+              terms = c(fit = v$fit, logdet = v$logdet, constant = -0.5 * N * log(2 * pi)),
+              jitter = ch$jitter, jitter_scale = mean(diag(Kuu)),
+              posterior = list(L = ch$L, LB = v$LB, v = v$v))
+  if (!grad) return(out)
+  if (is.null(fit$cluster)) {
+    p2 <- .vif_pass2(k, Z, ch$L, v, sp, t, p1, want_W)
+    AA <- p2$AA
+    gk <- p2$gk
+    blocks <- .targets_grad(fit, params, t, p2$adj)
+  } else {
+    a$v <- v[c("Binv", "vt")]
+    a$want_W <- want_W
+    a$pass <- 2L
+    r <- .cluster_call(fit$cluster, ".shard_vif", a)
+    AA <- Reduce(`+`, lapply(r, `[[`, "AA"))
+    gk <- Reduce(.stream_add, lapply(r, `[[`, "gk"))
+    blocks <- Reduce(.stream_add, lapply(r, `[[`, "blocks"))
+  }
+  gk <- .stream_add(.stream_contract_uu(k, fit$x, Z, .vif_guu(ch$L, AA), ch$jitter, want_W), gk)
+  out$grad <- .collapsed_grad(params, gk, blocks, Z = gk$W)
+  out
+}
+
+# ---- prediction ------------------------------------------------------------------
+
+# The latent predictive distribution at the rows of xnew: the global part
+# and the residual conditioned on the K training points most correlated
+# with each new point under the residual process (chosen among its 2K
+# nearest, as in training), src/vecchia.c. Cost O(M^2 + M K^2 + K^3) per
+# point, in spatially ordered blocks of 1000 rows (a block's candidates
+# overlap). With full_cov, the covariance C' Bm^-1 C + diag(d): the local
+# residuals of distinct new points are independent given the data.
+.vif_predict <- function(fit, xnew, full_cov) {
+  params <- fit$params
+  k <- .kernel_at(fit$kernel, params)
+  Z <- params$Z
+  post <- fit$posterior
+  L <- post$L
+  M <- nrow(Z)
+  vt <- drop(backsolve(t(post$LB), post$v))
+  Binv <- chol2inv(t(post$LB))
+  x <- fit$x
+  N <- nrow(x)
+  K <- fit$neighbours$K
+  lambda <- .noise_lambda(fit, params)
+  ytil <- fit$y - params$mean
+  n <- nrow(xnew)
+  mean <- var <- numeric(n)
+  C <- if (full_cov) matrix(0, M, n)
+  dd <- if (full_cov) numeric(n)
+  ls <- .nb_lengthscales(k, ncol(x))
+  xs <- .nb_scaled(x, ls)
+  xsn <- .nb_scaled(xnew, ls)
+  Kc <- min(N, max(K, .nb_candidate_factor * K))
+  cand_all <- if (K > 0L) .ffi_nb_query(xs, xsn, Kc)
+  ord <- if (n > 1L) .ffi_nb_spatial_order(xsn) else 1L
+  for (r in .row_blocks(n)) {
+    rr <- ord[r]
+    nbn <- length(rr)
+    xb <- xnew[rr, , drop = FALSE]
+    if (K > 0L) {
+      cand <- cand_all[, rr, drop = FALSE]
+      tr <- unique(as.vector(cand))
+      xU <- rbind(xb, x[tr, , drop = FALSE])
+      candl <- matrix(nbn + match(cand, tr), nrow(cand))
+      Kuf <- .ffi_kern_matrix(k, Z, xU)
+      if (Kc > K) {
+        A <- forwardsolve(L, Kuf)
+        kd <- .ffi_kern_diag(k, xU)
+        rres <- pmax(kd - colSums(A^2), 1e-12 * kd)
+        nbl <- .ffi_nb_select(A, rres, .kern_local_cross(k, xU, candl), candl, K)
+      } else {
+        nbl <- candl
+      }
+      lam <- c(numeric(nbn), lambda[tr])
+      yt <- c(numeric(nbn), ytil[tr])
+    } else {
+      xU <- xb
+      Kuf <- .ffi_kern_matrix(k, Z, xU)
+      nbl <- matrix(0L, 0L, nbn)
+      lam <- yt <- numeric(nbn)
+    }
+    storage.mode(nbl) <- "integer"
+    Kloc <- .kern_local(k, xU, nbl)
+    p <- .ffi_vf_predict(L, Binv, vt, Kuf, Kloc, nbl, lam, yt, full_cov)
+    mean[rr] <- p$mean + params$mean
+    var[rr] <- p$var
+    if (full_cov) {
+      C[, rr] <- p$C
+      dd[rr] <- p$d
+    }
+  }
+  if (full_cov) {
+    cov <- crossprod(C, Binv %*% C)
+    diag(cov) <- diag(cov) + dd
+    return(list(mean = mean, cov = cov))
+  }
+  list(mean = mean, var = var)
+}
+
+# ---- training ----------------------------------------------------------------------
+
+# The fit of sgpr(neighbours = K): L-BFGS-B runs over all free parameters
+# with the neighbour sets held, chosen anew between runs by the rule of
+# R/neighbours.R; with more than .vif_train_subsample observations, first
+# on a random subsample (with its own neighbour sets), then the kernel,
+# noise and mean on all the data with the inducing inputs held. The report
+# adds the runs as stages.
+.vif_train_subsample <- 10000L
+
+.train_vif <- function(fit) {
+  start <- proc.time()[["elapsed"]]
+  N <- nrow(fit$x)
+  reports <- list()
+  if (N > .vif_train_subsample) {
+    rows <- sort(sample.int(N, .vif_train_subsample))
+    sub <- .subsample_fit(fit, rows)
+    sub$neighbours <- .nb_subset(fit$neighbours, rows)
+    sub$neighbours <- .nb_choose(sub, sub$params)
+    sub <- .train_vif(sub)
+    reports$subsample <- sub$optim
+    fit$params <- sub$params
+    if (isTRUE(sub$optim$interrupted)) {
+      fit$neighbours <- .nb_choose(fit, fit$params)
+      fit$optim <- .stage_report(sub$optim, reports, schedule = "neighbours")
+      fit$time <- proc.time()[["elapsed"]] - start
+      return(fit)
+    }
+    fit <- .vif_refresh(fit, force = TRUE)
+    fit$fixed[.block_mask(fit, "Z")] <- TRUE
+  }
+  for (round in 0:.nb_refresh_rounds) {
+    fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
+      sprintf("neighbours chosen anew (%d)", round))
+    reports[[sprintf("run_%d", round)]] <- fit$optim
+    if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break
+    if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
+    fit <- .vif_refresh(fit, force = TRUE)
+  }
+  fit$fixed <- .fixed_from_spec(fit)
+  # on a cluster the shares must hold this fit's neighbour sets (a rejected
+  # re-selection may have sent others)
+  if (!is.null(fit$cluster)) fit <- .vif_cluster_reshard(fit)
+  fit$optim <- .stage_report(fit$optim, reports, schedule = "neighbours")
+  fit$optim$neighbour_rounds <- round
+  if (N > .vif_train_subsample) fit$optim$subsample <- .vif_train_subsample
+  fit$time <- proc.time()[["elapsed"]] - start
+  fit
+}
+
+# Choose the neighbour sets anew at the fit's parameters (when stale, or
+# with force); on a cluster the shards follow them.
+.vif_refresh <- function(fit, force = FALSE) {
+  if (!force && !.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) return(fit)
+  fit$neighbours <- .nb_choose(fit, fit$params)
+  if (!is.null(fit$cluster)) fit <- .vif_cluster_reshard(fit)
+  fit
+}
+
+# ---- what summary() reports ---------------------------------------------------------
+
+.vif_report <- function(fit) {
+  nb <- fit$neighbours
+  fit$summary_extra <- list(
+    "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
+    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points (random order)",
+                           nb$K, nb$candidates))
+  if (!is.null(fit$auto_neighbours)) {
+    fit$summary_extra[["Neighbours"]] <- paste(fit$summary_extra[["Neighbours"]], "-",
+                                               .vif_auto_line(fit$auto_neighbours))
+  }
+  if (isTRUE(fit$selection$auto)) {
+    fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
+      "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",
+      nrow(fit$params$Z), .auto_kl, fit$selection$M)
+  }
+  fit
+}
+
+# ---- on a cluster -----------------------------------------------------------------
+
+# What a worker holds (.share.sgpr(), R/cluster.R): one block, a run of the
+# spatial order and its halo (the neighbours outside the run), as the fit
+# restricted to those rows (.share_fit(), as for the collapsed bound),
+# with the neighbour index of the run in positions of the block.
+.share_vif <- function(fit) {
+  nb <- fit$neighbours
+  function(r) {
+    b <- .nb_block(nb$index, nb$spatial[r])
+    list(fit = .share_fit(fit, b$U), K = nb$K, index = b$nbl, spatial = seq_len(b$no))
+  }
+}
+
+# On a worker: one pass of the VIF likelihood over its block at the
+# parameters in `a`, in chunks of the fit's budget. Pass 1 returns the
+# statistics; pass 2 the contracted gradient pieces, sum Abar A' and the
+# model's gradient blocks of its rows (.targets_grad()). Pass 2 recomputes
+# pass 1 (the factors of the chunks are not kept between calls).
+.shard_vif <- function(s, a, each = NULL) {
+  fit <- s$fit
+  t <- .targets(fit, a$params)
+  sp <- list(x = fit$x, index = s$index, spatial = s$spatial)
+  rows <- .vif_rows(fit$control$memory, nrow(a$Z), s$K)
+  p1 <- .vif_pass1(a$k, a$Z, a$L, sp, t, rows)
+  if (a$pass == 1L) return(p1$stats)
+  p2 <- .vif_pass2(a$k, a$Z, a$L, a$v, sp, t, p1, a$want_W)
+  list(gk = p2$gk, AA = p2$AA, blocks = .targets_grad(fit, a$params, t, p2$adj))
+}
+
+# Send the shares of the current neighbour sets to the workers of
+# fit$cluster under its key (the old ones are dropped first), so that the
+# release at the end of the fit drops the latest.
+.vif_cluster_reshard <- function(fit) {
+  h <- fit$cluster
+  .cluster_release(h)
+  fit$cluster <- .cluster_setup(h$cl, fit, .share_vif(fit), key = h$key)
+  fit
+}
+
+# ---- neighbours = "auto" ------------------------------------------------------------
+
+# The kernel of a model with neighbours when none is given: Matern 5/2 with
+# one lengthscale per input column, the family of the Vecchia packages
+# (GpGp's matern25_scaledim, GPBoost's matern_ard with shape 2.5). The
+# neighbours follow local structure that is rougher than an RBF kernel
+# allows: with neighbours, Matern 5/2 predicted better than RBF on every
+# benchmark set (0.07 nats on volcano, 0.32 on argo2016, equal on power;
+# bench_peers.R), while without them the inducing points smooth anyway.
+.vif_default_kernel <- function() kernel_matern52()
+
+# neighbours = "auto": K = 0 (the collapsed bound of today's sgpr) or
+# .vif_auto_K, decided by how well each model predicts held-out rows, each
+# with the inducing inputs it can afford on all the data (a cost-aware
+# comparison of like with like):
+#   1. V = min(.vif_auto_held, N / 5) random rows are held out; of the
+#      others a random subsample of .vif_auto_rows rows is drawn;
+#   2. on the subsample, the model without neighbours is fitted as the full
+#      fit would be (its starting values and inducing inputs, optimised
+#      when the full fit optimises them), and the model with K neighbours
+#      (the M of .vif_max_inducing(), inducing inputs held) from where that
+#      fit ended;
+#   3. each model is built at its fitted parameters on all rows but the
+#      held-out ones (one evaluation; the neighbours are then as dense as
+#      in the full fit, which the subsample's are not) and predicts the
+#      held-out rows: the gain is the difference of their mean log
+#      predictive densities (nats per held-out observation).
+# The neighbours are kept when the gain exceeds .vif_auto_gain, a margin
+# for the extra cost of a model with neighbours; the fit then starts from
+# the winner's parameters. No dimension enters the rule: where the
+# inducing points the budget allows explain the function (smooth
+# functions, or many inputs, where nearest neighbours are far apart), the
+# model without neighbours predicts as well. The training objectives are
+# not compared: the likelihood of the model with neighbours against the
+# bound of the one without favours the neighbours by the bound's gap, and
+# it separated rough from smooth functions less clearly (volcano 0.47,
+# power 0.008, a smooth function -0.004 nats per observation, against
+# 0.67, 0.076 and -0.001 held out). A known miss: on kin8nm (8 inputs,
+# split 0) the trial keeps the neighbours (+0.09 held out), and the full
+# fit then predicts 0.023 nats worse than without them, in less CPU time
+# (inst/bench/results/bench_peers_vif.txt). Small data, where the budget covers an inducing input for
+# every observation, skip the trial (K = 0). With optimize = FALSE no trial
+# is run (K = 0). `kernel`: the user's kernel, or NULL for the default.
+# Returns list(K, params and kernel (of the winner, the starting values of
+# the full fit), report).
+.vif_auto_K <- 20L
+.vif_auto_rows <- 1500L
+.vif_auto_held <- 1000L
+.vif_auto_gain <- 0.01
+
+.vif_auto <- function(x, y, kernel, noise, spec, Z, control, mean, optimize, start0) {
+  N <- nrow(x)
+  if (!optimize) return(list(K = 0L, report = list(reason = "not optimised")))
+  # a fit stopped by Ctrl-C takes its cheapest way to the end (R/interrupt.R)
+  if (.interrupt_pending()) return(list(K = 0L, report = list(reason = "interrupted")))
+  # small data: the budget of the model without neighbours covers an
+  # inducing input for every observation (the exact GP is within reach)
+  if (.auto_max_inducing(N) >= N) return(list(K = 0L, report = list(reason = "small")))
+  K <- min(.vif_auto_K, N - 1L)
+  # the held-out rows, and the subsample among the others
+  V <- min(.vif_auto_held, N %/% 5L)
+  n <- min(N - V, .vif_auto_rows)
+  # the trial draws its own random numbers (the rows, the order of its
+  # neighbours, ties in its selection) and then restores the stream, so
+  # that a fit without neighbours draws what it drew before
+  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
+  seed <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", seed, envir = globalenv()), add = TRUE)
+  perm <- sample.int(N)
+  held <- sort(perm[seq_len(V)])
+  rest <- sort(perm[-seq_len(V)])
+  rows <- sort(perm[V + seq_len(n)])
+  known <- is.numeric(noise) && length(noise) == N
+  nzt <- if (known) noise[rows] else if (is.numeric(noise) && length(noise) == 1L) noise
+  Mt <- max(1L, min(n %/% 4L, .vif_max_inducing(N, K), nrow(Z)))
+  ctl <- list(maxit = 200L, jitter = control$jitter, jitter_cap = control$jitter_cap, trace = 0L,
+              memory = control$memory)
+  # the model without neighbours from its own starting values (start0:
+  # kernel and noise) and inducing inputs
+  nz0 <- if (is.null(nzt) && !is.null(start0$noise)) start0$noise else nzt
+  # (at most n / 2 of them, the first chosen: greedy selection takes them in
+  # order of importance)
+  Z0 <- Z[seq_len(min(nrow(Z), max(1L, n %/% 2L))), , drop = FALSE]
+  ref <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = start0$kernel, inducing = Z0,
+                    noise = nz0, mean = mean, neighbours = 0L,
+                    optimize_inducing = start0$optimize_inducing, control = ctl)
+  if (is.null(ref)) return(list(K = 0L, report = list(reason = "interrupted")))
+  # the model with neighbours starts where that fit ended (the default
+  # kernel, Matern 5/2, at its lengthscales and variance, and its noise):
+  # the grid of starting values scores by the collapsed bound with the few
+  # inducing inputs of this model, which on a rough function calls
+  # everything noise
+  if (is.null(kernel)) {
+    k0 <- .kernel_at(ref$kernel, ref$params)
+    kernel <- if (.is_combo(k0)) .vif_default_kernel() else
+      kernel_matern52(lengthscale = k0$lengthscale, variance = k0$variance)
+    if (is.null(nzt) && !is.null(ref$params[["noise"]])) nzt <- ref$params[["noise"]]
+  }
+  trial <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = kernel, M = Mt, noise = nzt,
+                      mean = mean, neighbours = K, optimize_inducing = FALSE, control = ctl)
+  if (is.null(trial)) return(list(K = 0L, report = list(reason = "interrupted")))
+  # each model at its fitted parameters on all rows but the held-out ones,
+  # and its log predictive density there
+  score <- function(f, nb) {
+    p <- f$params
+    g <- .vif_trial(x[rest, , drop = FALSE], y[rest], kernel = .kernel_at(f$kernel, p),
+                    inducing = p$Z, noise = if (known) noise[rest] else p[["noise"]],
+                    mean = p$mean, neighbours = nb, optimize = FALSE, control = ctl)
+    if (is.null(g)) return(NULL)
+    q <- .predict_latent(g, x[held, , drop = FALSE], FALSE)
+    lam <- if (known) noise[held] else p[["noise"]]
+    mean(stats::dnorm(y[held], q$mean, sqrt(pmax(q$var, 0) + lam), log = TRUE))
+  }
+  l0 <- score(ref, 0L)
+  lK <- if (!is.null(l0)) score(trial, K)
+  if (is.null(lK)) return(list(K = 0L, report = list(reason = "interrupted")))
+  gain <- lK - l0
+  keep <- isTRUE(gain > .vif_auto_gain)
+  won <- if (keep) trial else ref
+  list(K = if (keep) K else 0L, params = won$params, kernel = .kernel_at(won$kernel, won$params),
+       report = list(reason = "trial", gain = gain, rows = n, held = V, K = K,
+                     M = c(Mt, nrow(Z0))))
+}
+
+# A trial fit of sgpr() with the arguments `...` (warnings muffled), or NULL
+# when Ctrl-C stopped it: then the fit that runs the trial is stopped there
+# too (its phase noted, R/interrupt.R), and goes on without neighbours by
+# its cheapest way. The trial is a fit of its own, so the test hooks of
+# R/interrupt.R, which name phases of the fit itself (its start search,
+# selection, optimiser runs), do not reach into it; the hook
+# sparsevgp.interrupt_at = "neighbour_trial" stops the trial.
+.vif_trial <- function(...) {
+  phase <- "the trial for neighbours = \"auto\""
+  run <- function() {
+    .interrupt_point("neighbour_trial")
+    hooks <- options(sparsevgp.interrupt_at = NULL, sparsevgp.interrupt_after = NULL)
+    on.exit(options(hooks), add = TRUE)
+    suppressWarnings(sgpr.default(...))
+  }
+  trial <- .interruptible(run(), phase)
+  if (!is.null(trial) && isTRUE(trial$optim$interrupted)) {
+    .interrupt_note(phase)
+    trial <- NULL
+  }
+  trial
+}
+
+# The line of summary() on an automatic choice.
+.vif_auto_line <- function(r) {
+  switch(r$reason,
+         small = "none: the inducing points the budget allows can be as many as the observations (neighbours = \"auto\")",
+         "not optimised" = "none (neighbours = \"auto\" without optimisation)",
+         interrupted = "none: the fit was interrupted before or during the trial (neighbours = \"auto\")",
+         trial = sprintf("%s: fitted on a subsample of %d rows, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better than the model without (M = %d; neighbours are kept above %g; neighbours = \"auto\")",
+                         if (r$gain > .vif_auto_gain) sprintf("K = %d", r$K) else "none",
+                         r$rows, r$K, r$M[1L], r$held, format(r$gain, digits = 3L), r$M[2L],
+                         .vif_auto_gain))
+}

@@ -1,0 +1,202 @@
+/*
+ * kernel_local.c: the entries of a kernel matrix that a Vecchia
+ * approximation reads, and the contraction of their adjoint.
+ *
+ * Point c of a block conditions on its neighbours N(c); the likelihood of
+ * sgpr(neighbours = K) (src/vecchia.c) reads the kernel on S_c = (N(c), c)
+ * only, K(S_c, S_c), and returns its adjoint G_c = dF/dK(S_c, S_c). These
+ * routines compute the blocks and contract the adjoints with the kernel
+ * derivatives, so that the likelihood never sees kernel parameters (the
+ * adjoint design of kernels.c). Only the kernel parameters get a gradient:
+ * the training inputs are fixed.
+ *
+ * Layout: block c is (K+1) x (K+1), column-major with leading dimension
+ * K+1, rows and columns in the order of S_c (the point itself last, at
+ * index |N(c)|); entries beyond |S_c| are 0. Cost: (K+1)(K+2)/2 kernel
+ * evaluations per point.
+ */
+#include <math.h>
+#include <string.h>
+#include <R.h>
+#include <Rinternals.h>
+#include "spv.h"
+#include "kernel_math.h"
+
+/* S = (neighbours of c, c) as 0-based local indices; returns |N(c)|. */
+static int kl_set(const int *nbl, int K, int c, int *S)
+{
+    const int *pc = nbl + (size_t) K * c;
+    int k = 0;
+    while (k < K && pc[k] > 0) {
+        S[k] = pc[k] - 1;
+        k++;
+    }
+    S[k] = c;
+    return k;
+}
+
+void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
+                int no, double *Kloc)
+{
+    const int D = k->D, K1 = K + 1;
+    const spv_family fam = k->family;
+    const double var = k->variance;
+    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    double *r2 = (double *) R_alloc((size_t) K1 * K1 + 1, sizeof(double));
+    for (int c = 0; c < no; c++) {
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        double *B = Kloc + (size_t) K1 * K1 * c;
+        memset(B, 0, (size_t) K1 * K1 * sizeof(double));
+        const int kc = kl_set(nbl, K, c, S);
+        /* the squared distances of the strict lower triangle, then the
+         * kernel over them in one loop (no branch on the family per
+         * entry), then the upper triangle and the diagonal */
+        size_t n = 0;
+        for (int q = 0; q < kc; q++) {
+            const double *xq = xs + (size_t) D * S[q];
+            for (int p = q + 1; p <= kc; p++) r2[n++] = sqdist(xs + (size_t) D * S[p], xq, D);
+        }
+        k_of_r2(fam, var, r2, n);
+        n = 0;
+        for (int q = 0; q <= kc; q++) {
+            B[q + (size_t) K1 * q] = var;
+            for (int p = q + 1; p <= kc; p++) {
+                const double v = r2[n++];
+                B[p + (size_t) K1 * q] = v;
+                B[q + (size_t) K1 * p] = v;
+            }
+        }
+    }
+}
+
+void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
+                     int K, int no, const double *G, const double *Kloc,
+                     double *dtheta)
+{
+    const int D = k->D, K1 = K + 1, ard = k->nls > 1;
+    const spv_family fam = k->family;
+    const double var = k->variance;
+    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    double *dls = (double *) R_alloc((size_t) k->nls, sizeof(double));
+    memset(dls, 0, (size_t) k->nls * sizeof(double));
+    double dvar = 0.0;
+    for (int c = 0; c < no; c++) {
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        const double *Gc = G + (size_t) K1 * K1 * c;
+        const double *Kc = Kloc ? Kloc + (size_t) K1 * K1 * c : NULL;
+        const int kc = kl_set(nbl, K, c, S);
+        for (int q = 0; q <= kc; q++) {
+            const double *xq = xs + (size_t) D * S[q];
+            dvar += Gc[q + (size_t) K1 * q] * k->variance;
+            for (int p = q + 1; p <= kc; p++) {
+                const double g = Gc[p + (size_t) K1 * q] + Gc[q + (size_t) K1 * p];
+                if (g == 0.0) continue;
+                const double *xp = xs + (size_t) D * S[p];
+                const double r2 = sqdist(xp, xq, D);
+                double h, v;
+                if (Kc) {
+                    v = Kc[p + (size_t) K1 * q];
+                    h = h_from_k(fam, v, r2);
+                } else {
+                    v = k_and_h(fam, var, r2, &h);
+                }
+                dvar += g * v;
+                if (h == 0.0) continue;
+                if (!ard) {
+                    dls[0] -= g * h * r2;
+                } else {
+                    for (int d = 0; d < D; d++) {
+                        const double s = xp[d] - xq[d];
+                        dls[d] -= g * h * s * s;
+                    }
+                }
+            }
+        }
+    }
+    dtheta[0] += dvar;
+    for (int p = 0; p < k->nls; p++) dtheta[1 + p] += dls[p];
+}
+
+/* ---- .Call entry points ------------------------------------------------ */
+
+/* Scaled points of x (nu x D) and the kernel, checked. */
+static double *kl_args(SEXP kern, SEXP x, spv_kernel *k)
+{
+    chk_real_matrix(x, "x", -1);
+    chk_finite(x, "x");
+    chk_kernel(kern, ncols(x), k);
+    double *xs = (double *) R_alloc((size_t) ncols(x) * nrows(x) + 1, sizeof(double));
+    if (kern_scale_points(k, REAL(x), (size_t) nrows(x), xs)) kern_overflow_error(k);
+    return xs;
+}
+
+/* The local blocks K(S_c, S_c) of the first ncol(nbl) rows of x:
+ * a (K+1)^2 x no matrix, one block per column. */
+SEXP ffi_kern_local(SEXP kern, SEXP x, SEXP nbl)
+{
+    spv_kernel k;
+    const double *xs = kl_args(kern, x, &k);
+    chk_local_index(nbl, "nbl", nrows(x));
+    const int K = nrows(nbl), no = ncols(nbl);
+    SEXP out = PROTECT(allocMatrix(REALSXP, (K + 1) * (K + 1), no));
+    kern_local(&k, xs, INTEGER(nbl), K, no, REAL(out));
+    UNPROTECT(1);
+    return out;
+}
+
+/* The contraction of the adjoint G of the local blocks ((K+1)^2 x no) with
+ * the kernel derivatives: d/d(log variance, log lengthscales). Kloc: the
+ * blocks themselves, or NULL. */
+SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc)
+{
+    spv_kernel k;
+    const double *xs = kl_args(kern, x, &k);
+    chk_local_index(nbl, "nbl", nrows(x));
+    const int K = nrows(nbl), no = ncols(nbl);
+    chk_real_matrix(G, "G", no);
+    if (nrows(G) != (K + 1) * (K + 1))
+        error("'G' must have %d rows", (K + 1) * (K + 1));
+    chk_finite(G, "G");
+    if (!isNull(Kloc)) {
+        chk_real_matrix(Kloc, "Kloc", no);
+        if (nrows(Kloc) != (K + 1) * (K + 1))
+            error("'Kloc' must have %d rows", (K + 1) * (K + 1));
+    }
+    SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k)));
+    memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
+    kern_grad_local(&k, xs, INTEGER(nbl), K, no, REAL(G),
+                    isNull(Kloc) ? NULL : REAL(Kloc), REAL(theta));
+    chk_result(REAL(theta), (size_t) kern_npar(&k),
+               "gradient in the kernel parameters");
+    UNPROTECT(1);
+    return theta;
+}
+
+/* k(x_c, x_j) for the candidates j = cand[, c] (1-based rows of x, 0 =
+ * none) of the first ncol(cand) rows c of x: a Kc x no matrix (0 where
+ * there is no candidate). */
+SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand)
+{
+    spv_kernel k;
+    const double *xs = kl_args(kern, x, &k);
+    const int nu = nrows(x), D = ncols(x);
+    if (!isInteger(cand) || !isMatrix(cand))
+        error("'cand' must be an integer matrix");
+    const int Kc = nrows(cand), no = ncols(cand);
+    if (no > nu) error("'cand' has more columns than 'x' has rows");
+    const int *pc = INTEGER(cand);
+    SEXP out = PROTECT(allocMatrix(REALSXP, Kc, no));
+    double *o = REAL(out);
+    for (int c = 0; c < no; c++) {
+        for (int j = 0; j < Kc; j++) {
+            const int v = pc[(size_t) Kc * c + j];
+            if (v == NA_INTEGER || v < 0 || v > nu)
+                error("'cand' must hold row numbers in 0..%d", nu);
+            double h;
+            o[(size_t) Kc * c + j] = v == 0 ? 0.0 :
+                k_and_h(k.family, k.variance, sqdist(xs + (size_t) D * c, xs + (size_t) D * (v - 1), D), &h);
+        }
+    }
+    UNPROTECT(1);
+    return out;
+}

@@ -1,0 +1,641 @@
+/*
+ * vecchia.c: the exact log likelihood of the Vecchia-inducing-points
+ * full-scale approximation (VIF) of sgpr(neighbours = K), its adjoints with
+ * respect to every kernel block it reads, and its predictive distribution.
+ *
+ * The model (Gyger, Furrer and Sigrist 2025): y = m + f_global + r + noise,
+ * where f_global is the inducing-point (Nystrom) part of the GP and the
+ * residual process with the noise, R = Kff - Qff + Lambda, gets a Vecchia
+ * approximation (Vecchia 1988; Katzfuss and Guinness 2021, eqs. 1-3):
+ * every point i conditions on its neighbours N(i), which come earlier in an
+ * ordering. With the whitened features a_j = L^-1 k_u(x_j), L = chol(Kuu)
+ * (so Qff = A'A), and S_i = (N(i), i):
+ *
+ *   G_i = R[N,N],  g_i = R[N,i],  rho_i = R[i,i],   R = Kff - A'A + Lambda
+ *   b_i = G_i^-1 g_i,   d_i = rho_i - g_i'b_i,   t_i = (-b_i, 1)
+ *   R~^-1 = B'D^-1 B    (B unit lower triangular, row i: -b_i' at N(i);
+ *                        Katzfuss and Guinness 2021, eq. 3)
+ *   Sigma~ = A'A + R~   (the VIF covariance of y; Gyger et al. 2025)
+ *
+ * Woodbury and the matrix determinant lemma with P = R~^-1 give
+ *   Sigma~^-1 = P - P A' Bm^-1 A P,    |Sigma~| = |Bm| prod_i d_i,
+ *   Bm = I + A P A' = I + sum_i c_i c_i' / d_i,   c_i = A_S t_i = a_i - A_N b_i,
+ * and with the whitened targets e_i = t_i' ytil_S (= (B ytil)_i),
+ *   w = sum_i c_i e_i / d_i,   LB = chol(Bm),   v = LB^-1 w,   vt = LB^-T v,
+ *   log L = -N/2 log 2 pi - 1/2 sum_i log d_i - sum log diag(LB)
+ *           - 1/2 sum_i e_i^2 / d_i + 1/2 v'v.
+ * This is the SGPR form (bound_gaussian.c) with A Lambda^-1/2 replaced by the
+ * Vecchia-whitened features c_i / sqrt(d_i) and without a trace term: the
+ * value is a likelihood, not a bound. With no neighbours it is the
+ * Nystrom-plus-diagonal (FITC) likelihood; with all earlier points as
+ * neighbours it is the exact GP likelihood (any ordering).
+ *
+ * Adjoints (derived by hand for this package; checked by central finite
+ * differences in the tests). With mu_i = c_i'vt, r_i = (e_i - mu_i) / d_i,
+ * q_i = c_i'Bm^-1 c_i:
+ *   dF/dc_i = -Bm^-1 c_i / d_i + r_i vt,   dF/de_i = -r_i,
+ *   dF/dd_i = 1/2 (r_i^2 - 1/d_i + q_i / d_i^2).
+ * Through the local regression (db = G^-1 (dg - dG b), dd = drho - 2 b'dg
+ * + b'dG b), with bbar = -A_N' dF/dc_i + r_i ytil_N and beta = G^-1 bbar,
+ * the adjoint of the symmetric block R[S,S] is of rank two:
+ *   H_i = dbar t t' + (beta~ t' + t beta~') / 2,   beta~ = (beta, 0),
+ *   dbar = dF/dd_i.
+ * It is the adjoint of the kernel block K(S_i, S_i) (kernel_local.c), its
+ * diagonal that of the noise lambda_S, and with R = Kff - A'A the adjoint
+ * of the features is
+ *   dF/dA_S += (dF/dc_i - 2 dbar c_i - A_N beta) t' - c_i beta~'
+ * (two rank-one updates: -2 A_S H_i costs no O(M K^2) product), and that of
+ * the targets dF/dytil_S += -r_i t. Finally, F depends on A only through
+ * A'A-type forms, so with Abar = dF/dA:
+ *   dF/dKuf = L^-T Abar,   dF/dKuu = -1/2 L^-T sym(Abar A') L^-1.
+ *
+ * The sums over points (Bm, w, sum e^2/d, sum log d; and in the backward
+ * pass Abar A' and the contracted gradients) are over row blocks: a block
+ * owns some points (the first `no` of its nu columns) and holds their
+ * neighbours as further columns, so that chunks of rows in one process and
+ * the shards of a cluster are the same computation (R/vif.R). Pass 1
+ * returns a block's statistics; the M x M step (vf_value) gives the value
+ * and Bm^-1, vt; pass 2 a block's adjoints.
+ *
+ * Prediction at a new point s (neighbours N among the training points, the
+ * test point conditioning on training points only): with the same local
+ * regression on R restricted to (N, s), noise on N only,
+ *   mean = m + c_s'vt + b_s'ytil_N,   var(f_s) = c_s'Bm^-1 c_s + d_s.
+ *
+ * Cost per point: the local Gram A_S'A_S (M (K+1)^2 / 2), the factor of
+ * G (K^3 / 6) and O(M K) for the rest; per block the solves with L
+ * (M^2 per column) and the M x M products of the adjoint pass.
+ */
+#include <math.h>
+#include <string.h>
+#include <R.h>
+#include <Rinternals.h>
+#include "lapack.h"
+#include "spv.h"
+
+#define LOG_2PI 1.8378770664093454836
+
+enum { VF_OK = 0, VF_LOCAL = 1, VF_NONFINITE = 2 };
+
+/* A block: its features A (M x nu, whitened), the local kernel blocks and
+ * neighbour indices of its first no points, the noise and targets of all
+ * nu points. */
+typedef struct {
+    int M, K, nu, no;
+    const double *A, *Kloc, *lambda, *ytil;
+    const int *nbl;
+} vf_block;
+
+/* A point's record between the passes: t = (-b, 1) (K+1), d, and the
+ * Cholesky factor of G packed by columns (K(K+1)/2), so that pass 2 does
+ * not factorise again. */
+static inline size_t vf_rec_size(int K)
+{
+    return (size_t) K + 2 + (size_t) K * (K + 1) / 2;
+}
+
+/* The neighbours S = (N(c), c) of point c as 0-based columns; returns k. */
+static inline int vf_set(const vf_block *b, int c, int *S)
+{
+    const int *pc = b->nbl + (size_t) b->K * c;
+    int k = 0;
+    while (k < b->K && pc[k] > 0) {
+        S[k] = pc[k] - 1;
+        k++;
+    }
+    S[k] = c;
+    return k;
+}
+
+/* Lower Cholesky factor of the leading n x n of R (leading dimension ld)
+ * in place, right-looking (contiguous inner loops; n is small). Returns 0,
+ * or j + 1 when the pivot of column j is not positive. */
+static int vf_chol(double *R, int n, int ld)
+{
+    for (int j = 0; j < n; j++) {
+        double *cj = R + (size_t) ld * j;
+        if (!(cj[j] > 0.0)) return j + 1;
+        const double piv = sqrt(cj[j]);
+        cj[j] = piv;
+        const double ip = 1.0 / piv;
+        for (int i = j + 1; i < n; i++) cj[i] *= ip;
+        for (int q = j + 1; q < n; q++) {
+            double *cq = R + (size_t) ld * q;
+            const double f = cj[q];
+            for (int i = q; i < n; i++) cq[i] -= cj[i] * f;
+        }
+    }
+    return 0;
+}
+
+/* x <- L^-1 x and x <- L^-T x for the k x k lower factor packed by
+ * columns (column j at offset j k - j (j - 1) / 2). */
+static void vf_solve_packed(const double *P, int k, double *x)
+{
+    size_t off = 0;
+    for (int j = 0; j < k; j++) {
+        const double xj = x[j] / P[off];
+        x[j] = xj;
+        for (int i = j + 1; i < k; i++) x[i] -= P[off + (size_t) (i - j)] * xj;
+        off += (size_t) (k - j);
+    }
+}
+
+static void vf_solve_packed_t(const double *P, int k, double *x)
+{
+    for (int j = k - 1; j >= 0; j--) {
+        const size_t off = (size_t) j * k - (size_t) j * (j - 1) / 2;
+        double s = x[j];
+        for (int i = j + 1; i < k; i++) s -= P[off + (size_t) (i - j)] * x[i];
+        x[j] = s / P[off];
+    }
+}
+
+/* Workspace of the local regression: the gathered features W = A_S
+ * (M x (K+1)) and the block R[S,S] ((K+1)^2). */
+typedef struct {
+    int *S;
+    double *W, *R;
+} vf_work;
+
+static void vf_work_alloc(vf_work *w, int M, int K)
+{
+    w->S = (int *) R_alloc((size_t) K + 1, sizeof(int));
+    w->W = la_alloc((size_t) M * (K + 1));
+    w->R = la_alloc((size_t) (K + 1) * (K + 1));
+}
+
+/* The local regression of point c of block b (header): R[S,S] = K(S,S) -
+ * A_S'A_S + Lambda_S, the factor of G, t = (-b, 1) and d, written to the
+ * record `rec` (vf_rec_size). With latent = 1 (prediction) a d below 0
+ * from rounding is set to 0; otherwise d must be positive. Returns k in
+ * *kout and a VF_ status. */
+static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
+                      int latent, int *kout)
+{
+    const int M = b->M, K1 = b->K + 1;
+    const int k = vf_set(b, c, w->S), n1 = k + 1;
+    *kout = k;
+    for (int q = 0; q < n1; q++)
+        memcpy(w->W + (size_t) M * q, b->A + (size_t) M * w->S[q], (size_t) M * sizeof(double));
+    const double *Kc = b->Kloc + (size_t) K1 * K1 * c;
+    double *R = w->R;
+    for (int q = 0; q < n1; q++)
+        for (int i = q; i < n1; i++)
+            R[i + (size_t) K1 * q] = Kc[i + (size_t) K1 * q];
+    const double mone = -1.0, one = 1.0;
+    if (M > 0)
+        F77_CALL(dsyrk)("L", "T", &n1, &M, &mone, w->W, &M, &one, R, &K1
+                        FCONE FCONE);
+    for (int q = 0; q < n1; q++) R[q + (size_t) K1 * q] += b->lambda[w->S[q]];
+    /* G = L_G L_G'; l = L_G^-1 g; d = rho - l'l; b = L_G^-T l */
+    double *t = rec, *P = rec + K1 + 1;
+    for (int q = 0; q < k; q++) t[q] = R[k + (size_t) K1 * q];
+    double d = R[k + (size_t) K1 * k];
+    if (k > 0) {
+        if (vf_chol(R, k, K1) != 0) return VF_LOCAL;
+        size_t off = 0;
+        for (int j = 0; j < k; j++)
+            for (int i = j; i < k; i++) P[off++] = R[i + (size_t) K1 * j];
+        vf_solve_packed(P, k, t);
+        for (int q = 0; q < k; q++) d -= t[q] * t[q];
+        vf_solve_packed_t(P, k, t);
+        for (int q = 0; q < k; q++) t[q] = -t[q];
+    }
+    t[k] = 1.0;
+    if (!R_FINITE(d)) return VF_NONFINITE;
+    if (latent) {
+        if (d < 0.0) d = 0.0;
+    } else if (!(d > 0.0)) {
+        return VF_LOCAL;
+    }
+    rec[K1] = d;
+    return VF_OK;
+}
+
+/* c = A_S t and e = ytil_S' t of point c from its record. */
+static void vf_features_of(const vf_block *b, int c, const int *S, int k,
+                           const double *t, double *cc, double *e)
+{
+    const int M = b->M;
+    memcpy(cc, b->A + (size_t) M * c, (size_t) M * sizeof(double));
+    double ee = b->ytil[c];
+    for (int q = 0; q < k; q++) {
+        const double tq = t[q];
+        const double *aq = b->A + (size_t) M * S[q];
+        for (int m = 0; m < M; m++) cc[m] += tq * aq[m];
+        ee += tq * b->ytil[S[q]];
+    }
+    *e = ee;
+}
+
+/* A = L^-1 Kuf into fresh workspace. */
+static double *vf_features(const double *L, int M, const double *Kuf, int nu)
+{
+    double *A = la_alloc((size_t) M * nu);
+    la_copy(A, Kuf, (size_t) M * nu);
+    la_trsm_left(L, M, A, nu, 'N');
+    return A;
+}
+
+static void vf_status_error(int st)
+{
+    if (st == VF_LOCAL)
+        error("a neighbour block of the residual covariance is not positive "
+              "definite (noise variances too small for double precision, or "
+              "inputs duplicated with no noise)");
+    if (st == VF_NONFINITE)
+        error("the residual covariance of a neighbour block is not finite");
+}
+
+/* Pass 1 of block b: BB = sum c c' / d (M x M, full), w = sum c e / d,
+ * sums = (sum e^2 / d, sum log d); the points' records into recs (no x
+ * vf_rec_size(K)). */
+static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
+                    double *recs)
+{
+    const int M = b->M, no = b->no;
+    const size_t rs = vf_rec_size(b->K);
+    vf_work wk;
+    vf_work_alloc(&wk, M, b->K);
+    double *C = la_alloc((size_t) M * no);
+    double yy = 0.0, sld = 0.0;
+    memset(w, 0, (size_t) M * sizeof(double));
+    for (int c = 0; c < no; c++) {
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        double *rec = recs + rs * c;
+        int k;
+        const int st = vf_regress(b, c, &wk, rec, 0, &k);
+        if (st != VF_OK) return st;
+        const double d = rec[b->K + 1];
+        double *Cc = C + (size_t) M * c, e;
+        /* c = W t from the gathered features */
+        la_gemv('N', wk.W, M, k + 1, rec, Cc);
+        e = 0.0;
+        for (int q = 0; q <= k; q++) e += b->ytil[wk.S[q]] * rec[q];
+        const double isd = 1.0 / sqrt(d), es = e * isd;
+        for (int m = 0; m < M; m++) {
+            Cc[m] *= isd;
+            w[m] += Cc[m] * es;
+        }
+        yy += es * es;
+        sld += log(d);
+    }
+    la_syrk(C, M, no, 1.0, 0.0, BB);
+    la_symmetrize_lower(BB, M);
+    sums[0] = yy;
+    sums[1] = sld;
+    return VF_OK;
+}
+
+/* Pass 2 of block b given Binv = Bm^-1 (M x M, full), vt and the points'
+ * records (from pass 1, or NULL: computed here): Abar (M x nu, zeroed by
+ * the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and gytil
+ * (nu, zeroed by the caller). The c of all points first, so that
+ * Bm^-1 C is one matrix product. */
+static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
+                       const double *recs_in, double *Abar, double *Gloc,
+                       double *glambda, double *gytil)
+{
+    const int M = b->M, K = b->K, K1 = K + 1, no = b->no;
+    const size_t rs = vf_rec_size(K);
+    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    const double *recs = recs_in;
+    if (recs == NULL) {
+        double *r = la_alloc(rs * no);
+        vf_work wk;
+        vf_work_alloc(&wk, M, K);
+        for (int c = 0; c < no; c++) {
+            if ((c & 1023) == 1023) R_CheckUserInterrupt();
+            int k;
+            const int st = vf_regress(b, c, &wk, r + rs * c, 0, &k);
+            if (st != VF_OK) return st;
+        }
+        recs = r;
+    }
+    double *C = la_alloc((size_t) M * no), *e = la_alloc((size_t) no);
+    for (int c = 0; c < no; c++) {
+        const int k = vf_set(b, c, S);
+        vf_features_of(b, c, S, k, recs + rs * c, C + (size_t) M * c, e + c);
+    }
+    /* BC = Bm^-1 C: M x no */
+    double *BC = la_alloc((size_t) M * no);
+    la_gemm_nn(Binv, M, M, C, no, BC);
+    double *cbar = la_alloc((size_t) M), *z = la_alloc((size_t) M);
+    double *beta = la_alloc((size_t) K1);
+    for (int c = 0; c < no; c++) {
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        const int k = vf_set(b, c, S), n1 = k + 1;
+        const double *rec = recs + rs * c, *t = rec, *P = rec + K1 + 1;
+        const double d = rec[K1];
+        const double *cc = C + (size_t) M * c, *bc = BC + (size_t) M * c;
+        double q = 0.0, mu = 0.0;
+        for (int m = 0; m < M; m++) {
+            q += cc[m] * bc[m];
+            mu += cc[m] * vt[m];
+        }
+        const double r = (e[c] - mu) / d;
+        const double dbar = 0.5 * (r * r - 1.0 / d + q / (d * d));
+        for (int m = 0; m < M; m++) cbar[m] = -bc[m] / d + r * vt[m];
+        /* beta = G^-1 bbar, bbar = -A_N' cbar + r ytil_N; z = cbar - 2 dbar c
+         * - A_N beta */
+        for (int m = 0; m < M; m++) z[m] = cbar[m] - 2.0 * dbar * cc[m];
+        for (int j = 0; j < k; j++) {
+            const double *aj = b->A + (size_t) M * S[j];
+            double s = 0.0;
+            for (int m = 0; m < M; m++) s += aj[m] * cbar[m];
+            beta[j] = -s + r * b->ytil[S[j]];
+        }
+        beta[k] = 0.0;
+        if (k > 0) {
+            vf_solve_packed(P, k, beta);
+            vf_solve_packed_t(P, k, beta);
+            for (int j = 0; j < k; j++) {
+                const double *aj = b->A + (size_t) M * S[j];
+                const double bj = beta[j];
+                for (int m = 0; m < M; m++) z[m] -= bj * aj[m];
+            }
+        }
+        /* Abar_S += z t' - c beta~'; H = dbar t t' + (beta~ t' + t beta~')/2 */
+        double *H = Gloc + (size_t) K1 * K1 * c;
+        for (int j = 0; j < n1; j++) {
+            double *aj = Abar + (size_t) M * S[j];
+            const double tj = t[j], bj = beta[j];
+            for (int m = 0; m < M; m++) aj[m] += z[m] * tj - cc[m] * bj;
+            double *Hj = H + (size_t) K1 * j;
+            for (int i = 0; i < n1; i++)
+                Hj[i] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
+            glambda[S[j]] += dbar * tj * tj + bj * tj;
+            gytil[S[j]] -= r * tj;
+        }
+    }
+    return VF_OK;
+}
+
+/* ---- .Call entry points ------------------------------------------------ */
+
+/* The checks of a block: L (M x M factor), Kuf (M x nu), Kloc ((K+1)^2 x
+ * no), nbl (K x no), lambda and ytil (nu). */
+static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
+                          SEXP ytil, vf_block *b)
+{
+    chk_chol_factor(L, "L", -1);
+    const int M = nrows(L);
+    chk_real_matrix(Kuf, "Kuf", -1);
+    if (nrows(Kuf) != M) error("'Kuf' must have %d rows", M);
+    const int nu = ncols(Kuf);
+    chk_finite(Kuf, "Kuf");
+    chk_local_index(nbl, "nbl", nu);
+    const int K = nrows(nbl), no = ncols(nbl);
+    chk_real_matrix(Kloc, "Kloc", no);
+    if (nrows(Kloc) != (K + 1) * (K + 1))
+        error("'Kloc' must have %d rows", (K + 1) * (K + 1));
+    chk_finite(Kloc, "Kloc");
+    chk_real_vector(lambda, "lambda", nu);
+    chk_real_vector(ytil, "ytil", nu);
+    chk_finite(lambda, "lambda");
+    chk_finite(ytil, "ytil");
+    for (int i = 0; i < nu; i++)
+        if (REAL(lambda)[i] < 0.0)
+            error("noise variances 'lambda' must not be negative");
+    b->M = M; b->K = K; b->nu = nu; b->no = no;
+    b->Kloc = REAL(Kloc); b->nbl = INTEGER(nbl);
+    b->lambda = REAL(lambda); b->ytil = REAL(ytil);
+}
+
+/* The owned points' noise variances must be positive (the bound's
+ * points; a new point of a prediction has none). */
+static void vf_positive_noise(const vf_block *b)
+{
+    for (int i = 0; i < b->no; i++)
+        if (!(b->lambda[i] > 0.0))
+            error("noise variances 'lambda' must be positive");
+}
+
+/* Bm^-1 (M x M) and vt (M) from ffi_vf_value, checked. */
+static void vf_posterior_args(SEXP Binv, SEXP vt, int M)
+{
+    chk_real_matrix(Binv, "Binv", M);
+    if (nrows(Binv) != M) error("'Binv' must have %d rows", M);
+    chk_finite(Binv, "Binv");
+    chk_real_vector(vt, "vt", M);
+    chk_finite(vt, "vt");
+}
+
+/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d), n,
+ * recs), recs (the points' records for pass 2) when keep is TRUE. */
+SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
+                  SEXP ytil, SEXP keep)
+{
+    vf_block b;
+    vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
+    vf_positive_noise(&b);
+    const int kp = chk_flag(keep, "keep");
+    b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
+    int nprot = 0;
+    SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
+    SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
+    SEXP sums = PROTECT(allocVector(REALSXP, 2)); nprot++;
+    const size_t rs = vf_rec_size(b.K);
+    SEXP recs = R_NilValue;
+    double *prec;
+    if (kp) {
+        recs = PROTECT(allocMatrix(REALSXP, (int) rs, b.no)); nprot++;
+        prec = REAL(recs);
+    } else {
+        prec = la_alloc(rs * b.no);
+    }
+    /* the slots a point with fewer than K neighbours leaves unused */
+    memset(prec, 0, rs * b.no * sizeof(double));
+    const int st = vf_stats(&b, REAL(BB), REAL(w), REAL(sums), prec);
+    vf_status_error(st);
+    chk_result(REAL(BB), (size_t) b.M * b.M, "Vecchia statistic Bm");
+    chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
+    chk_result(REAL(sums), 2, "Vecchia sums");
+    if (kp) chk_result(prec, rs * b.no, "local regression of a neighbour block");
+    const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, BB);
+    SET_VECTOR_ELT(out, 1, w);
+    SET_VECTOR_ELT(out, 2, sums);
+    SET_VECTOR_ELT(out, 3, ScalarReal((double) b.no));
+    SET_VECTOR_ELT(out, 4, recs);
+    UNPROTECT(nprot);
+    return out;
+}
+
+/* The log likelihood from the summed statistics: list(bound, logdet, fit,
+ * LB, v, vt) and, with grad, Binv = Bm^-1. */
+SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
+{
+    chk_real_matrix(BB, "BB", -1);
+    const int M = nrows(BB), ione = 1;
+    if (ncols(BB) != M || M < 1) error("'BB' must be a square matrix");
+    chk_finite(BB, "BB");
+    chk_real_vector(w, "w", M);
+    chk_finite(w, "w");
+    chk_real_vector(sums, "sums", 2);
+    chk_finite(sums, "sums");
+    const double n = chk_scalar(N, "N");
+    const int g = chk_flag(grad, "grad");
+    int nprot = 0;
+    SEXP sLB = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
+    SEXP sv = PROTECT(allocVector(REALSXP, M)); nprot++;
+    SEXP svt = PROTECT(allocVector(REALSXP, M)); nprot++;
+    double *B = la_alloc((size_t) M * M);
+    la_copy(B, REAL(BB), (size_t) M * M);
+    for (int m = 0; m < M; m++) B[m + (size_t) M * m] += 1.0;
+    bg_out o;
+    memset(&o, 0, sizeof(o));
+    o.LB = REAL(sLB);
+    o.v = REAL(sv);
+    la_copy(o.v, REAL(w), (size_t) M);
+    o.trace = 0.0;
+    /* bg_value_stats: the SGPR value with sum e^2/d for |Lambda^-1/2 y|^2,
+     * sum log d for sum log lambda and no trace term */
+    const double yy = REAL(sums)[0];
+    const int st = bg_value_stats(M, n, B, yy, yy > 0.0 ? yy : 1.0,
+                                  REAL(sums)[1], &o);
+    if (st == BG_B) error("the Cholesky factorisation of Bm = I + A P A' failed");
+    if (st == BG_PRECISION)
+        error("the likelihood has lost its precision: Bm is too "
+              "ill-conditioned for double precision");
+    for (int i = 0; i < M; i++)        /* LB: zero upper triangle */
+        for (int j = i + 1; j < M; j++) o.LB[i + (size_t) M * j] = 0.0;
+    la_copy(REAL(svt), o.v, (size_t) M);
+    F77_CALL(dtrsv)("L", "T", "N", &M, o.LB, &M, REAL(svt), &ione
+                    FCONE FCONE FCONE);
+    SEXP sBinv = R_NilValue;
+    if (g) {
+        sBinv = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
+        la_chol_inverse(o.LB, M, REAL(sBinv));
+    }
+    if (!R_FINITE(o.bound)) error("the log likelihood is not finite");
+    const char *names[] = {"bound", "logdet", "fit", "LB", "v", "vt", "Binv", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, ScalarReal(o.bound));
+    SET_VECTOR_ELT(out, 1, ScalarReal(o.logdet));
+    SET_VECTOR_ELT(out, 2, ScalarReal(o.fit));
+    SET_VECTOR_ELT(out, 3, sLB);
+    SET_VECTOR_ELT(out, 4, sv);
+    SET_VECTOR_ELT(out, 5, svt);
+    SET_VECTOR_ELT(out, 6, sBinv);
+    UNPROTECT(nprot);
+    return out;
+}
+
+/* Pass 2 over one block: list(Guf = L^-T Abar (M x nu), Gloc ((K+1)^2 x
+ * no), glambda, gytil (nu), AbarA = Abar A' (M x M)). recs: the records of
+ * pass 1 at the same parameters, or NULL. */
+SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
+{
+    vf_block b;
+    vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
+    const int M = b.M, nu = b.nu, K1 = b.K + 1;
+    vf_positive_noise(&b);
+    vf_posterior_args(Binv, vt, M);
+    if (!isNull(recs)) {
+        chk_real_matrix(recs, "recs", b.no);
+        if ((size_t) nrows(recs) != vf_rec_size(b.K))
+            error("'recs' must have %d rows", (int) vf_rec_size(b.K));
+    }
+    double *A = vf_features(REAL(L), M, REAL(Kuf), nu);
+    b.A = A;
+    int nprot = 0;
+    SEXP sG = PROTECT(allocMatrix(REALSXP, M, nu)); nprot++;
+    SEXP sGl = PROTECT(allocMatrix(REALSXP, K1 * K1, b.no)); nprot++;
+    SEXP sgl = PROTECT(allocVector(REALSXP, nu)); nprot++;
+    SEXP sgy = PROTECT(allocVector(REALSXP, nu)); nprot++;
+    SEXP sAA = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
+    double *Abar = REAL(sG);
+    memset(Abar, 0, (size_t) M * nu * sizeof(double));
+    memset(REAL(sGl), 0, (size_t) K1 * K1 * b.no * sizeof(double));
+    memset(REAL(sgl), 0, (size_t) nu * sizeof(double));
+    memset(REAL(sgy), 0, (size_t) nu * sizeof(double));
+    const int st = vf_adjoints(&b, REAL(Binv), REAL(vt),
+                               isNull(recs) ? NULL : REAL(recs), Abar,
+                               REAL(sGl), REAL(sgl), REAL(sgy));
+    vf_status_error(st);
+    /* Abar A' (M x M), then Guf = L^-T Abar in place */
+    const double one = 1.0, zero = 0.0;
+    if (nu > 0) {
+        F77_CALL(dgemm)("N", "T", &M, &M, &nu, &one, Abar, &M, A, &M, &zero,
+                        REAL(sAA), &M FCONE FCONE);
+    } else {
+        memset(REAL(sAA), 0, (size_t) M * M * sizeof(double));
+    }
+    la_trsm_left(REAL(L), M, Abar, nu, 'T');
+    chk_result(Abar, (size_t) M * nu, "adjoint of Kuf");
+    chk_result(REAL(sGl), (size_t) K1 * K1 * b.no, "adjoint of the local kernel blocks");
+    chk_result(REAL(sgl), (size_t) nu, "adjoint of lambda");
+    chk_result(REAL(sgy), (size_t) nu, "adjoint of ytil");
+    chk_result(REAL(sAA), (size_t) M * M, "adjoint of Kuu");
+    const char *names[] = {"Guf", "Gloc", "glambda", "gytil", "AbarA", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, sG);
+    SET_VECTOR_ELT(out, 1, sGl);
+    SET_VECTOR_ELT(out, 2, sgl);
+    SET_VECTOR_ELT(out, 3, sgy);
+    SET_VECTOR_ELT(out, 4, sAA);
+    UNPROTECT(nprot);
+    return out;
+}
+
+/* The predictive distribution at the first no points of a block whose
+ * other columns are their training neighbours (lambda: the training noise
+ * there, 0 at the new points; ytil: the training targets there, 0 at the
+ * new points): list(mean = c'vt + b'ytil_N without the constant mean,
+ * var = c'Bm^-1 c + d (latent), C = the c of each point (M x no) when full
+ * is TRUE, d). */
+SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                    SEXP nbl, SEXP lambda, SEXP ytil, SEXP full)
+{
+    vf_block b;
+    vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
+    const int M = b.M, no = b.no;
+    vf_posterior_args(Binv, vt, M);
+    const int fc = chk_flag(full, "full");
+    b.A = vf_features(REAL(L), M, REAL(Kuf), b.nu);
+    int nprot = 0;
+    SEXP smean = PROTECT(allocVector(REALSXP, no)); nprot++;
+    SEXP svar = PROTECT(allocVector(REALSXP, no)); nprot++;
+    SEXP sd = PROTECT(allocVector(REALSXP, no)); nprot++;
+    SEXP sC = R_NilValue;
+    if (fc) { sC = PROTECT(allocMatrix(REALSXP, M, no)); nprot++; }
+    vf_work wk;
+    vf_work_alloc(&wk, M, b.K);
+    double *rec = la_alloc(vf_rec_size(b.K)), *cc = la_alloc((size_t) M);
+    double *BC = la_alloc((size_t) M);
+    for (int c = 0; c < no; c++) {
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        int k;
+        const int st = vf_regress(&b, c, &wk, rec, 1, &k);
+        vf_status_error(st);
+        const double d = rec[b.K + 1];
+        la_gemv('N', wk.W, M, k + 1, rec, cc);
+        /* with the point's own target 0, t'ytil_S = -b'ytil_N */
+        double e = 0.0;
+        for (int q = 0; q <= k; q++) e += b.ytil[wk.S[q]] * rec[q];
+        la_gemv('N', REAL(Binv), M, M, cc, BC);
+        double q = 0.0, mu = 0.0;
+        for (int m = 0; m < M; m++) {
+            q += cc[m] * BC[m];
+            mu += cc[m] * REAL(vt)[m];
+        }
+        REAL(smean)[c] = mu - e;
+        REAL(svar)[c] = q + d;
+        REAL(sd)[c] = d;
+        if (fc) memcpy(REAL(sC) + (size_t) M * c, cc, (size_t) M * sizeof(double));
+    }
+    chk_result(REAL(smean), (size_t) no, "predictive mean");
+    chk_result(REAL(svar), (size_t) no, "predictive variance");
+    const char *names[] = {"mean", "var", "C", "d", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, smean);
+    SET_VECTOR_ELT(out, 1, svar);
+    SET_VECTOR_ELT(out, 2, sC);
+    SET_VECTOR_ELT(out, 3, sd);
+    UNPROTECT(nprot);
+    return out;
+}

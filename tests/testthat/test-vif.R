@@ -1,0 +1,456 @@
+# sgpr(neighbours = K): the VIF likelihood (R/vif.R, src/vecchia.c) against
+# a dense construction of its covariance, the exact GP and FITC as limits,
+# central finite differences for every parameter kind, kernel family and
+# noise model, chunks and a cluster against one piece, and the neighbour
+# search (R/neighbours.R, src/neighbours.c) against brute force.
+
+vif_data <- function(N = 45, seed = 1) {
+  set.seed(seed)
+  x <- cbind(x1 = runif(N), x2 = runif(N))
+  y <- sin(4 * x[, 1]) + cos(3 * x[, 2]) + rnorm(N, sd = 0.1)
+  list(x = x, y = y, Z = x[round(seq(3, N - 2, length.out = 6)), ] + 0.011)
+}
+
+# The dense VIF covariance of a fit at its parameters: Q + R~, with R~ the
+# Vecchia approximation B^-1 D B^-T of R = Kff - Q + Lambda on the fit's
+# own neighbour sets, built entry by entry from the kernel matrices.
+vif_dense <- function(fit) {
+  ns <- asNamespace("sparsevgp")
+  p <- fit$params
+  k <- ns$.kernel_at(fit$kernel, p)
+  x <- fit$x
+  N <- nrow(x)
+  lam <- ns$.noise_lambda(fit, p)
+  Kuu <- kernel_matrix(k, p$Z)
+  jit <- ns$.ffi_chol(Kuu, fit$control$jitter, fit$control$jitter_cap)$jitter
+  Kuu <- Kuu + diag(jit, nrow(Kuu))
+  Kuf <- kernel_matrix(k, p$Z, x)
+  Q <- crossprod(Kuf, solve(Kuu, Kuf))
+  R <- kernel_matrix(k, x) - Q + diag(lam, N)
+  B <- diag(N)
+  d <- numeric(N)
+  for (i in seq_len(N)) {
+    nn <- fit$neighbours$index[, i]
+    nn <- nn[nn > 0]
+    b <- if (length(nn)) solve(R[nn, nn, drop = FALSE], R[nn, i]) else numeric(0)
+    B[i, nn] <- -b
+    d[i] <- R[i, i] - sum(R[i, nn] * b)
+  }
+  Bi <- solve(B)
+  Rt <- Bi %*% (d * t(Bi))
+  S <- Q + Rt
+  yt <- fit$y - p$mean
+  ll <- -0.5 * N * log(2 * pi) - 0.5 * as.numeric(determinant(S)$modulus) -
+    0.5 * sum(yt * solve(S, yt))
+  list(ll = ll, S = S, Rt = Rt, R = R, Kuu = Kuu, k = k, lam = lam, yt = yt)
+}
+
+# The dense predictive of a new point s conditioning on its K training
+# neighbours (chosen as the package does: the K most correlated under the
+# residual process among the 2K nearest in the scaled inputs):
+# f_s = a_s'u + b_s' rho_N + eta_s.
+vif_dense_predict <- function(fit, xnew) {
+  ns <- asNamespace("sparsevgp")
+  dv <- vif_dense(fit)
+  k <- dv$k
+  x <- fit$x
+  Z <- fit$params$Z
+  N <- nrow(x)
+  K <- fit$neighbours$K
+  Kus <- kernel_matrix(k, Z, xnew)
+  Kuf <- kernel_matrix(k, Z, x)
+  Qsf <- crossprod(Kus, solve(dv$Kuu, Kuf))
+  Rsf <- kernel_matrix(k, xnew, x) - Qsf
+  rss <- diag(kernel_matrix(k, xnew)) - colSums(Kus * solve(dv$Kuu, Kus))
+  ls <- ns$.nb_lengthscales(k, ncol(x))
+  xs <- x / rep(ls, each = N)
+  xsn <- xnew / rep(ls, each = nrow(xnew))
+  Bs <- matrix(0, nrow(xnew), N)
+  ds <- numeric(nrow(xnew))
+  for (s in seq_len(nrow(xnew))) {
+    d2 <- 0
+    for (j in seq_len(ncol(x))) d2 <- d2 + (xs[, j] - xsn[s, j])^2
+    cand <- order(d2, seq_len(N))[seq_len(min(N, 2 * K))]
+    rj <- pmax(diag(dv$R)[cand] - dv$lam[cand], 1e-12 * diag(kernel_matrix(k, x[cand, , drop = FALSE])))
+    score <- abs(Rsf[s, cand]) / sqrt(max(rss[s], 1e-12 * k$variance) * rj)
+    nn <- cand[sort(order(-score, seq_along(cand))[seq_len(K)])]
+    b <- solve(dv$R[nn, nn, drop = FALSE], Rsf[s, nn])
+    Bs[s, nn] <- b
+    ds[s] <- rss[s] - sum(Rsf[s, nn] * b)
+  }
+  Cfy <- Qsf + Bs %*% dv$Rt
+  V <- crossprod(Kus, solve(dv$Kuu, Kus)) + Bs %*% dv$Rt %*% t(Bs) + diag(ds, nrow(xnew))
+  list(mean = fit$params$mean + drop(Cfy %*% solve(dv$S, dv$yt)),
+       cov = V - Cfy %*% solve(dv$S, t(Cfy)))
+}
+
+rel_err <- function(a, b) max(abs(a - b)) / max(1e-300, max(abs(b)))
+
+test_that("the VIF log likelihood equals the dense construction of its covariance", {
+  d <- vif_data()
+  kernels <- list(kernel_rbf(c(0.3, 0.4), 1.2), kernel_matern12(0.3, 1),
+                  kernel_matern32(c(0.25, 0.5), 0.8), kernel_matern52(0.35, 1.1),
+                  kernel_rbf(0.2, 0.5) + kernel_matern52(c(0.6, 0.4), 0.5),
+                  kernel_rbf(0.4, 1) * kernel_matern32(0.5))
+  for (k in kernels) {
+    set.seed(2)
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05, neighbours = 5,
+                optimize = FALSE)
+    expect_lt(abs(fit$bound - vif_dense(fit)$ll) / abs(fit$bound), 1e-10)
+  }
+})
+
+test_that("VIF predictions equal the dense posterior of the extended model", {
+  d <- vif_data()
+  set.seed(3)
+  xnew <- cbind(x1 = runif(9), x2 = runif(9))
+  xnew[9, ] <- d$x[5, ]                  # a training input
+  for (k in list(kernel_matern32(c(0.3, 0.4), 1.2), kernel_rbf(0.3, 1))) {
+    set.seed(2)
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05, neighbours = 6,
+                optimize = FALSE)
+    ref <- vif_dense_predict(fit, xnew)
+    p <- predict(fit, xnew, full_cov = TRUE)
+    expect_lt(rel_err(p$mean, ref$mean), 1e-10)
+    expect_lt(max(abs(p$cov - ref$cov)) / max(abs(ref$cov)), 1e-10)
+    pv <- predict(fit, xnew)
+    expect_lt(max(abs(pv$var - diag(ref$cov))) / max(diag(ref$cov)), 1e-10)
+    # the response adds the noise; intervals are mean -/+ z sd
+    pr <- predict(fit, xnew, type = "response")
+    expect_equal(pr$var, pv$var + 0.05, tolerance = 1e-12)
+    iv <- predict(fit, xnew, interval = "prediction", level = 0.9)
+    expect_equal(unname(iv[, "upr"] - iv[, "fit"]), unname(qnorm(0.95) * sqrt(pr$var)),
+                 tolerance = 1e-10)
+  }
+})
+
+test_that("K = N - 1 gives the exact GP likelihood and predictions, any order", {
+  d <- vif_data(N = 30)
+  k <- kernel_matern52(c(0.3, 0.4), 1.2)
+  for (seed in 1:2) {
+    set.seed(seed)
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05, neighbours = 29,
+                optimize = FALSE)
+    g <- gpr(d$x, d$y, kernel = k, noise = 0.05, mean = fit$params$mean, optimize = FALSE)
+    expect_lt(abs(fit$bound - g$bound) / abs(g$bound), 1e-10)
+  }
+  # a new point conditions on K = N - 1 of the N training points (the least
+  # correlated one is left out): close to the exact GP, not equal
+  xnew <- cbind(x1 = c(0.2, 0.7), x2 = c(0.5, 0.1))
+  expect_equal(predict(fit, xnew)$mean, predict(g, xnew)$mean, tolerance = 1e-3)
+  expect_equal(predict(fit, xnew)$var, predict(g, xnew)$var, tolerance = 1e-3)
+})
+
+test_that("K = 0 gives the Nystrom-plus-diagonal (FITC) likelihood", {
+  d <- vif_data()
+  fit <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
+              noise = 0.05, optimize = FALSE)
+  fit <- sparsevgp:::.vif_setup(fit, 0L)
+  fit <- sparsevgp:::.finish(fit)
+  dv <- vif_dense(fit)
+  Q <- dv$S - dv$Rt
+  S <- Q + diag(diag(dv$R))
+  N <- length(fit$y)
+  ll <- -0.5 * N * log(2 * pi) - 0.5 * as.numeric(determinant(S)$modulus) -
+    0.5 * sum(dv$yt * solve(S, dv$yt))
+  expect_lt(abs(fit$bound - ll) / abs(ll), 1e-10)
+  # and neighbours = 0 is today's sgpr: the collapsed bound
+  a <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
+            noise = 0.05, optimize = FALSE)
+  b <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
+            noise = 0.05, optimize = FALSE, neighbours = 0)
+  expect_identical(a$bound, b$bound)
+  expect_null(b$neighbours)
+  expect_match(sparsevgp:::.bound_label(b), "ELBO")
+})
+
+test_that("VIF gradients match central finite differences: kernels x noise models", {
+  d <- vif_data(N = 36)
+  noises <- list(homoscedastic = 0.05,
+                 known = 0.02 + 0.06 * seq(0, 1, length.out = 36),
+                 model = ~ x1 + I(x2^2))
+  kernels <- list(kernel_rbf(c(0.3, 0.4), 1.2), kernel_matern12(c(0.3, 0.5), 1),
+                  kernel_matern32(0.3, 0.8), kernel_matern52(c(0.35, 0.3), 1.1))
+  for (nz in names(noises)) for (k in kernels) {
+    set.seed(4)
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = noises[[nz]], neighbours = 4,
+                optimize = FALSE, optimize_inducing = TRUE)
+    err <- expect_grad(fit, tol = 1e-6)
+    o <- objective(fit)
+    # every kind is free: kernel, noise (unless known), mean, Z
+    kinds <- unique(sub("\\[.*$", "", names(o$par)))
+    expect_true(all(c("log_variance", "mean", "Z") %in% kinds))
+    if (nz != "known") expect_true(any(grepl("noise", kinds)))
+  }
+  # sums and products of kernels
+  for (k in list(kernel_rbf(0.2, 0.5) + kernel_matern52(c(0.6, 0.4), 0.5),
+                 kernel_rbf(c(0.3, 0.5), 1) * kernel_matern32(0.5))) {
+    set.seed(4)
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = ~ x1, neighbours = 5,
+                optimize = FALSE, optimize_inducing = TRUE)
+    expect_grad(fit, tol = 1e-6)
+  }
+})
+
+test_that("chunks of rows give the one-piece likelihood and gradient", {
+  d <- vif_data(N = 60)
+  for (nz in list(0.05, ~ x2)) {
+    set.seed(5)
+    a <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
+              noise = nz, neighbours = 6, optimize = FALSE, optimize_inducing = TRUE)
+    # 7 rows per chunk (.vif_rows(): 8 (8 M + 2 (K+1)^2) bytes per row)
+    set.seed(5)
+    b <- sgpr(d$x, d$y, kernel = kernel_matern32(c(0.3, 0.4), 1.2), inducing = d$Z,
+              noise = nz, neighbours = 6, optimize = FALSE, optimize_inducing = TRUE,
+              control = list(memory = 7 * 8 * (8 * 6 + 2 * 49)))
+    expect_identical(a$neighbours$index, b$neighbours$index)
+    expect_equal(sparsevgp:::.vif_rows(b$control$memory, 6, 6), 7)
+    expect_equal(b$bound, a$bound, tolerance = 1e-12)
+    oa <- objective(a)
+    ob <- objective(b)
+    expect_equal(ob$gr(ob$par), oa$gr(oa$par), tolerance = 1e-10)
+    expect_equal(predict(b, d$x[1:5, ]), predict(a, d$x[1:5, ]), tolerance = 1e-12)
+  }
+})
+
+test_that("the ordered neighbour search equals brute force, ties to the earlier point", {
+  ns <- asNamespace("sparsevgp")
+  brute <- function(xs, Kc) {
+    N <- nrow(xs)
+    out <- matrix(0L, Kc, N)
+    for (p in seq_len(N)[-1]) {
+      d2 <- 0
+      for (j in seq_len(ncol(xs))) d2 <- d2 + (xs[seq_len(p - 1), j] - xs[p, j])^2
+      o <- order(d2, seq_len(p - 1))[seq_len(min(Kc, p - 1))]
+      out[seq_along(o), p] <- o
+    }
+    out
+  }
+  set.seed(6)
+  for (D in c(1, 3)) {
+    xs <- matrix(runif(700 * D), 700, D)
+    expect_identical(ns$.ffi_nb_ordered(xs, 7L), brute(xs, 7L))
+    # by row, for a random order: column order[p] holds the rows order[q]
+    ord <- sample(700)
+    pos <- brute(xs[ord, , drop = FALSE], 7L)
+    byrow <- matrix(0L, 7L, 700L)
+    byrow[, ord] <- ifelse(pos > 0L, ord[pmax(pos, 1L)], 0L)
+    expect_identical(ns$.ffi_nb_ordered(xs[ord, , drop = FALSE], 7L, ord), byrow)
+  }
+  # a grid: many equal distances, and duplicated points
+  g <- as.matrix(expand.grid(1:12, 1:12))[sample(144), ] + 0
+  g <- rbind(g, g[1:20, ])
+  expect_identical(ns$.ffi_nb_ordered(g, 8L), brute(g, 8L))
+  # new points among all training points
+  q <- matrix(runif(40), 20, 2) * 12
+  ref <- apply(q, 1, function(p) {
+    d2 <- (g[, 1] - p[1])^2 + (g[, 2] - p[2])^2
+    order(d2, seq_len(nrow(g)))[1:6]
+  })
+  expect_identical(ns$.ffi_nb_query(g, q, 6L), ref)
+  # the spatial order is a permutation
+  expect_setequal(ns$.ffi_nb_spatial_order(g), seq_len(nrow(g)))
+})
+
+test_that("neighbours are the most correlated candidates under the residual process", {
+  ns <- asNamespace("sparsevgp")
+  d <- vif_data(N = 80)
+  set.seed(7)
+  fit <- sgpr(d$x, d$y, kernel = kernel_rbf(c(0.2, 0.3), 1), inducing = d$Z, noise = 0.05,
+              neighbours = 4, optimize = FALSE)
+  nb <- fit$neighbours
+  expect_equal(nb$candidates, 8L)
+  dv <- vif_dense(fit)
+  Rl <- dv$R - diag(dv$lam)                    # the residual process, no noise
+  r <- pmax(diag(Rl), 1e-12)
+  xs <- fit$x / rep(nb$lengthscale, each = nrow(fit$x))
+  pos <- order(nb$order)
+  for (i in seq_len(nrow(fit$x))) {
+    earlier <- which(pos < pos[i])
+    if (length(earlier) == 0L) {
+      expect_true(all(nb$index[, i] == 0L))
+      next
+    }
+    d2 <- (xs[earlier, 1] - xs[i, 1])^2 + (xs[earlier, 2] - xs[i, 2])^2
+    cand <- earlier[order(d2, pos[earlier])][seq_len(min(8, length(earlier)))]
+    score <- abs(Rl[i, cand]) / sqrt(r[i] * r[cand])
+    keep <- cand[sort(order(-score, seq_along(cand))[seq_len(min(4, length(cand)))])]
+    expect_identical(nb$index[seq_along(keep), i], keep)
+  }
+})
+
+test_that("a fit reports a likelihood, and comparisons with a bound say so", {
+  d <- vif_data(N = 60)
+  set.seed(8)
+  fit <- sgpr(d$x, d$y, inducing = 6, neighbours = 5)
+  expect_identical(fit$loglik_kind, "likelihood")
+  expect_identical(attr(logLik(fit), "kind"), "likelihood")
+  expect_output(print(fit), "log likelihood of the VIF approximation")
+  expect_output(print(summary(fit)), "not a bound")
+  expect_null(fit$upper_bound)
+  s0 <- sgpr(d$x, d$y, inducing = 6, neighbours = 0)
+  expect_identical(attr(logLik(s0), "kind"), "bound")
+  # anova: the likelihood alone, or a note when it is compared with a bound
+  # (and no upper bound for the fit with neighbours)
+  a1 <- anova(fit, update(fit, neighbours = 3))
+  expect_true("logLik" %in% names(a1))
+  expect_false("Upper" %in% names(a1))
+  a2 <- anova(s0, fit)
+  expect_true("ELBO or logLik" %in% names(a2))
+  expect_true(is.na(a2$Upper[2L]) && is.finite(a2$Upper[1L]))
+  expect_output(print(a2), "The fits maximised different things")
+  expect_equal(AIC(fit), -2 * fit$bound + 2 * attr(logLik(fit), "df"))
+  expect_error(df.residual(fit), "neighbours")
+  # the usual methods work
+  expect_length(fitted(fit), 60)
+  expect_length(residuals(fit, type = "pearson"), 60)
+  sims <- simulate(fit, nsim = 3, seed = 1)
+  expect_equal(dim(sims), c(60L, 3L))
+  expect_true(all(is.finite(as.matrix(sims))))
+  qu <- posterior_inducing(fit)
+  expect_equal(predict(fit, qu$Z, full_cov = FALSE)$mean - qu$mean,
+               predict(fit, qu$Z)$mean - qu$mean)
+})
+
+test_that("bad neighbour counts give clear errors; duplicated inputs work", {
+  d <- vif_data(N = 20)
+  for (bad in list(20, 25, -1, 2.5, NA, "many", c(2, 3), Inf)) {
+    expect_error(sgpr(d$x, d$y, inducing = 4, neighbours = bad, optimize = FALSE),
+                 "'neighbours'")
+  }
+  # repeated inputs: each copy conditions on the others (noise keeps every
+  # local block positive definite)
+  x <- rbind(d$x, d$x[1:5, ])
+  y <- c(d$y, d$y[1:5] + 0.01)
+  set.seed(9)
+  fit <- sgpr(x, y, kernel = kernel_rbf(0.3, 1), inducing = d$Z[1:4, ], noise = 0.05,
+              neighbours = 3, optimize = FALSE)
+  expect_true(is.finite(fit$bound))
+  expect_lt(abs(fit$bound - vif_dense(fit)$ll) / abs(fit$bound), 1e-10)
+})
+
+test_that("on a cluster the likelihood, gradient and predictions equal one process", {
+  skip_on_cran()
+  cl <- tryCatch(parallel::makePSOCKcluster(2L), error = function(e) NULL)
+  if (is.null(cl)) skip("a PSOCK cluster cannot start here")
+  on.exit(parallel::stopCluster(cl), add = TRUE)
+  d <- vif_data(N = 70)
+  for (nz in list(0.05, ~ x1)) {
+    set.seed(10)
+    a <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.3, 0.4), 1), inducing = d$Z, noise = nz,
+              neighbours = 5, optimize = FALSE, optimize_inducing = TRUE)
+    set.seed(10)
+    fit <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.3, 0.4), 1), inducing = d$Z, noise = nz,
+                neighbours = 5, optimize = FALSE, optimize_inducing = TRUE)
+    # the workers hold one block each (a run of the spatial order and its
+    # neighbours), and chunks within it
+    fit$control$memory <- 5 * 8 * (8 * 6 + 2 * 36)
+    fit$cluster <- sparsevgp:::.cluster_setup(cl, fit)
+    r1 <- sparsevgp:::.evaluate(a, a$params, grad = TRUE)
+    r2 <- sparsevgp:::.evaluate(fit, fit$params, grad = TRUE)
+    sparsevgp:::.cluster_release(fit$cluster)
+    expect_equal(r2$value, r1$value, tolerance = 1e-12)
+    expect_equal(unlist(r2$grad), unlist(r1$grad), tolerance = 1e-10)
+  }
+  # a fit on the cluster, and predictions split over it
+  set.seed(11)
+  f1 <- sgpr(d$x, d$y, inducing = d$Z, neighbours = 4, optimize_inducing = FALSE)
+  set.seed(11)
+  f2 <- sgpr(d$x, d$y, inducing = d$Z, neighbours = 4, optimize_inducing = FALSE, cluster = cl)
+  # each evaluation equals one process to rounding (above); the optimiser
+  # paths may part where the likelihood is flat or a lengthscale crosses the
+  # 20% rule for new neighbour sets, and the fit's own likelihood is that
+  # of its shares
+  expect_lt(abs(f2$bound - f1$bound), 0.5)
+  expect_equal(bound_at(f2), f2$bound, tolerance = 1e-10)
+  expect_null(f2$cluster)
+  xnew <- d$x[1:9, ] + 0.01
+  expect_equal(predict(f1, xnew, cluster = cl), predict(f1, xnew), tolerance = 1e-12)
+  left <- unlist(parallel::clusterCall(cl, function() ls(asNamespace("sparsevgp")$.shards)))
+  expect_length(left, 0L)
+})
+
+test_that("prior weights and offsets with neighbours: the likelihood of the equivalent model", {
+  d <- vif_data(N = 50)
+  w <- seq(0.5, 2, length.out = 50)
+  off <- seq(-1, 1, length.out = 50)
+  k <- kernel_matern32(c(0.3, 0.4), 1)
+  set.seed(12)
+  a <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05, weights = w, offset = off,
+            neighbours = 5, optimize = FALSE, optimize_inducing = TRUE)
+  set.seed(12)
+  b <- sgpr(d$x, d$y - off, kernel = k, inducing = d$Z, noise = 0.05 / w, neighbours = 5,
+            optimize = FALSE)
+  expect_equal(a$bound, b$bound, tolerance = 1e-12)
+  expect_lt(abs(a$bound - vif_dense(a)$ll) / abs(a$bound), 1e-10)
+  # the weights' noise gradient: central differences
+  expect_grad(a, tol = 1e-6)
+  # held parameters stay put in a fit
+  set.seed(13)
+  f <- sgpr(d$x, d$y, kernel = kernel_rbf(c(0.3, 0.3), 1), inducing = d$Z, neighbours = 4,
+            fixed = c("lengthscale", "noise"), noise = 0.05)
+  expect_equal(unname(f$params$lengthscale), c(0.3, 0.3))
+  expect_equal(f$params$noise, 0.05)
+})
+
+test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not on a smooth function", {
+  skip_on_cran()
+  # volcano: short-range structure that the inducing points the budget
+  # allows do not capture
+  v <- data.frame(row = c(row(volcano)), col = c(col(volcano)), height = c(volcano))
+  set.seed(2)
+  d <- v[sample(nrow(v), 800L), ]
+  set.seed(1)
+  f <- sgpr(height ~ row + col, data = d)
+  r <- f$auto_neighbours
+  expect_identical(r$reason, "trial")
+  expect_identical(f$neighbours$K, 20L)
+  expect_gt(r$gain, sparsevgp:::.vif_auto_gain)
+  expect_identical(f$loglik_kind, "likelihood")
+  expect_output(print(summary(f)), "held-out rows")
+  # a smooth function: the inducing points explain it, no neighbours, and
+  # the fit is the one without them (the trial restores the random numbers)
+  set.seed(5)
+  x <- cbind(x1 = runif(700), x2 = runif(700))
+  y <- sin(2 * x[, 1]) + x[, 2] + rnorm(700, sd = 0.1)
+  set.seed(1)
+  fa <- sgpr(x, y)
+  expect_identical(fa$auto_neighbours$reason, "trial")
+  expect_lte(fa$auto_neighbours$gain, sparsevgp:::.vif_auto_gain)
+  expect_null(fa$neighbours)
+  expect_identical(attr(logLik(fa), "kind"), "bound")
+  expect_false(is.null(fa$upper_bound))
+  # small data (the budget covers M = N): no trial, the fit without
+  # neighbours exactly
+  set.seed(1)
+  fs <- sgpr(x[1:200, ], y[1:200])
+  set.seed(1)
+  f0 <- sgpr(x[1:200, ], y[1:200], neighbours = 0)
+  expect_identical(fs$auto_neighbours$reason, "small")
+  expect_equal(fs$bound, f0$bound, tolerance = 1e-12)
+  expect_equal(fs$params, f0$params, tolerance = 1e-12)
+  # the rule has no dimension cutoff: eight inputs get the same trial
+  set.seed(6)
+  x8 <- matrix(runif(8 * 700), 700, 8)
+  f8 <- sgpr(x8, rowSums(sin(2 * x8)) + rnorm(700, sd = 0.1), control = list(maxit = 20))
+  expect_identical(f8$auto_neighbours$reason, "trial")
+})
+
+test_that("an interrupt in the trial of neighbours = \"auto\" gives a fit without neighbours", {
+  d <- vif_data(N = 700)
+  old <- options(sparsevgp.interrupt_at = "neighbour_trial")
+  on.exit(options(old), add = TRUE)
+  w <- character()
+  fit <- withCallingHandlers(sgpr(d$x, d$y, inducing = 10), warning = function(w0) {
+    w <<- c(w, conditionMessage(w0))
+    invokeRestart("muffleWarning")
+  })
+  hit <- grep("interrupted", w, value = TRUE)
+  expect_length(hit, 1L)
+  expect_match(hit, "the trial for neighbours", fixed = TRUE)
+  expect_null(fit$neighbours)
+  expect_identical(fit$auto_neighbours$reason, "interrupted")
+  expect_true(isTRUE(fit$optim$interrupted))
+  expect_true(is.finite(fit$bound))
+  expect_false(sparsevgp:::.interrupt_pending())
+})
