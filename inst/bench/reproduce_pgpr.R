@@ -7,7 +7,7 @@
 # the thesis leaves open taken from the author's public code):
 #   - inputs standardised with the training split's means and SDs;
 #   - RBF kernel with one shared lengthscale, starting at variance 1 and
-#     lengthscale 1; prior mean 0 (pgpr()'s default learns a constant);
+#     lengthscale 1; prior mean 0 (the defaults of pgpr() and svgp() learn a constant);
 #   - M and iteration budgets per data set from the metadata of the
 #     author's code: PGPR inner rounds, L-BFGS-B iterations per
 #     round, c updates per round; SVGP L-BFGS-B iterations;
@@ -102,7 +102,7 @@ run_one <- function(ds, method, split, xtr, ytr, xte, yte, Zkm, b) {
   t0 <- cpu()
   k <- kernel_rbf(lengthscale = 1, variance = 1)
   if (method == "svgp") {
-    fit <- svgp(xtr, ytr, kernel = k, inducing = Zkm, optimize_inducing = FALSE,
+    fit <- svgp(xtr, ytr, kernel = k, inducing = Zkm, optimize_inducing = FALSE, mean = 0,
                 control = list(maxit = b$svgp_iters))
     passes <- NA_integer_
     conv <- fit$optim$convergence == 0L
