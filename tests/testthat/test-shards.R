@@ -10,6 +10,18 @@ shards_data <- function(N, seed = 1) {
   d
 }
 
+# A local PSOCK cluster of n workers. R CMD check --as-cran limits clusters
+# to two processes (_R_CHECK_LIMIT_CORES_); these tests run only where
+# NOT_CRAN is set (skip_on_cran()), and three light workers are what the
+# tests of three shards need, so the limit is lifted while the cluster starts.
+local_cluster <- function(n) {
+  old <- Sys.getenv("_R_CHECK_LIMIT_CORES_", unset = NA)
+  Sys.setenv("_R_CHECK_LIMIT_CORES_" = "false")
+  on.exit(if (is.na(old)) Sys.unsetenv("_R_CHECK_LIMIT_CORES_") else
+    Sys.setenv("_R_CHECK_LIMIT_CORES_" = old))
+  parallel::makeCluster(n)
+}
+
 # shards of the rows of d split at `ends` (cumulative row counts)
 make_shards <- function(cl, d, ends) {
   starts <- c(0, head(ends, -1))
@@ -29,7 +41,7 @@ expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
 
 test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   skip_on_cran()
-  cl <- parallel::makeCluster(2)
+  cl <- local_cluster(2)
   on.exit(parallel::stopCluster(cl))
   d <- shards_data(40)
   sh <- make_shards(cl, d, c(15, 40))
@@ -54,7 +66,7 @@ test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the
   f0 <- sgpr(y ~ x1 + x2, data = d)
   o0 <- objective(f0)
   for (ends in list(c(120, 300), c(100, 101, 300))) {
-    cl <- parallel::makeCluster(length(ends))
+    cl <- local_cluster(length(ends))
     sh <- make_shards(cl, d, ends)
     set.seed(5)
     f1 <- sgpr(y ~ x1 + x2, data = sh)
@@ -89,7 +101,7 @@ test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the
 test_that("uneven shards (one empty, one of one row) fit on a subsample and then on all rows", {
   skip_on_cran()
   d <- shards_data(400, seed = 2)
-  cl <- parallel::makeCluster(3)
+  cl <- local_cluster(3)
   on.exit(parallel::stopCluster(cl))
   sh <- make_shards(cl, d, c(399, 399, 400))
   expect_equal(sh$n, c(399, 0, 1))
@@ -127,7 +139,7 @@ test_that("uneven shards (one empty, one of one row) fit on a subsample and then
 test_that("greedy selection in rounds over the workers is the greedy conditional variance selection of all rows", {
   skip_on_cran()
   d <- shards_data(200, seed = 4)
-  cl <- parallel::makeCluster(3)
+  cl <- local_cluster(3)
   on.exit(parallel::stopCluster(cl))
   sh <- make_shards(cl, d, c(70, 71, 200))
   h <- sparsevgp:::.shards_design(sh, y ~ x1 + x2)$h
@@ -171,7 +183,7 @@ test_that("factor levels present on one worker only are agreed before the inputs
   d <- shards_data(120, seed = 6)
   d$g <- rep(c("a", "b", "c"), each = 40)
   d$y <- d$y + c(a = 0, b = 1, c = -1)[d$g]
-  cl <- parallel::makeCluster(2)
+  cl <- local_cluster(2)
   on.exit(parallel::stopCluster(cl))
   sh <- make_shards(cl, d, c(80, 120))   # "c" only on worker 2, "a" only on worker 1
   Z <- model.matrix(~ x1 + g - 1, d)[seq(1, 120, by = 8), ]
@@ -190,7 +202,7 @@ test_that("factor levels present on one worker only are agreed before the inputs
 
 test_that("the master keeps O(M^2 + M D) numbers of a fit on shards", {
   skip_on_cran()
-  cl <- parallel::makeCluster(2)
+  cl <- local_cluster(2)
   on.exit(parallel::stopCluster(cl))
   sizes <- vapply(c(200, 1600), function(N) {
     d <- shards_data(N, seed = 7)
@@ -212,7 +224,7 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   skip_on_cran()
   d <- shards_data(300, seed = 8)
   load <- function(i, d) d[if (i == 1) 1:150 else 151:300, ]
-  cl <- parallel::makeCluster(2)
+  cl <- local_cluster(2)
   sh <- shards(cl, load, d = d)
   pids <- unlist(parallel::clusterCall(cl, Sys.getpid))
   killed <- FALSE
