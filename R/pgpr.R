@@ -67,10 +67,16 @@
 #'     brought to its optimum for the starting kernel and inducing inputs
 #'     (from the thesis's \eqn{c_n = 0.1} every point has the same precision
 #'     \eqn{\theta_n}{theta_n}).
-#'   \item \strong{HGV as the thesis means it.} Its first selection is
-#'     weighted by the \eqn{\theta_n}{theta_n} of \eqn{c} fitted at the greedy-variance
-#'     selection, not by the equal weights of \eqn{c_n = 0.1} (with which it
-#'     is GV); so HGV and GV differ whenever the Polya-Gamma precisions do.
+#'   \item \strong{HGV weighted by a fitted model.} Its first pass runs at
+#'     the greedy-variance selection (with every \eqn{c_n = 0.1}{c_n = 0.1} the
+#'     weights are equal), and every later selection is weighted by the
+#'     \eqn{\theta_n}{theta_n} of the kernel and \eqn{c} fitted in the pass
+#'     before, so HGV and GV differ whenever the fitted Polya-Gamma
+#'     precisions do. Weights of \eqn{c} fitted at the starting kernel alone
+#'     favour the inputs that kernel explains worst; from a kernel that is
+#'     nearly diagonal on the data they chose isolated inputs, and the fit
+#'     collapsed to a kernel variance near 0. Since the pass with the
+#'     highest bound is kept, HGV's bound is at least that of GV's first pass.
 #'   \item \strong{One lengthscale first.} With one lengthscale per input
 #'     left to the data (the default for several inputs), training first
 #'     fits one lengthscale for all inputs in units of their standard

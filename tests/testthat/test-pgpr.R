@@ -521,36 +521,50 @@ test_that("a numeric response or more than two classes name the models to use", 
   expect_match(m, "svgp() or odvgp()", fixed = TRUE)
 })
 
-test_that("HGV's first pass is weighted by the theta of c fitted at the GV selection, and differs from GV", {
+test_that("HGV's passes are weighted by the theta of the model fitted at the GV selection, and differ from GV", {
   # one input, the classes change at x = 0.5: theta is largest near the
   # boundary and small far from it, so the weights differ
   set.seed(11)
   x <- matrix(sort(runif(150, -3, 3)))
   y <- as.integer(x[, 1] + rnorm(150, sd = 0.3) > 0.5)
   k <- kernel_rbf(0.8, 4)
-  ctrl <- list(outer_max = 1, inner_max = 1, tol = 0)
+  fx <- c("variance", "lengthscale")
+  # HGV's first pass is GV's: from c = 0.1 every theta is equal, and
+  # weights of an unfitted model favour points the kernel cannot yet explain
   set.seed(2)
-  h <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = c("variance", "lengthscale"),
-            control = ctrl)
+  g <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, fixed = fx,
+            control = list(outer_max = 1, inner_max = 1, tol = 0))
   set.seed(2)
-  g <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, fixed = c("variance", "lengthscale"),
-            control = ctrl)
-  expect_false(isTRUE(all.equal(h$params$Z, g$params$Z)))
-  # the reference: c at their optimum on GV's selection at this kernel (30
-  # closed-form updates), then greedy variance weighted by their theta with
-  # the fit's tie-breaking order
+  h1 <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = fx,
+             control = list(outer_max = 1, inner_max = 1, tol = 0))
+  expect_equal(unname(h1$params$Z), unname(g$params$Z))
+  expect_equal(h1$bound, g$bound, tolerance = 1e-12)
+  # the second pass: greedy variance weighted by the theta of the c fitted
+  # in the first, with the fit's tie-breaking order
   set.seed(2)
-  g0 <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, optimize = FALSE, control = list(tol = 0))
-  expect_equal(unname(g0$params$Z), unname(g$params$Z))
-  c_gv <- sparsevgp:::.pgpr_update_c(g0, 30L, 0)$c
-  th <- pg_theta(c_gv)
+  h <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = fx,
+            control = list(outer_max = 2, inner_max = 1, tol = 0))
+  th <- pg_theta(g$c)
   expect_gt(max(th) / min(th), 2)
-  ref <- select_inducing(x, k, M = 6, weights = th, perm = g0$selection$perm)
-  expect_equal(unname(h$params$Z), unname(ref$Z))
+  ref <- select_inducing(x, k, M = 6, weights = th, perm = g$selection$perm)
+  expect_false(isTRUE(all.equal(unname(ref$Z), unname(g$params$Z))))
+  r <- sparsevgp:::.pgpr_reselect(h1, weighted = TRUE, auto = FALSE)
+  expect_equal(unname(r$params$Z), unname(ref$Z))
   # with equal prior variances the first HGV pick is the most precise point,
   # next to the fitted boundary; GV's first pick is a tie broken at random
-  expect_equal(h$params$Z[1, 1], x[which.max(th), 1])
-  expect_lt(abs(h$params$Z[1, 1] - 0.5), 0.3)
+  expect_equal(ref$Z[1, 1], x[which.max(th), 1])
+  expect_lt(abs(ref$Z[1, 1] - 0.5), 0.3)
+  # the second pass is at that selection, and the pass with the higher
+  # bound is kept (here GV's: points near the boundary leave the tails,
+  # where the labels are certain but the latent function still varies,
+  # less well represented)
+  expect_equal(nrow(h$history), 2L)
+  expect_equal(h$history$bound[1], g$bound, tolerance = 1e-12)
+  # (the inner loop's further updates of c only raise it)
+  expect_gte(h$history$bound[2], r$bound - 1e-8)
+  expect_lt(h$history$bound[2] - r$bound, 0.05)
+  expect_gt(abs(h$history$bound[2] - h$history$bound[1]), 0.1)
+  expect_equal(h$bound, max(h$history$bound))
 })
 
 test_that("default starts: the grid refuses a flat start, one lengthscale comes first, M is chosen at the fitted kernel", {
