@@ -252,6 +252,10 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   ard_stage <- isTRUE(kernel$ard)
   shared <- optimize &&
     (if (is.null(start)) .pgpr_shares(kernel, x, fixed) else isTRUE(start$lengthscale_tied))
+  # the latent amplitude chosen at the end by the Bernoulli bound
+  # (R/pgpr_training.R) when the kernel variance is left to the data
+  amplitude <- optimize && is.null(start) && !.is_combo(kernel) && is.null(kernel$variance) &&
+    !any(grepl("variance", as.character(fixed)))
   mn <- .mean_start(mean, .class_mean_start(lab$y01))
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
   # parameters left unset start at the best point of a grid scored by the
@@ -280,7 +284,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                   .pgpr_inducing_label(spec, optimize_inducing)),
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
                                converged = NA, shared_stage = shared,
-                               ard_stage = shared && ard_stage,
+                               ard_stage = shared && ard_stage, scale_latent = amplitude,
                                shared_scale = if (shared) .column_sd(x),
                                lengthscale_tied = isTRUE(start$lengthscale_tied) &&
                                  !optimize))

@@ -302,7 +302,10 @@ test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
   expect_gt(acc, 0.85)
   expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")))
   expect_equal(nrow(fit$history), 1L)
-  expect_equal(fit$bound, fit$history$bound)
+  # the pass's bound, before the latent amplitude was chosen by the
+  # Bernoulli bound (which moves the PG bound below it)
+  expect_equal(fit$amplitude$pg_bound_before, fit$history$bound)
+  expect_lte(fit$bound, fit$history$bound + 1e-8)
   expect_equal(fit$theta, pg_theta(fit$c))
   # the three probability rules share the decision boundary and order
   nd <- data.frame(x1 = seq(-3, 3, length.out = 25), x2 = seq(-2, 3, length.out = 25))
@@ -629,4 +632,43 @@ test_that("beyond control$subsample rows the schedule runs on a subsample, then 
   expect_equal(fit$optim$counts[[1L]], sum(fit$subsample$history$evaluations))
   expect_output(print(summary(fit)), "subsample of 150 rows")
   expect_error(pgpr(d$x, d$y, M = 5, control = list(subsample = 10)), "control\\$subsample")
+})
+
+test_that("the latent amplitude is chosen by the Bernoulli bound, computed as a dense reference does", {
+  d <- toy_class(120, 2, seed = 5)
+  set.seed(1)
+  fit <- pgpr(d$x, d$y, M = 15, control = list(outer_max = 2))
+  a <- fit$amplitude
+  expect_true(is.list(a))
+  # the Bernoulli bound of the chosen factor is the highest of those tried
+  # and at least that of the double loop's end; the PG bound is below it
+  expect_gte(a$bernoulli_bound, a$bernoulli_bound_before)
+  expect_gt(a$bernoulli_bound, fit$bound)
+  expect_gte(a$pg_bound_before, fit$bound - 1e-8)
+  b <- sparsevgp:::.pgpr_bernoulli_bound(fit)
+  expect_equal(b, a$bernoulli_bound, tolerance = 1e-10)
+  # the dense reference: q(u) = N(m, S) from the predictive at Z, p(u) =
+  # N(mean, Kzz); E[log sigma(y f)] by integrate() under each q(f_n)
+  Z <- fit$params$Z
+  k <- sparsevgp:::.kernel_at(fit$kernel, fit$params)
+  Kzz <- kernel_matrix(k, Z)
+  pu <- predict(fit, Z, type = "link", full_cov = TRUE)
+  m <- pu$mean - fit$params$mean
+  S <- pu$cov
+  M <- nrow(Z)
+  kl <- 0.5 * (sum(diag(solve(Kzz, S))) + sum(m * solve(Kzz, m)) - M +
+                 as.numeric(determinant(Kzz)$modulus) - as.numeric(determinant(S)$modulus))
+  qf <- predict(fit, d$x, type = "link", se.fit = TRUE)
+  ell <- sum(vapply(seq_along(d$y), function(n) {
+    mu <- d$ypm[n] * qf$fit[n]
+    s <- qf$se.fit[n]
+    stats::integrate(function(z) stats::plogis(z, log.p = TRUE) * stats::dnorm(z, mu, s),
+                     mu - 12 * s, mu + 12 * s, rel.tol = 1e-10)$value
+  }, 0))
+  expect_equal(b, ell - kl, tolerance = 1e-6)
+  # a kernel variance given by the user is kept
+  set.seed(1)
+  g <- pgpr(d$x, d$y, M = 15, kernel = kernel_rbf(variance = 2),
+            control = list(outer_max = 2))
+  expect_null(g$amplitude)
 })
