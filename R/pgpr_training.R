@@ -126,9 +126,14 @@
   r <- fit$params$variance / var0
   if (!is.finite(r) || r < 1.2) return(fit)
   free_mean <- .pgpr_free(fit, "mean")
+  # on a cluster: c from the workers, and back to them when a trial fails
+  fit <- .pgpr_sync_c(fit)
   for (k in 1:5) {
     f <- .pgpr_scaled(fit, sqrt(r), free_mean, tol / 10, iters = 3L)
-    if (.interrupt_pending() || !(f$bound > fit$bound + tol)) break
+    if (.interrupt_pending() || !(f$bound > fit$bound + tol)) {
+      .pgpr_sync_c(fit, push = TRUE)
+      break
+    }
     fit <- f
   }
   fit
