@@ -122,7 +122,10 @@
 # together with c (.pgpr_scaled(), with at most 3 updates of c, which only
 # raise the bound), while the bound rises by more than the tolerance.
 .pgpr_ridge <- function(fit, var0, tol) {
-  if (!.pgpr_free(fit, "log_variance") || .interrupt_pending()) return(fit)
+  if (is.null(fit$params$variance) || !.pgpr_free(fit, "log_variance") ||
+      .interrupt_pending()) {
+    return(fit)
+  }
   r <- fit$params$variance / var0
   if (!is.finite(r) || r < 1.2) return(fit)
   free_mean <- .pgpr_free(fit, "mean")

@@ -672,3 +672,26 @@ test_that("the latent amplitude is chosen by the Bernoulli bound, computed as a 
             control = list(outer_max = 2))
   expect_null(g$amplitude)
 })
+
+test_that("the ridge step scales the variance, a free mean and c together and only raises the bound", {
+  d <- toy_class(150, 2, seed = 8)
+  set.seed(1)
+  # a kernel variance far too small for the labels: the bound rises along
+  # the amplitude
+  fit <- pgpr(d$x, d$y, M = 12, kernel = kernel_rbf(1, 0.02), optimize = FALSE)
+  fit <- sparsevgp:::.pgpr_update_c(fit, 50L, 0)
+  tol <- 1e-3
+  r <- sparsevgp:::.pgpr_ridge(fit, fit$params$variance / 4, tol)
+  k <- log(r$params$variance / fit$params$variance, 4)
+  expect_gte(k, 1 - 1e-12)
+  expect_equal(k, round(k), tolerance = 1e-12)
+  expect_equal(r$params$mean / fit$params$mean, 2^k, tolerance = 1e-12)
+  expect_gt(r$bound, fit$bound + tol)
+  expect_equal(sparsevgp:::.evaluate(r, r$params, grad = FALSE)$value, r$bound,
+               tolerance = 1e-10)
+  # a round that did not raise the variance, or a variance held: no step
+  expect_identical(sparsevgp:::.pgpr_ridge(fit, fit$params$variance, tol), fit)
+  h <- pgpr(d$x, d$y, M = 12, kernel = kernel_rbf(1, 0.02), optimize = FALSE,
+            fixed = "variance")
+  expect_identical(sparsevgp:::.pgpr_ridge(h, h$params$variance / 4, tol), h)
+})
