@@ -67,10 +67,16 @@
 #'     brought to its optimum for the starting kernel and inducing inputs
 #'     (from the thesis's \eqn{c_n = 0.1} every point has the same precision
 #'     \eqn{\theta_n}{theta_n}).
-#'   \item \strong{HGV as the thesis means it.} Its first selection is
-#'     weighted by the \eqn{\theta_n}{theta_n} of \eqn{c} fitted at the greedy-variance
-#'     selection, not by the equal weights of \eqn{c_n = 0.1} (with which it
-#'     is GV); so HGV and GV differ whenever the Polya-Gamma precisions do.
+#'   \item \strong{HGV weighted by a fitted model.} Its first pass runs at
+#'     the greedy-variance selection (with every \eqn{c_n = 0.1}{c_n = 0.1} the
+#'     weights are equal), and every later selection is weighted by the
+#'     \eqn{\theta_n}{theta_n} of the kernel and \eqn{c} fitted in the pass
+#'     before, so HGV and GV differ whenever the fitted Polya-Gamma
+#'     precisions do. Weights of \eqn{c} fitted at the starting kernel alone
+#'     favour the inputs that kernel explains worst; from a kernel that is
+#'     nearly diagonal on the data they chose isolated inputs, and the fit
+#'     collapsed to a kernel variance near 0. Since the pass with the
+#'     highest bound is kept, HGV's bound is at least that of GV's first pass.
 #'   \item \strong{One lengthscale first.} With one lengthscale per input
 #'     left to the data (the default for several inputs), training first
 #'     fits one lengthscale for all inputs in units of their standard
@@ -90,8 +96,25 @@
 #'     (Passerello 2022, eq. 3.7), the same target as \code{\link{sgpr}()}'s.
 #'     At most \eqn{\max(100, \sqrt{4.5 \cdot 10^8 / N})}{max(100, sqrt(4.5e8 / N))} (300 at \eqn{N =
 #'     5000}) are taken. Among passes whose bounds are within that target of
-#'     the highest, the one with the fewest inducing inputs is kept.
+#'     the highest, the one with the fewest inducing inputs is kept, and the
+#'     outer loop stops at the first pass that raises the bound by less than
+#'     that target.
 #'     \code{summary()} reports the \eqn{M} chosen.
+#'   \item \strong{The latent amplitude by the Bernoulli bound.} The
+#'     Polya-Gamma bound is the Jaakkola and Jordan (2000) bound on
+#'     \eqn{\log\sigma}{log sigma} in expectation under \eqn{q(f)}; the Bernoulli bound of the
+#'     same \eqn{q(u)}, \eqn{\sum_n E_q[\log\sigma(y_n f_n)] - KL[q(u) \| p(u)]}{sum_n E_q[log sigma(y_n f_n)] - KL[q(u) || p(u)]},
+#'     is higher by a gap that grows with the spread of \eqn{q(f)}, so the PG
+#'     bound favours small kernel variances and probabilities too close to
+#'     1/2. With the kernel variance left \code{NULL}, training ends by
+#'     scaling the latent function's prior (variance by \eqn{a^2}{a^2}, a learned
+#'     mean by \eqn{a}) with \eqn{c} at their optimum, \eqn{a} chosen among
+#'     \eqn{1.25^k}{1.25^k} by that Bernoulli bound; \code{fit$amplitude} records
+#'     \eqn{a} and both bounds, and \code{fit$bound} is the PG bound at the
+#'     final parameters. Within the inner loop, a round that raised the
+#'     variance is followed by steps of the same factor along that direction
+#'     (variance, mean and \eqn{c} together) while the PG bound rises: the
+#'     alternation at fixed \eqn{c} climbs it by about a factor 1.5 per round.
 #'   \item \strong{Large data.} With more than \code{control$subsample}
 #'     (10 000) observations the schedule runs on a random subsample of that
 #'     many rows; then \eqn{c}, and so \eqn{q(u)}, are computed on all the data
@@ -169,8 +192,10 @@
 #'   the usual fields, \code{c} and \code{theta} (the local PG parameters and
 #'   their means at the training inputs), \code{history} (one row per outer
 #'   pass: the number of inducing inputs, the bound, inner rounds and
-#'   optimiser evaluations), \code{converged}, and \code{labels} (the class
-#'   coding). \code{predict()} is described in \code{\link{predict.pgpr}}.
+#'   optimiser evaluations), \code{converged}, \code{amplitude} (the factor
+#'   chosen by the Bernoulli bound, that bound before and after, and the PG
+#'   bound before; \code{NULL} when the kernel variance was given), and
+#'   \code{labels} (the class coding). \code{predict()} is described in \code{\link{predict.pgpr}}.
 #' @templateVar model pgpr
 #' @templateVar classifier yes
 #' @template fit-value
@@ -178,6 +203,9 @@
 #' @references Passerello, G. (2022). Heteroscedastic inducing point
 #'   selection for sparse Gaussian process classification. MEng thesis,
 #'   Imperial College London.
+#'
+#'   Jaakkola, T. S. and Jordan, M. I. (2000). Bayesian parameter estimation
+#'   via variational methods. Statistics and Computing, 10, 25-37.
 #'
 #'   Wenzel, F., Galy-Fajou, T., Donner, C., Kloft, M. and Opper, M. (2019).
 #'   Efficient Gaussian process classification using Polya-Gamma data
@@ -246,6 +274,10 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   ard_stage <- isTRUE(kernel$ard)
   shared <- optimize &&
     (if (is.null(start)) .pgpr_shares(kernel, x, fixed) else isTRUE(start$lengthscale_tied))
+  # the latent amplitude chosen at the end by the Bernoulli bound
+  # (R/pgpr_training.R) when the kernel variance is left to the data
+  amplitude <- optimize && is.null(start) && !.is_combo(kernel) && is.null(kernel$variance) &&
+    !any(grepl("variance", as.character(fixed)))
   mn <- .mean_start(mean, .class_mean_start(lab$y01))
   if (!is.null(start) && !mn$fixed && !is.null(start$params$mean)) mn$value <- start$params$mean
   # parameters left unset start at the best point of a grid scored by the
@@ -274,7 +306,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
                                   .pgpr_inducing_label(spec, optimize_inducing)),
                   extra = list(ypm = lab$ypm, labels = lab$coding, c = c0, selection = spec,
                                converged = NA, shared_stage = shared,
-                               ard_stage = shared && ard_stage,
+                               ard_stage = shared && ard_stage, scale_latent = amplitude,
                                shared_scale = if (shared) .column_sd(x),
                                lengthscale_tied = isTRUE(start$lengthscale_tied) &&
                                  !optimize))

@@ -19,9 +19,11 @@
 #     probability sigmoid(mu*) as in the author's code; the NLL with the
 #     Gauss-Hermite predictive probability is recorded as well (nll_gh).
 # Our loops stop an inner loop early once the bound changes by < 1e-3
-# (the author's code always runs all inner rounds). HGV's first selection is
-# weighted by the theta of c fitted at the greedy-variance selection (the
-# thesis's hgv; with the author's c = 0.1 everywhere it is greedy variance).
+# (the author's code always runs all inner rounds). HGV's first pass runs at
+# the greedy-variance selection (with the author's c = 0.1 everywhere the
+# weights are equal) and every later selection is weighted by the theta of
+# the model fitted in the pass before. The kernel variance is given (1), so
+# pgpr() keeps the PG bound's amplitude (no Bernoulli-bound step).
 #
 # Each row records the CPU seconds of its fit (user + system, of this
 # process), the BLAS library R loaded, and `code_hash`, the hash of the package's training code that
@@ -83,6 +85,7 @@ metrics <- function(fit, xte, yte) {
   c(acc = mean((p_plug > 0.5) == (yte == 1)), nll = nll(p_plug), nll_gh = nll(p_gh))
 }
 
+code_hash <- sparsevgp:::.training_code_hash()
 done <- if (file.exists(opt$out)) utils::read.csv(opt$out) else NULL
 if (!is.null(done) && !identical(unique(done$code_hash), code_hash)) {
   stop(sprintf("%s holds runs of other training code: delete it to rebuild the cache", opt$out))
@@ -95,7 +98,6 @@ cpu <- function() {
   t <- proc.time()
   t[["user.self"]] + t[["sys.self"]]
 }
-code_hash <- sparsevgp:::.training_code_hash()
 blas <- basename(extSoftVersion()[["BLAS"]])
 
 run_one <- function(ds, method, split, xtr, ytr, xte, yte, Zkm, b) {

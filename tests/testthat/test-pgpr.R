@@ -302,7 +302,10 @@ test_that("PGPR fits banana: accuracy, the PG variance map and the methods", {
   expect_gt(acc, 0.85)
   expect_equal(unname(fitted(fit)), unname(predict(fit, type = "prob")))
   expect_equal(nrow(fit$history), 1L)
-  expect_equal(fit$bound, fit$history$bound)
+  # the pass's bound, before the latent amplitude was chosen by the
+  # Bernoulli bound (which moves the PG bound below it)
+  expect_equal(fit$amplitude$pg_bound_before, fit$history$bound)
+  expect_lte(fit$bound, fit$history$bound + 1e-8)
   expect_equal(fit$theta, pg_theta(fit$c))
   # the three probability rules share the decision boundary and order
   nd <- data.frame(x1 = seq(-3, 3, length.out = 25), x2 = seq(-2, 3, length.out = 25))
@@ -521,36 +524,50 @@ test_that("a numeric response or more than two classes name the models to use", 
   expect_match(m, "svgp() or odvgp()", fixed = TRUE)
 })
 
-test_that("HGV's first pass is weighted by the theta of c fitted at the GV selection, and differs from GV", {
+test_that("HGV's passes are weighted by the theta of the model fitted at the GV selection, and differ from GV", {
   # one input, the classes change at x = 0.5: theta is largest near the
   # boundary and small far from it, so the weights differ
   set.seed(11)
   x <- matrix(sort(runif(150, -3, 3)))
   y <- as.integer(x[, 1] + rnorm(150, sd = 0.3) > 0.5)
   k <- kernel_rbf(0.8, 4)
-  ctrl <- list(outer_max = 1, inner_max = 1, tol = 0)
+  fx <- c("variance", "lengthscale")
+  # HGV's first pass is GV's: from c = 0.1 every theta is equal, and
+  # weights of an unfitted model favour points the kernel cannot yet explain
   set.seed(2)
-  h <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = c("variance", "lengthscale"),
-            control = ctrl)
+  g <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, fixed = fx,
+            control = list(outer_max = 1, inner_max = 1, tol = 0))
   set.seed(2)
-  g <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, fixed = c("variance", "lengthscale"),
-            control = ctrl)
-  expect_false(isTRUE(all.equal(h$params$Z, g$params$Z)))
-  # the reference: c at their optimum on GV's selection at this kernel (30
-  # closed-form updates), then greedy variance weighted by their theta with
-  # the fit's tie-breaking order
+  h1 <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = fx,
+             control = list(outer_max = 1, inner_max = 1, tol = 0))
+  expect_equal(unname(h1$params$Z), unname(g$params$Z))
+  expect_equal(h1$bound, g$bound, tolerance = 1e-12)
+  # the second pass: greedy variance weighted by the theta of the c fitted
+  # in the first, with the fit's tie-breaking order
   set.seed(2)
-  g0 <- pgpr(x, y, kernel = k, inducing = "gv", M = 6, optimize = FALSE, control = list(tol = 0))
-  expect_equal(unname(g0$params$Z), unname(g$params$Z))
-  c_gv <- sparsevgp:::.pgpr_update_c(g0, 30L, 0)$c
-  th <- pg_theta(c_gv)
+  h <- pgpr(x, y, kernel = k, inducing = "hgv", M = 6, fixed = fx,
+            control = list(outer_max = 2, inner_max = 1, tol = 0))
+  th <- pg_theta(g$c)
   expect_gt(max(th) / min(th), 2)
-  ref <- select_inducing(x, k, M = 6, weights = th, perm = g0$selection$perm)
-  expect_equal(unname(h$params$Z), unname(ref$Z))
+  ref <- select_inducing(x, k, M = 6, weights = th, perm = g$selection$perm)
+  expect_false(isTRUE(all.equal(unname(ref$Z), unname(g$params$Z))))
+  r <- sparsevgp:::.pgpr_reselect(h1, weighted = TRUE, auto = FALSE)
+  expect_equal(unname(r$params$Z), unname(ref$Z))
   # with equal prior variances the first HGV pick is the most precise point,
   # next to the fitted boundary; GV's first pick is a tie broken at random
-  expect_equal(h$params$Z[1, 1], x[which.max(th), 1])
-  expect_lt(abs(h$params$Z[1, 1] - 0.5), 0.3)
+  expect_equal(ref$Z[1, 1], x[which.max(th), 1])
+  expect_lt(abs(ref$Z[1, 1] - 0.5), 0.3)
+  # the second pass is at that selection, and the pass with the higher
+  # bound is kept (here GV's: points near the boundary leave the tails,
+  # where the labels are certain but the latent function still varies,
+  # less well represented)
+  expect_equal(nrow(h$history), 2L)
+  expect_equal(h$history$bound[1], g$bound, tolerance = 1e-12)
+  # (the inner loop's further updates of c only raise it)
+  expect_gte(h$history$bound[2], r$bound - 1e-8)
+  expect_lt(h$history$bound[2] - r$bound, 0.05)
+  expect_gt(abs(h$history$bound[2] - h$history$bound[1]), 0.1)
+  expect_equal(h$bound, max(h$history$bound))
 })
 
 test_that("default starts: the grid refuses a flat start, one lengthscale comes first, M is chosen at the fitted kernel", {
@@ -615,4 +632,66 @@ test_that("beyond control$subsample rows the schedule runs on a subsample, then 
   expect_equal(fit$optim$counts[[1L]], sum(fit$subsample$history$evaluations))
   expect_output(print(summary(fit)), "subsample of 150 rows")
   expect_error(pgpr(d$x, d$y, M = 5, control = list(subsample = 10)), "control\\$subsample")
+})
+
+test_that("the latent amplitude is chosen by the Bernoulli bound, computed as a dense reference does", {
+  d <- toy_class(120, 2, seed = 5)
+  set.seed(1)
+  fit <- pgpr(d$x, d$y, M = 15, control = list(outer_max = 2))
+  a <- fit$amplitude
+  expect_true(is.list(a))
+  # the Bernoulli bound of the chosen factor is the highest of those tried
+  # and at least that of the double loop's end; the PG bound is below it
+  expect_gte(a$bernoulli_bound, a$bernoulli_bound_before)
+  expect_gt(a$bernoulli_bound, fit$bound)
+  expect_gte(a$pg_bound_before, fit$bound - 1e-8)
+  b <- sparsevgp:::.pgpr_bernoulli_bound(fit)
+  expect_equal(b, a$bernoulli_bound, tolerance = 1e-10)
+  # the dense reference: q(u) = N(m, S) from the predictive at Z, p(u) =
+  # N(mean, Kzz); E[log sigma(y f)] by integrate() under each q(f_n)
+  Z <- fit$params$Z
+  k <- sparsevgp:::.kernel_at(fit$kernel, fit$params)
+  Kzz <- kernel_matrix(k, Z)
+  pu <- predict(fit, Z, type = "link", full_cov = TRUE)
+  m <- pu$mean - fit$params$mean
+  S <- pu$cov
+  M <- nrow(Z)
+  kl <- 0.5 * (sum(diag(solve(Kzz, S))) + sum(m * solve(Kzz, m)) - M +
+                 as.numeric(determinant(Kzz)$modulus) - as.numeric(determinant(S)$modulus))
+  qf <- predict(fit, d$x, type = "link", se.fit = TRUE)
+  ell <- sum(vapply(seq_along(d$y), function(n) {
+    mu <- d$ypm[n] * qf$fit[n]
+    s <- qf$se.fit[n]
+    stats::integrate(function(z) stats::plogis(z, log.p = TRUE) * stats::dnorm(z, mu, s),
+                     mu - 12 * s, mu + 12 * s, rel.tol = 1e-10)$value
+  }, 0))
+  expect_equal(b, ell - kl, tolerance = 1e-6)
+  # a kernel variance given by the user is kept
+  set.seed(1)
+  g <- pgpr(d$x, d$y, M = 15, kernel = kernel_rbf(variance = 2),
+            control = list(outer_max = 2))
+  expect_null(g$amplitude)
+})
+
+test_that("the ridge step scales the variance, a free mean and c together and only raises the bound", {
+  d <- toy_class(150, 2, seed = 8)
+  set.seed(1)
+  # a kernel variance far too small for the labels: the bound rises along
+  # the amplitude
+  fit <- pgpr(d$x, d$y, M = 12, kernel = kernel_rbf(1, 0.02), optimize = FALSE)
+  fit <- sparsevgp:::.pgpr_update_c(fit, 50L, 0)
+  tol <- 1e-3
+  r <- sparsevgp:::.pgpr_ridge(fit, fit$params$variance / 4, tol)
+  k <- log(r$params$variance / fit$params$variance, 4)
+  expect_gte(k, 1 - 1e-12)
+  expect_equal(k, round(k), tolerance = 1e-12)
+  expect_equal(r$params$mean / fit$params$mean, 2^k, tolerance = 1e-12)
+  expect_gt(r$bound, fit$bound + tol)
+  expect_equal(sparsevgp:::.evaluate(r, r$params, grad = FALSE)$value, r$bound,
+               tolerance = 1e-10)
+  # a round that did not raise the variance, or a variance held: no step
+  expect_identical(sparsevgp:::.pgpr_ridge(fit, fit$params$variance, tol), fit)
+  h <- pgpr(d$x, d$y, M = 12, kernel = kernel_rbf(1, 0.02), optimize = FALSE,
+            fixed = "variance")
+  expect_identical(sparsevgp:::.pgpr_ridge(h, h$params$variance / 4, tol), h)
 })
