@@ -149,7 +149,16 @@
 #'     for their extra cost. The model kept starts the full fit from its
 #'     trial's parameters. No dimension or other property of the data
 #'     enters the rule: on smooth functions the inducing points predict as
-#'     well and no neighbours are taken. With \eqn{N} small enough that
+#'     well and no neighbours are taken. When the neighbours are kept but
+#'     the model at the trial's parameters leaves more than 2\% of the
+#'     prior variance unexplained by both parts (the mean conditional
+#'     variance of the residual signal given the neighbours against the
+#'     kernel's variance: neighbours far apart for the lengthscales, as with
+#'     many inputs), the inducing inputs are placed by the likelihood: a
+#'     further fit on the subsample optimises them (at most 100 iterations),
+#'     and the full fit holds them there instead of re-selecting (unless
+#'     \code{optimize_inducing = FALSE} or the inducing inputs are given).
+#'     With \eqn{N} small enough that
 #'     the budget of the automatic \eqn{M} covers an inducing input for
 #'     every observation (\eqn{N^3 \le 3 \times 10^8}{N^3 <= 3e8}, about
 #'     \eqn{N \le 669}), there is no trial and no neighbours. The trial
@@ -365,6 +374,8 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
         Z <- .select_by_spec(spec, x, kernel,
                              1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
                              memory = control$memory)
+        # inducing inputs the trial placed by the likelihood (R/vif.R)
+        if (!is.null(auto$Z) && nrow(auto$Z) == nrow(Z)) Z <- auto$Z
       }
     } else if (!is.null(auto$params)) {
       # no neighbours: the fit starts where the trial's fit without them

@@ -233,8 +233,11 @@ static void vf_status_error(int st)
 }
 
 /* Pass 1 of block b: BB = sum c c' / d (M x M, full), w = sum c e / d,
- * sums = (sum e^2 / d, sum log d); the points' records into recs (no x
- * vf_rec_size(K)). */
+ * sums = (sum e^2 / d, sum log d, sum (d - lambda), sum k(x, x)): the last
+ * two measure how much of the prior variance neither the inducing points
+ * nor the neighbours explain (the conditional variances of the residual
+ * signal against the kernel's variances); the points' records into recs
+ * (no x vf_rec_size(K)). */
 static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
                     double *recs)
 {
@@ -243,7 +246,8 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
     vf_work wk;
     vf_work_alloc(&wk, M, b->K);
     double *C = la_alloc((size_t) M * no);
-    double yy = 0.0, sld = 0.0;
+    double yy = 0.0, sld = 0.0, sleft = 0.0, skk = 0.0;
+    const int K1 = b->K + 1;
     memset(w, 0, (size_t) M * sizeof(double));
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
@@ -264,11 +268,15 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
         }
         yy += es * es;
         sld += log(d);
+        sleft += d - b->lambda[c];
+        skk += b->Kloc[(size_t) K1 * K1 * c + (size_t) k * (K1 + 1)];
     }
     la_syrk(C, M, no, 1.0, 0.0, BB);
     la_symmetrize_lower(BB, M);
     sums[0] = yy;
     sums[1] = sld;
+    sums[2] = sleft;
+    sums[3] = skk;
     return VF_OK;
 }
 
@@ -427,7 +435,8 @@ static void vf_posterior_args(SEXP Binv, SEXP vt, int M)
     chk_finite(vt, "vt");
 }
 
-/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d), n,
+/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d,
+ * sum (d - lambda), sum k(x, x)), n,
  * recs), recs (the points' records for pass 2) when keep is TRUE. */
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                   SEXP ytil, SEXP keep)
@@ -440,7 +449,7 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     int nprot = 0;
     SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
     SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
-    SEXP sums = PROTECT(allocVector(REALSXP, 2)); nprot++;
+    SEXP sums = PROTECT(allocVector(REALSXP, 4)); nprot++;
     const size_t rs = vf_rec_size(b.K);
     SEXP recs = R_NilValue;
     double *prec;
@@ -456,7 +465,7 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     vf_status_error(st);
     chk_result(REAL(BB), (size_t) b.M * b.M, "Vecchia statistic Bm");
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
-    chk_result(REAL(sums), 2, "Vecchia sums");
+    chk_result(REAL(sums), 4, "Vecchia sums");
     if (kp) chk_result(prec, rs * b.no, "local regression of a neighbour block");
     const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
@@ -479,7 +488,7 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
     chk_finite(BB, "BB");
     chk_real_vector(w, "w", M);
     chk_finite(w, "w");
-    chk_real_vector(sums, "sums", 2);
+    chk_real_vector(sums, "sums", 4);
     chk_finite(sums, "sums");
     const double n = chk_scalar(N, "N");
     const int g = chk_flag(grad, "grad");
