@@ -59,8 +59,15 @@
 # their adjoint (2 (K+1)^2 doubles per row).
 .vif_rows <- function(memory, M, K) {
   if (is.null(memory)) memory <- .default_memory()
-  .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2))
+  min(.vif_chunk_cap, .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2)))
 }
+
+# Rows per chunk at most, whatever the memory allows: a chunk's blocks of
+# local kernel matrices, adjoints and records run to gigabytes, and beyond
+# this size larger chunks only cost cache misses and fresh pages (one
+# evaluation at N = 3e5, M = 100, K = 20: 8.7 CPU s in chunks of 19 000
+# rows, 11.7 s in chunks of 160 000; inst/bench/bench_vif_scale.R).
+.vif_chunk_cap <- 32768
 
 # The most inducing inputs an automatic choice takes with K neighbours: as
 # .auto_max_inducing(), a budget of multiplications per evaluation, with
