@@ -460,11 +460,13 @@
 #      lengthscales, as with many inputs), and a further fit on the
 #      subsample places the inducing inputs by the likelihood (at most
 #      .vif_auto_place_maxit iterations); the full fit holds them there.
-#      Measured on split 0 (bench_peers.R): kin8nm (8 inputs) 0.046, where
-#      with greedy inducing inputs held the full fit predicted 0.023 nats
-#      worse than without neighbours and with them placed 0.018 better at
-#      the same CPU time; power 0.0022, volcano 0.0055, argo 0.0085, where
-#      placing them did not improve the test NLPD (power) and cost 2-9 s.
+#      Measured on split 0 (bench_peers.R): kin8nm (8 inputs) 0.046 (0.059
+#      and 0.074 on splits 1 and 2), where with greedy inducing inputs held
+#      the full fit predicted 0.023 nats worse than without neighbours, and
+#      with them placed 0.015-0.059 better on the three splits, in 15
+#      instead of 12 CPU s; power 0.0022, volcano 0.0055, argo 0.0085, where
+#      placing them did not improve the test NLPD (power) and cost 2-9 s
+#      (inst/bench/results/bench_peers_vif2.txt).
 # Small data, where the budget covers an inducing input for
 # every observation, skip the trial (K = 0). With optimize = FALSE no trial
 # is run (K = 0). `kernel`: the user's kernel, or NULL for the default.
