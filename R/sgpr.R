@@ -362,7 +362,9 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   if (nbr$auto) {
     auto <- .vif_auto(x, y, if (!kernel_default) kernel, noise, spec, Z, control, mean, optimize,
                       start0 = list(kernel = kernel, noise = nz$params[["noise"]],
-                                    optimize_inducing = !isFALSE(optimize_inducing)))
+                                    optimize_inducing = !isFALSE(optimize_inducing),
+                                    place = !isFALSE(optimize_inducing) &&
+                                      spec$method != "given"))
     nbr$K <- auto$K
     if (auto$K > 0L) {
       kernel <- auto$kernel

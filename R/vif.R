@@ -557,7 +557,7 @@
   left <- placed <- NULL
   if (keep) {
     left <- .vif_evaluate(scored, scored$params, grad = FALSE)$unexplained
-    if (isTRUE(left > .vif_auto_left) && isTRUE(start0$optimize_inducing)) {
+    if (isTRUE(left > .vif_auto_left) && isTRUE(start0$place)) {
       p <- trial$params
       free <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = .kernel_at(trial$kernel, p),
                          inducing = p$Z, noise = if (known) nzt else p[["noise"]],
