@@ -373,11 +373,16 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
       if (!mn$fixed) mn$value <- auto$params$mean
       if (spec$method != "given") {
         if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))
-        Z <- .select_by_spec(spec, x, kernel,
-                             1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
-                             memory = control$memory)
-        # inducing inputs the trial placed by the likelihood (R/vif.R)
-        if (!is.null(auto$Z) && nrow(auto$Z) == nrow(Z)) Z <- auto$Z
+        # the inducing inputs the trial placed by the likelihood (R/vif.R;
+        # with an automatic M, the trial's M within the same budget), else
+        # greedy selection at the trial's parameters
+        if (!is.null(auto$Z) && (isTRUE(spec$auto) || identical(nrow(auto$Z), as.integer(spec$M)))) {
+          Z <- auto$Z
+        } else {
+          Z <- .select_by_spec(spec, x, kernel,
+                               1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
+                               memory = control$memory)
+        }
       }
     } else if (!is.null(auto$params)) {
       # no neighbours: the fit starts where the trial's fit without them

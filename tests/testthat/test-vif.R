@@ -444,6 +444,23 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_true(r$unexplained > 0 && r$unexplained < sparsevgp:::.vif_auto_left)
   expect_false(r$placed)
   expect_output(print(summary(f)), "unexplained")
+  # with the threshold at 0 the trial places the inducing inputs by the
+  # likelihood and the full fit holds them there: off the data (greedy
+  # selection picks rows of x) and unchanged by the fit
+  old <- sparsevgp:::.vif_auto_left
+  assignInNamespace(".vif_auto_left", 0, "sparsevgp")
+  on.exit(assignInNamespace(".vif_auto_left", old, "sparsevgp"), add = TRUE)
+  set.seed(1)
+  fp <- sgpr(height ~ row + col, data = d)
+  assignInNamespace(".vif_auto_left", old, "sparsevgp")
+  expect_true(fp$auto_neighbours$placed)
+  expect_identical(fp$neighbours$K, 20L)
+  Zp <- fp$params$Z
+  xs <- fp$x
+  on_rows <- apply(Zp, 1L, function(z) any(colSums(abs(t(xs) - z)) < 1e-12))
+  expect_false(all(on_rows))
+  expect_true(all(fp$fixed[sparsevgp:::.block_mask(fp, "Z")]))
+  expect_output(print(summary(fp)), "placed by the likelihood")
   # a smooth function: the inducing points explain it, no neighbours, and
   # the fit is the one without them (the trial restores the random numbers)
   set.seed(5)
