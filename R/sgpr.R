@@ -149,7 +149,16 @@
 #'     for their extra cost. The model kept starts the full fit from its
 #'     trial's parameters. No dimension or other property of the data
 #'     enters the rule: on smooth functions the inducing points predict as
-#'     well and no neighbours are taken. With \eqn{N} small enough that
+#'     well and no neighbours are taken. When the neighbours are kept but
+#'     the model at the trial's parameters leaves more than 2\% of the
+#'     prior variance unexplained by both parts (the mean conditional
+#'     variance of the residual signal given the neighbours against the
+#'     kernel's variance: neighbours far apart for the lengthscales, as with
+#'     many inputs), the inducing inputs are placed by the likelihood: a
+#'     further fit on the subsample optimises them (at most 100 iterations),
+#'     and the full fit holds them there instead of re-selecting (unless
+#'     \code{optimize_inducing = FALSE} or the inducing inputs are given).
+#'     With \eqn{N} small enough that
 #'     the budget of the automatic \eqn{M} covers an inducing input for
 #'     every observation (\eqn{N^3 \le 3 \times 10^8}{N^3 <= 3e8}, about
 #'     \eqn{N \le 669}), there is no trial and no neighbours. The trial
@@ -353,7 +362,9 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   if (nbr$auto) {
     auto <- .vif_auto(x, y, if (!kernel_default) kernel, noise, spec, Z, control, mean, optimize,
                       start0 = list(kernel = kernel, noise = nz$params[["noise"]],
-                                    optimize_inducing = !isFALSE(optimize_inducing)))
+                                    optimize_inducing = !isFALSE(optimize_inducing),
+                                    place = !isFALSE(optimize_inducing) &&
+                                      spec$method != "given"))
     nbr$K <- auto$K
     if (auto$K > 0L) {
       kernel <- auto$kernel
@@ -362,9 +373,16 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
       if (!mn$fixed) mn$value <- auto$params$mean
       if (spec$method != "given") {
         if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))
-        Z <- .select_by_spec(spec, x, kernel,
-                             1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
-                             memory = control$memory)
+        # the inducing inputs the trial placed by the likelihood (R/vif.R;
+        # with an automatic M, the trial's M within the same budget), else
+        # greedy selection at the trial's parameters
+        if (!is.null(auto$Z) && (isTRUE(spec$auto) || identical(nrow(auto$Z), as.integer(spec$M)))) {
+          Z <- auto$Z
+        } else {
+          Z <- .select_by_spec(spec, x, kernel,
+                               1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
+                               memory = control$memory)
+        }
       }
     } else if (!is.null(auto$params)) {
       # no neighbours: the fit starts where the trial's fit without them

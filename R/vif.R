@@ -59,8 +59,15 @@
 # their adjoint (2 (K+1)^2 doubles per row).
 .vif_rows <- function(memory, M, K) {
   if (is.null(memory)) memory <- .default_memory()
-  .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2))
+  min(.vif_chunk_cap, .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2)))
 }
+
+# Rows per chunk at most, whatever the memory allows: a chunk's blocks of
+# local kernel matrices, adjoints and records run to gigabytes, and beyond
+# this size larger chunks only cost cache misses and fresh pages (one
+# evaluation at N = 3e5, M = 100, K = 20: 8.7 CPU s in chunks of 19 000
+# rows, 11.7 s in chunks of 160 000; inst/bench/bench_vif_scale.R).
+.vif_chunk_cap <- 32768
 
 # The most inducing inputs an automatic choice takes with K neighbours: as
 # .auto_max_inducing(), a budget of multiplications per evaluation, with
@@ -187,7 +194,8 @@
   out <- list(value = v$bound,
               terms = c(fit = v$fit, logdet = v$logdet, constant = -0.5 * N * log(2 * pi)),
               jitter = ch$jitter, jitter_scale = mean(diag(Kuu)),
-              posterior = list(L = ch$L, LB = v$LB, v = v$v))
+              posterior = list(L = ch$L, LB = v$LB, v = v$v),
+              unexplained = s$sums[3L] / s$sums[4L])
   if (!grad) return(out)
   if (is.null(fit$cluster)) {
     p2 <- .vif_pass2(k, Z, ch$L, v, sp, t, p1, want_W)
@@ -441,10 +449,25 @@
 # bound of the one without favours the neighbours by the bound's gap, and
 # it separated rough from smooth functions less clearly (volcano 0.47,
 # power 0.008, a smooth function -0.004 nats per observation, against
-# 0.67, 0.076 and -0.001 held out). A known miss: on kin8nm (8 inputs,
-# split 0) the trial keeps the neighbours (+0.09 held out), and the full
-# fit then predicts 0.023 nats worse than without them, in less CPU time
-# (inst/bench/results/bench_peers_vif.txt). Small data, where the budget covers an inducing input for
+# 0.67, 0.076 and -0.001 held out).
+#   4. With the neighbours kept, the model is built once more at the
+#      trial's parameters on all rows but the held-out ones (pass 1 only)
+#      for the share of the prior variance that neither part explains,
+#      sum_i (d_i - lambda_i) / sum_i k(x_i, x_i) (src/vecchia.c): the
+#      conditional variance of the residual signal given the neighbours.
+#      Above .vif_auto_left the greedy inducing inputs leave structure
+#      that the neighbours cannot pick up (neighbours far apart for the
+#      lengthscales, as with many inputs), and a further fit on the
+#      subsample places the inducing inputs by the likelihood (at most
+#      .vif_auto_place_maxit iterations); the full fit holds them there.
+#      Measured on split 0 (bench_peers.R): kin8nm (8 inputs) 0.046 (0.059
+#      and 0.074 on splits 1 and 2), where with greedy inducing inputs held
+#      the full fit predicted 0.023 nats worse than without neighbours, and
+#      with them placed 0.015-0.059 better on the three splits, in 15
+#      instead of 12 CPU s; power 0.0022, volcano 0.0055, argo 0.0085, where
+#      placing them did not improve the test NLPD (power) and cost 2-9 s
+#      (inst/bench/results/bench_peers_vif2.txt).
+# Small data, where the budget covers an inducing input for
 # every observation, skip the trial (K = 0). With optimize = FALSE no trial
 # is run (K = 0). `kernel`: the user's kernel, or NULL for the default.
 # Returns list(K, params and kernel (of the winner, the starting values of
@@ -453,6 +476,8 @@
 .vif_auto_rows <- 1500L
 .vif_auto_held <- 1000L
 .vif_auto_gain <- 0.01
+.vif_auto_left <- 0.02
+.vif_auto_place_maxit <- 100L
 
 .vif_auto <- function(x, y, kernel, noise, spec, Z, control, mean, optimize, start0) {
   N <- nrow(x)
@@ -507,12 +532,14 @@
   if (is.null(trial)) return(list(K = 0L, report = list(reason = "interrupted")))
   # each model at its fitted parameters on all rows but the held-out ones,
   # and its log predictive density there
+  scored <- NULL
   score <- function(f, nb) {
     p <- f$params
     g <- .vif_trial(x[rest, , drop = FALSE], y[rest], kernel = .kernel_at(f$kernel, p),
                     inducing = p$Z, noise = if (known) noise[rest] else p[["noise"]],
                     mean = p$mean, neighbours = nb, optimize = FALSE, control = ctl)
     if (is.null(g)) return(NULL)
+    scored <<- g
     q <- .predict_latent(g, x[held, , drop = FALSE], FALSE)
     lam <- if (known) noise[held] else p[["noise"]]
     mean(stats::dnorm(y[held], q$mean, sqrt(pmax(q$var, 0) + lam), log = TRUE))
@@ -523,9 +550,28 @@
   gain <- lK - l0
   keep <- isTRUE(gain > .vif_auto_gain)
   won <- if (keep) trial else ref
+  # with neighbours kept: the share of the prior variance that neither part
+  # explains at the trial's parameters on all rows but the held-out ones,
+  # and, above .vif_auto_left, the inducing inputs placed by the likelihood
+  # on the subsample (see above)
+  left <- placed <- NULL
+  if (keep) {
+    left <- .vif_evaluate(scored, scored$params, grad = FALSE)$unexplained
+    if (isTRUE(left > .vif_auto_left) && isTRUE(start0$place)) {
+      p <- trial$params
+      free <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = .kernel_at(trial$kernel, p),
+                         inducing = p$Z, noise = if (known) nzt else p[["noise"]],
+                         mean = p$mean, neighbours = K, optimize_inducing = TRUE,
+                         control = utils::modifyList(ctl, list(maxit = .vif_auto_place_maxit)))
+      if (is.null(free)) return(list(K = 0L, report = list(reason = "interrupted")))
+      won <- free
+      placed <- won$params$Z
+    }
+  }
   list(K = if (keep) K else 0L, params = won$params, kernel = .kernel_at(won$kernel, won$params),
+       Z = placed,
        report = list(reason = "trial", gain = gain, rows = n, held = V, K = K,
-                     M = c(Mt, nrow(Z0))))
+                     M = c(Mt, nrow(Z0)), unexplained = left, placed = !is.null(placed)))
 }
 
 # A trial fit of sgpr() with the arguments `...` (warnings muffled), or NULL
@@ -557,8 +603,16 @@
          small = "none: the inducing points the budget allows can be as many as the observations (neighbours = \"auto\")",
          "not optimised" = "none (neighbours = \"auto\" without optimisation)",
          interrupted = "none: the fit was interrupted before or during the trial (neighbours = \"auto\")",
-         trial = sprintf("%s: fitted on a subsample of %d rows, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better than the model without (M = %d; neighbours are kept above %g; neighbours = \"auto\")",
-                         if (r$gain > .vif_auto_gain) sprintf("K = %d", r$K) else "none",
-                         r$rows, r$K, r$M[1L], r$held, format(r$gain, digits = 3L), r$M[2L],
-                         .vif_auto_gain))
+         trial = paste0(
+           sprintf("%s: fitted on a subsample of %d rows, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better than the model without (M = %d; neighbours are kept above %g; neighbours = \"auto\")",
+                   if (r$gain > .vif_auto_gain) sprintf("K = %d", r$K) else "none",
+                   r$rows, r$K, r$M[1L], r$held, format(r$gain, digits = 3L), r$M[2L],
+                   .vif_auto_gain),
+           if (!is.null(r$unexplained))
+             sprintf("; it left %s of the prior variance unexplained (%s %g: inducing inputs %s)",
+                     format(r$unexplained, digits = 3L),
+                     if (isTRUE(r$placed)) "above" else "at most",
+                     .vif_auto_left,
+                     if (isTRUE(r$placed)) "placed by the likelihood on the subsample" else
+                       "held where greedy selection put them")))
 }

@@ -213,22 +213,6 @@ static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
     return VF_OK;
 }
 
-/* c = A_S t and e = ytil_S' t of point c from its record. */
-static void vf_features_of(const vf_block *b, int c, const int *S, int k,
-                           const double *t, double *cc, double *e)
-{
-    const int M = b->M;
-    memcpy(cc, b->A + (size_t) M * c, (size_t) M * sizeof(double));
-    double ee = b->ytil[c];
-    for (int q = 0; q < k; q++) {
-        const double tq = t[q];
-        const double *aq = b->A + (size_t) M * S[q];
-        for (int m = 0; m < M; m++) cc[m] += tq * aq[m];
-        ee += tq * b->ytil[S[q]];
-    }
-    *e = ee;
-}
-
 /* A = L^-1 Kuf into fresh workspace. */
 static double *vf_features(const double *L, int M, const double *Kuf, int nu)
 {
@@ -249,8 +233,11 @@ static void vf_status_error(int st)
 }
 
 /* Pass 1 of block b: BB = sum c c' / d (M x M, full), w = sum c e / d,
- * sums = (sum e^2 / d, sum log d); the points' records into recs (no x
- * vf_rec_size(K)). */
+ * sums = (sum e^2 / d, sum log d, sum (d - lambda), sum k(x, x)): the last
+ * two measure how much of the prior variance neither the inducing points
+ * nor the neighbours explain (the conditional variances of the residual
+ * signal against the kernel's variances); the points' records into recs
+ * (no x vf_rec_size(K)). */
 static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
                     double *recs)
 {
@@ -259,7 +246,8 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
     vf_work wk;
     vf_work_alloc(&wk, M, b->K);
     double *C = la_alloc((size_t) M * no);
-    double yy = 0.0, sld = 0.0;
+    double yy = 0.0, sld = 0.0, sleft = 0.0, skk = 0.0;
+    const int K1 = b->K + 1;
     memset(w, 0, (size_t) M * sizeof(double));
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
@@ -280,11 +268,15 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
         }
         yy += es * es;
         sld += log(d);
+        sleft += d - b->lambda[c];
+        skk += b->Kloc[(size_t) K1 * K1 * c + (size_t) k * (K1 + 1)];
     }
     la_syrk(C, M, no, 1.0, 0.0, BB);
     la_symmetrize_lower(BB, M);
     sums[0] = yy;
     sums[1] = sld;
+    sums[2] = sleft;
+    sums[3] = skk;
     return VF_OK;
 }
 
@@ -292,36 +284,54 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
  * records (from pass 1, or NULL: computed here): Abar (M x nu, zeroed by
  * the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and gytil
  * (nu, zeroed by the caller). The c of all points first, so that
- * Bm^-1 C is one matrix product. */
+ * Bm^-1 C is one matrix product; then per point the products with the
+ * gathered features A_S go through BLAS (M x (K+1) matrix-vector and
+ * rank-two products), which the scalar loops over M ran at a fraction of
+ * the speed. */
 static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
                        const double *recs_in, double *Abar, double *Gloc,
                        double *glambda, double *gytil)
 {
-    const int M = b->M, K = b->K, K1 = K + 1, no = b->no;
+    const int M = b->M, K = b->K, K1 = K + 1, no = b->no, ione = 1;
+    const double one = 1.0, mone = -1.0, zero = 0.0;
     const size_t rs = vf_rec_size(K);
-    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    vf_work wk;
+    vf_work_alloc(&wk, M, K);
+    int *S = wk.S;
+    double *W = wk.W;
     const double *recs = recs_in;
+    double *own = NULL;
     if (recs == NULL) {
-        double *r = la_alloc(rs * no);
-        vf_work wk;
-        vf_work_alloc(&wk, M, K);
-        for (int c = 0; c < no; c++) {
-            if ((c & 1023) == 1023) R_CheckUserInterrupt();
-            int k;
-            const int st = vf_regress(b, c, &wk, r + rs * c, 0, &k);
-            if (st != VF_OK) return st;
-        }
-        recs = r;
+        own = la_alloc(rs * no);
+        memset(own, 0, rs * no * sizeof(double));
+        recs = own;
     }
     double *C = la_alloc((size_t) M * no), *e = la_alloc((size_t) no);
     for (int c = 0; c < no; c++) {
-        const int k = vf_set(b, c, S);
-        vf_features_of(b, c, S, k, recs + rs * c, C + (size_t) M * c, e + c);
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        const double *rec = recs + rs * c;
+        int k;
+        if (own != NULL) {
+            /* the regression gathers A_S into W */
+            const int st = vf_regress(b, c, &wk, own + rs * c, 0, &k);
+            if (st != VF_OK) return st;
+        } else {
+            k = vf_set(b, c, S);
+            for (int q = 0; q <= k; q++)
+                memcpy(W + (size_t) M * q, b->A + (size_t) M * S[q], (size_t) M * sizeof(double));
+        }
+        la_gemv('N', W, M, k + 1, rec, C + (size_t) M * c);
+        double ee = 0.0;
+        for (int q = 0; q <= k; q++) ee += b->ytil[S[q]] * rec[q];
+        e[c] = ee;
     }
     /* BC = Bm^-1 C: M x no */
     double *BC = la_alloc((size_t) M * no);
     la_gemm_nn(Binv, M, M, C, no, BC);
-    double *cbar = la_alloc((size_t) M), *z = la_alloc((size_t) M);
+    /* X = (z, c) and Y = (t, -beta~)': the update of A_S is X Y' (M x n1) */
+    double *X = la_alloc((size_t) 2 * M), *Y = la_alloc((size_t) 2 * K1);
+    double *Wbar = la_alloc((size_t) M * K1);
+    double *cbar = la_alloc((size_t) M), *z = X;
     double *beta = la_alloc((size_t) K1);
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
@@ -329,39 +339,42 @@ static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
         const double *rec = recs + rs * c, *t = rec, *P = rec + K1 + 1;
         const double d = rec[K1];
         const double *cc = C + (size_t) M * c, *bc = BC + (size_t) M * c;
-        double q = 0.0, mu = 0.0;
-        for (int m = 0; m < M; m++) {
-            q += cc[m] * bc[m];
-            mu += cc[m] * vt[m];
-        }
+        const double q = F77_CALL(ddot)(&M, cc, &ione, bc, &ione);
+        const double mu = F77_CALL(ddot)(&M, cc, &ione, vt, &ione);
         const double r = (e[c] - mu) / d;
         const double dbar = 0.5 * (r * r - 1.0 / d + q / (d * d));
-        for (int m = 0; m < M; m++) cbar[m] = -bc[m] / d + r * vt[m];
+        const double id = -1.0 / d, tdb = -2.0 * dbar;
+        for (int m = 0; m < M; m++) {
+            cbar[m] = id * bc[m] + r * vt[m];
+            z[m] = cbar[m] + tdb * cc[m];
+        }
         /* beta = G^-1 bbar, bbar = -A_N' cbar + r ytil_N; z = cbar - 2 dbar c
          * - A_N beta */
-        for (int m = 0; m < M; m++) z[m] = cbar[m] - 2.0 * dbar * cc[m];
         for (int j = 0; j < k; j++) {
-            const double *aj = b->A + (size_t) M * S[j];
-            double s = 0.0;
-            for (int m = 0; m < M; m++) s += aj[m] * cbar[m];
-            beta[j] = -s + r * b->ytil[S[j]];
+            memcpy(W + (size_t) M * j, b->A + (size_t) M * S[j], (size_t) M * sizeof(double));
+            beta[j] = r * b->ytil[S[j]];
         }
         beta[k] = 0.0;
         if (k > 0) {
+            F77_CALL(dgemv)("T", &M, &k, &mone, W, &M, cbar, &ione, &one, beta, &ione FCONE);
             vf_solve_packed(P, k, beta);
             vf_solve_packed_t(P, k, beta);
-            for (int j = 0; j < k; j++) {
-                const double *aj = b->A + (size_t) M * S[j];
-                const double bj = beta[j];
-                for (int m = 0; m < M; m++) z[m] -= bj * aj[m];
-            }
+            F77_CALL(dgemv)("N", &M, &k, &mone, W, &M, beta, &ione, &one, z, &ione FCONE);
         }
         /* Abar_S += z t' - c beta~'; H = dbar t t' + (beta~ t' + t beta~')/2 */
+        memcpy(X + M, cc, (size_t) M * sizeof(double));
+        for (int j = 0; j < n1; j++) {
+            Y[j] = t[j];
+            Y[K1 + j] = -beta[j];
+        }
+        const int two = 2;
+        F77_CALL(dgemm)("N", "T", &M, &n1, &two, &one, X, &M, Y, &K1, &zero, Wbar, &M
+                        FCONE FCONE);
         double *H = Gloc + (size_t) K1 * K1 * c;
         for (int j = 0; j < n1; j++) {
-            double *aj = Abar + (size_t) M * S[j];
+            F77_CALL(daxpy)(&M, &one, Wbar + (size_t) M * j, &ione,
+                            Abar + (size_t) M * S[j], &ione);
             const double tj = t[j], bj = beta[j];
-            for (int m = 0; m < M; m++) aj[m] += z[m] * tj - cc[m] * bj;
             double *Hj = H + (size_t) K1 * j;
             for (int i = 0; i < n1; i++)
                 Hj[i] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
@@ -422,7 +435,8 @@ static void vf_posterior_args(SEXP Binv, SEXP vt, int M)
     chk_finite(vt, "vt");
 }
 
-/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d), n,
+/* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d,
+ * sum (d - lambda), sum k(x, x)), n,
  * recs), recs (the points' records for pass 2) when keep is TRUE. */
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                   SEXP ytil, SEXP keep)
@@ -435,7 +449,7 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     int nprot = 0;
     SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
     SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
-    SEXP sums = PROTECT(allocVector(REALSXP, 2)); nprot++;
+    SEXP sums = PROTECT(allocVector(REALSXP, 4)); nprot++;
     const size_t rs = vf_rec_size(b.K);
     SEXP recs = R_NilValue;
     double *prec;
@@ -451,7 +465,7 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     vf_status_error(st);
     chk_result(REAL(BB), (size_t) b.M * b.M, "Vecchia statistic Bm");
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
-    chk_result(REAL(sums), 2, "Vecchia sums");
+    chk_result(REAL(sums), 4, "Vecchia sums");
     if (kp) chk_result(prec, rs * b.no, "local regression of a neighbour block");
     const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
@@ -474,7 +488,7 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
     chk_finite(BB, "BB");
     chk_real_vector(w, "w", M);
     chk_finite(w, "w");
-    chk_real_vector(sums, "sums", 2);
+    chk_real_vector(sums, "sums", 4);
     chk_finite(sums, "sums");
     const double n = chk_scalar(N, "N");
     const int g = chk_flag(grad, "grad");

@@ -100,6 +100,36 @@ test_that("the VIF log likelihood equals the dense construction of its covarianc
   }
 })
 
+test_that("the share of the prior variance left unexplained equals the dense construction", {
+  # sum_i (d_i - lambda_i) / sum_i k(x_i, x_i), d_i the conditional
+  # variance of R given the neighbours (R/vif.R, the rule of
+  # neighbours = "auto" for placing the inducing inputs)
+  d <- vif_data()
+  for (k in list(kernel_matern52(c(0.3, 0.4), 1.2), kernel_rbf(0.2, 0.5) + kernel_matern32(0.5, 0.7))) {
+    set.seed(5)
+    fit <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05 + d$x[, 1] / 10,
+                neighbours = 4, optimize = FALSE)
+    dv <- vif_dense(fit)
+    dd <- numeric(nrow(d$x))
+    for (i in seq_along(dd)) {
+      nn <- fit$neighbours$index[, i]
+      nn <- nn[nn > 0]
+      dd[i] <- dv$R[i, i] - if (length(nn)) sum(dv$R[i, nn] * solve(dv$R[nn, nn], dv$R[nn, i])) else 0
+    }
+    ref <- sum(dd - dv$lam) / sum(diag(kernel_matrix(dv$k, d$x)))
+    u <- sparsevgp:::.vif_evaluate(fit, fit$params, grad = FALSE)$unexplained
+    expect_lt(abs(u - ref) / ref, 1e-10)
+    # chunks of 7 rows sum the same share
+    set.seed(5)
+    fc <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, noise = 0.05 + d$x[, 1] / 10,
+               neighbours = 4, optimize = FALSE,
+               control = list(memory = 7 * 8 * (8 * 6 + 2 * 25)))
+    expect_identical(fc$neighbours$index, fit$neighbours$index)
+    expect_lt(abs(sparsevgp:::.vif_evaluate(fc, fc$params, grad = FALSE)$unexplained - ref) / ref,
+              1e-10)
+  }
+})
+
 test_that("VIF predictions equal the dense posterior of the extended model", {
   d <- vif_data()
   set.seed(3)
@@ -408,6 +438,29 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_gt(r$gain, sparsevgp:::.vif_auto_gain)
   expect_identical(f$loglik_kind, "likelihood")
   expect_output(print(summary(f)), "held-out rows")
+  # the share of the prior variance neither part explains is measured, and
+  # on this surface small: the inducing inputs stay where greedy selection
+  # put them
+  expect_true(r$unexplained > 0 && r$unexplained < sparsevgp:::.vif_auto_left)
+  expect_false(r$placed)
+  expect_output(print(summary(f)), "unexplained")
+  # with the threshold at 0 the trial places the inducing inputs by the
+  # likelihood and the full fit holds them there: off the data (greedy
+  # selection picks rows of x) and unchanged by the fit
+  old <- sparsevgp:::.vif_auto_left
+  assignInNamespace(".vif_auto_left", 0, "sparsevgp")
+  on.exit(assignInNamespace(".vif_auto_left", old, "sparsevgp"), add = TRUE)
+  set.seed(1)
+  fp <- sgpr(height ~ row + col, data = d)
+  assignInNamespace(".vif_auto_left", old, "sparsevgp")
+  expect_true(fp$auto_neighbours$placed)
+  expect_identical(fp$neighbours$K, 20L)
+  Zp <- fp$params$Z
+  xs <- fp$x
+  on_rows <- apply(Zp, 1L, function(z) any(colSums(abs(t(xs) - z)) < 1e-12))
+  expect_false(all(on_rows))
+  expect_true(all(fp$fixed[sparsevgp:::.block_mask(fp, "Z")]))
+  expect_output(print(summary(fp)), "placed by the likelihood")
   # a smooth function: the inducing points explain it, no neighbours, and
   # the fit is the one without them (the trial restores the random numbers)
   set.seed(5)
