@@ -245,14 +245,19 @@ print.sparsevgp_shards <- function(x, ...) {
   attr(x, "assign") <- attr(x, "contrasts") <- NULL
   rownames(x) <- NULL
   y <- stats::model.response(mf)
-  if (!is.numeric(y) || !is.null(dim(y))) {
-    stop("the response of the formula must be one numeric variable", call. = FALSE)
+  if (!is.null(dim(y)) || is.null(y) ||
+      !(is.numeric(y) || (isTRUE(a$labels) && (is.factor(y) || is.logical(y) || is.character(y))))) {
+    stop(if (isTRUE(a$labels)) "the response of the formula must be one variable of labels or numbers" else
+           "the response of the formula must be one numeric variable", call. = FALSE)
   }
-  y <- as.double(y)
+  # labels (a classifier's response) stay as they are, coded later with
+  # the coding of the whole fit (.shard_adopt())
+  if (is.numeric(y)) y <- as.double(y)
   storage.mode(x) <- "double"
   fit <- structure(list(x = x, y = y), class = c("sgpr", "sparsevgp"))
   .shard_store(list(fit = fit), a$fit_key)
-  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = .shard_moments(cbind(y)))
+  ym <- .shard_moments(cbind(if (is.numeric(y)) y else rep(0, length(y))))
+  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = ym)
 }
 
 # Count, means, sums of squared deviations, minima, maxima and numbers of
@@ -290,7 +295,7 @@ print.sparsevgp_shards <- function(x, ...) {
 # the combined statistics. Returns list(h (the cluster handle of the
 # workers with rows), terms, xlevels, N, colnames, x (.col_stats() rows),
 # y (c(mean, var))).
-.shards_design <- function(sh, formula, xlev = NULL) {
+.shards_design <- function(sh, formula, xlev = NULL, labels = FALSE) {
   if (!inherits(sh, "sparsevgp_shards")) stop("'data' must be the result of shards()", call. = FALSE)
   if (!inherits(formula, "formula") || length(formula) != 3L) {
     stop("'formula' must be a two-sided formula such as y ~ x1 + x2", call. = FALSE)
@@ -311,7 +316,8 @@ print.sparsevgp_shards <- function(x, ...) {
   }
   fit_key <- .shard_key()
   d <- tryCatch(.cluster_call(all, ".shard_design",
-                              list(formula = formula, xlevels = xlev, fit_key = fit_key)),
+                              list(formula = formula, xlevels = xlev, fit_key = fit_key,
+                                   labels = labels)),
                 error = function(e) {
                   .cluster_release(list(cl = sh$cl, key = fit_key))
                   stop(e)
@@ -396,8 +402,8 @@ print.sparsevgp_shards <- function(x, ...) {
 # The formula interface with data = shards(): the model's fit on the
 # workers' rows (sgpr only for now).
 .shards_formula <- function(model, call, formula, sh, ...) {
-  if (!identical(model, "sgpr")) {
-    stop(sprintf("%s() does not take data held by shards() yet: only sgpr() does. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
+  if (!(model %in% c("sgpr", "pgpr", "svgp"))) {
+    stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr() and svgp() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
                  model, model), call. = FALSE)
   }
   for (a in c("subset", "weights", "offset")) {
@@ -412,6 +418,7 @@ print.sparsevgp_shards <- function(x, ...) {
          call. = FALSE)
   }
   .interrupt_clear()
+  if (model != "sgpr") return(.shards_model(model, formula, sh, ..., .call = .formula_call(call, model)))
   .shards_sgpr(formula, sh, ..., .call = .formula_call(call, model))
 }
 
@@ -791,7 +798,8 @@ print.sparsevgp_shards <- function(x, ...) {
   if (is.null(fit$terms)) {
     stop("only fits made with a formula are evaluated on shards", call. = FALSE)
   }
-  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels)
+  labels <- inherits(fit, c("pgpr", "svgp"))
+  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels, labels = labels)
   h <- dz$h
   N <- if (is.null(fit$shards)) length(fit$y) else fit$shards$N
   if (dz$N != N || !identical(dz$colnames, colnames(fit$x))) {
@@ -800,6 +808,7 @@ print.sparsevgp_shards <- function(x, ...) {
                  dz$N, paste(dz$colnames, collapse = ", "), N,
                  paste(colnames(fit$x), collapse = ", ")), call. = FALSE)
   }
+  if (labels) return(.shards_attach_model(fit, h))
   .cluster_call(h, ".shard_configure",
                 list(kernel = fit$kernel, control = fit$control, noise_model = fit$noise_model))
   h
