@@ -256,7 +256,7 @@ print.sparsevgp_shards <- function(x, ...) {
   storage.mode(x) <- "double"
   fit <- structure(list(x = x, y = y), class = c("sgpr", "sparsevgp"))
   .shard_store(list(fit = fit), a$fit_key)
-  ym <- .shard_moments(cbind(if (is.numeric(y)) y else rep(0, length(y))))
+  ym <- .shard_moments(cbind(y = if (is.numeric(y)) y else rep(0, length(y))))
   list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = ym)
 }
 
