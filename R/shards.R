@@ -153,7 +153,7 @@ shards <- function(cl, load, ...) {
     })
   n <- vapply(info, function(r) as.double(r$n), 0)
   cols <- info[[which.max(c(n > 0, TRUE))[1L]]]$columns
-  structure(list(cl = cl, key = key, n = n, columns = cols,
+  structure(list(cl = cl, key = key, n = n, columns = cols, load = load, args = list(...),
                  columns_by_worker = lapply(info, `[[`, "columns")),
             class = "sparsevgp_shards")
 }
@@ -418,18 +418,35 @@ print.sparsevgp_shards <- function(x, ...) {
          call. = FALSE)
   }
   .interrupt_clear()
-  if (model != "sgpr") return(.shards_model(model, formula, sh, ..., .call = .formula_call(call, model)))
-  .shards_sgpr(formula, sh, ..., .call = .formula_call(call, model))
+  args <- list(...)
+  if (!is.null(args$cluster)) {
+    # the rows loaded anew on the workers of `cluster` by the load function
+    # of the shards (update(fit, cluster = new_cl) after a failure); they
+    # are dropped from the workers after the fit
+    sh <- .shards_reload(sh, args$cluster)
+    on.exit(.cluster_release(list(cl = sh$cl, key = sh$key)), add = TRUE)
+    args$cluster <- NULL
+  }
+  .call <- .formula_call(call, model)
+  if (model != "sgpr") return(do.call(.shards_model, c(list(model, formula, sh), args, list(.call = .call)), quote = TRUE))
+  do.call(.shards_sgpr, c(list(formula, sh), args, list(.call = .call)), quote = TRUE)
+}
+
+# The shards `sh` loaded again on the workers of the cluster `cl` with the
+# same load function and arguments.
+.shards_reload <- function(sh, cl) {
+  .cluster_check(cl, "cluster")
+  if (!is.function(sh$load)) {
+    stop("these shards do not keep their load function: use data = shards(cluster, load)",
+         call. = FALSE)
+  }
+  do.call(shards, c(list(cl, sh$load), sh$args), quote = TRUE)
 }
 
 .shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, cluster = NULL, .call = NULL) {
-  if (!is.null(cluster)) {
-    stop("'cluster' is not used with data = shards(): the fit runs on the workers that hold the data",
-         call. = FALSE)
-  }
+                         start = NULL, .call = NULL) {
   if (!is.null(noise) && !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) &&
                            noise > 0)) {
     stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet)",
@@ -542,7 +559,7 @@ print.sparsevgp_shards <- function(x, ...) {
     partial$optim <- NULL
     partial$resume <- TRUE
     e$fit <- partial
-    e$message <- paste0(e$message, ". The fit so far is in this error's $fit: after restoring the cluster, update(e$fit, data = shards(new_cluster, load)) resumes from it")
+    e$message <- paste0(e$message, ". The fit so far is in this error's $fit: after restoring the cluster, update(e$fit, cluster = new_cluster) loads the rows there with the same load function and resumes from it")
     stop(e)
   })
   fit$cluster <- NULL

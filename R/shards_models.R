@@ -26,20 +26,29 @@
 # the fit's q(f) (one closed-form update).
 
 # The formula interface of pgpr() and svgp() with data = shards().
-.shards_model <- function(model, formula, sh, ..., cluster = NULL, .call = NULL) {
-  if (!is.null(cluster)) {
-    stop("'cluster' is not used with data = shards(): the fit runs on the workers that hold the data",
-         call. = FALSE)
-  }
+.shards_model <- function(model, formula, sh, ..., .call = NULL) {
   args <- list(...)
-  if (!is.null(args$start)) {
-    stop(sprintf("'start' is not available for %s() with data = shards() yet: fit again", model),
-         call. = FALSE)
-  }
   optimize <- .check_flag(if (is.null(args$optimize)) TRUE else args$optimize, "optimize")
   dz <- .shards_design(sh, formula, labels = TRUE)
   h <- dz$h
   on.exit(.cluster_release(h), add = TRUE)
+  # a failed worker: the fit on the subsample (more rows than it) to resume
+  # from, kept without its rows
+  cp <- new.env(parent = emptyenv())
+  tryCatch(.shards_model_run(model, args, dz, h, optimize, cp, .call),
+           sparsevgp_cluster_error = function(e) {
+             if (is.null(cp$fit)) {
+               e$message <- paste0(e$message, sprintf(". Once the cluster is restored, %s(..., cluster = new_cluster) with the same data = shards() loads the rows there with the same load function",
+                                                      model))
+             } else {
+               e$fit <- cp$fit
+               e$message <- paste0(e$message, ". The fit on the subsample is in this error's $fit: after restoring the cluster, update(e$fit, cluster = new_cluster) loads the rows there with the same load function and starts from it")
+             }
+             stop(e)
+           })
+}
+
+.shards_model_run <- function(model, args, dz, h, optimize, cp, .call) {
   N <- dz$N
   n_sub <- .shards_subsample_rows()
   fun <- get(paste0(model, ".default"), mode = "function")
@@ -51,7 +60,7 @@
     # path: the gathered rows are fitted here
     here <- identical(model, "svgp") &&
       (.shards_svgp_multi(g$y, args$likelihood) || identical(args$control$optimizer, "natgrad"))
-    fit <- do.call(fun, c(list(g$x, g$y), args, list(cluster = if (!here) held)))
+    fit <- do.call(fun, c(list(g$x, g$y), args, list(cluster = if (!here) held)), quote = TRUE)
     xs <- .col_stats(g$x)
   } else {
     rows <- sort(if (n_sub <= N / 2) sample.int(N, n_sub, useHash = TRUE) else sample.int(N, n_sub))
@@ -65,7 +74,7 @@
       stop("natural-gradient steps (control$optimizer = \"natgrad\") need the whole N x M cross-covariance and do not run on the workers of shards: use \"lbfgsb\" or \"adam\"",
            call. = FALSE)
     }
-    fit <- .shards_large(model, fun, g, args, held, dz, optimize)
+    fit <- .shards_large(model, fun, g, args, held, dz, optimize, cp, .call)
     xs <- dz$x
   }
   .shards_strip(fit, dz, xs, .call)
@@ -81,14 +90,15 @@
 # More rows than the subsample: the model fitted here on the subsample `g`
 # (the starts, the selection and the schedule), then on all N rows on the
 # workers of `held` (see the top of this file); `dz` is the design of
-# .shards_design().
-.shards_large <- function(model, fun, g, args, held, dz, optimize) {
+# .shards_design(), and `cp` keeps the subsample's fit (to resume from).
+.shards_large <- function(model, fun, g, args, held, dz, optimize, cp, .call) {
   N <- dz$N
   batch <- identical(model, "svgp") && !is.null(args$batch_size)
   sub_args <- args
   # minibatch svgp: the starts of the subsample, Adam on all rows
   if (batch) sub_args$optimize <- FALSE
-  sub <- do.call(fun, c(list(g$x, g$y), sub_args))
+  sub <- do.call(fun, c(list(g$x, g$y), sub_args), quote = TRUE)
+  cp$fit <- .shards_strip(sub, dz, dz$x, .call)
   n <- nrow(g$x)
   fit <- sub
   # what the shared fitting code reads of the rows (.nobs(), .x_stats())

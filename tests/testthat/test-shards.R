@@ -56,7 +56,7 @@ test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   expect_error(osgpr(y ~ x1, data = sh), "osgpr\\(\\) does not take data held by shards")
   expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' is not available")
   expect_error(sgpr(y ~ x1, data = sh, noise = ~ x1), "one starting variance")
-  expect_error(sgpr(y ~ x1, data = sh, cluster = cl), "'cluster' is not used")
+  expect_error(sgpr(y ~ x1, data = sh, cluster = 1), "'cluster' must be a cluster")
 })
 
 test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the concatenated rows", {
@@ -254,7 +254,13 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   on.exit(options(old), add = TRUE)
   at <- update(e$fit, data = sh2, optimize = FALSE)
   expect_equal(at$params, e$fit$params)
+  set.seed(10)
   f <- update(e$fit, data = sh2)
+  # or with the load function the shards keep, on the new cluster
+  set.seed(10)
+  f2 <- update(e$fit, cluster = cl2)
+  expect_equal(f2$params, f$params, tolerance = 1e-10)
+  expect_equal(length(parallel::clusterCall(cl2, function() ls(sparsevgp:::.shards))[[1]]), 1L)
   expect_true(is.finite(f$bound))
   expect_gt(f$bound, at$bound - 0.01 * abs(at$bound))
   expect_equal(nobs(f), 300)
@@ -345,16 +351,22 @@ test_that("svgp on shards: two classes, a Gaussian likelihood, minibatches and s
   # several classes: the gathered rows fitted here, the fit of one process
   ir <- shards(cl, function(i) iris[if (i == 1) 1:70 else 71:150, ])
   set.seed(2)
-  m0 <- svgp(Species ~ ., data = iris, inducing = 6, control = list(maxit = 30))
+  # (a few iterations: the same path, stopped at the cap in both)
+  expect_warning(m0 <- svgp(Species ~ ., data = iris, inducing = 6, control = list(maxit = 30)),
+                 "limit of 30 iterations")
   set.seed(2)
-  m1 <- svgp(Species ~ ., data = ir, inducing = 6, control = list(maxit = 30))
+  expect_warning(m1 <- svgp(Species ~ ., data = ir, inducing = 6, control = list(maxit = 30)),
+                 "limit of 30 iterations")
   expect_equal(m1$params, m0$params, tolerance = 1e-10)
   expect_equal(predict(m1, iris[c(1, 60, 140), ], type = "prob"),
                predict(m0, iris[c(1, 60, 140), ], type = "prob"), tolerance = 1e-10)
   expect_equal(nrow(m1$x), 0L)
   expect_error(fitted(b), "fitted\\(\\) reads the rows")
-  expect_error(svgp(cls ~ x1, data = sh, start = b), "'start' is not available")
-  expect_error(svgp(cls ~ x1, data = sh, cluster = cl), "'cluster' is not used")
+  # a warm start on the same shards reproduces the fit
+  at <- update(a, optimize = FALSE)
+  bt <- update(b, optimize = FALSE)
+  expect_equal(bt$params, b$params, tolerance = 1e-12)
+  expect_equal(bt$bound, at$bound, tolerance = 1e-10)
 })
 
 test_that("labels split over the workers: one class on a worker, 0/1 and logical labels", {
