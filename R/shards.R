@@ -57,6 +57,7 @@
 #' \code{sgpr(y ~ x1 + x2, data = shards(cl, load))}. Only summary
 #' statistics, a bounded subsample and the \eqn{M \times M}{M x M} statistics
 #' of each evaluation travel (see Details and \code{\link{scaling}}).
+#' \code{\link{pgpr}()} and \code{\link{svgp}()} take shards too.
 #'
 #' \code{load(i, ...)} runs on worker \code{i} of \code{cl} (\code{i = 1,
 #' ..., length(cl)}) and returns that worker's rows as a data frame (a
@@ -66,8 +67,9 @@
 #' data rather than carry them (a function that refers to large objects of
 #' its environment sends them along).
 #'
-#' The result is passed as \code{data} to \code{\link{sgpr}()} (other models
-#' refuse it with an error for now). The formula is applied on the workers:
+#' The result is passed as \code{data} to \code{\link{sgpr}()},
+#' \code{\link{pgpr}()} or \code{\link{svgp}()} (other models refuse it with
+#' an error for now). The formula is applied on the workers:
 #' the levels of factors are agreed across workers first (the union of the
 #' levels present on any worker, sorted for character columns, in order of
 #' appearance for factors), so that every worker builds the same columns.
@@ -75,8 +77,8 @@
 #' \code{scale()}, splines) would differ between workers and are refused:
 #' compute them in \code{load}. Rows with missing values are dropped
 #' (\code{na.omit}); \code{subset},
-#' \code{weights}, \code{offset}, known or modelled noise variances and
-#' \code{cluster} are not available with shards.
+#' \code{weights}, \code{offset} and known or modelled noise variances are
+#' not available with shards.
 #'
 #' What the fit needs from the data comes without them: the scaling of the
 #' optimiser, the starting noise and mean from counts, means, sums of
@@ -95,12 +97,43 @@
 #' \code{residuals(fit, cluster = sh)} compute the values at the workers'
 #' rows on the workers and return them in worker order.
 #'
+#' \strong{Classifiers and svgp.} For \code{\link{pgpr}()} and
+#' \code{\link{svgp}()} the response may be labels (a factor, logical,
+#' text or numbers), coded on the workers as the fit codes them (a worker
+#' may hold one class only). With at most 20 000 rows in all, this process
+#' gathers them and starts, selects and runs the model's schedule as one
+#' process does on the rows in worker order, while every evaluation on all
+#' rows runs on the workers' own rows: the fit of one process (pgpr to
+#' 1e-8; svgp's L-BFGS-B over \eqn{q(u)} follows the order of the sums, so
+#' its fit equals that with \code{cluster =} and the same split, and its
+#' bound and gradient equal one process's to 1e-10 at any parameters).
+#' With more rows the model is fitted in this process on a random subsample
+#' of 20 000 rows that the workers send (starts, selection and schedule;
+#' \code{set.seed()} reproduces it), and then on all rows on the workers
+#' as one process continues after its own subsample: \code{pgpr()} the
+#' closed-form updates of the local parameters \eqn{c}, \code{svgp()}
+#' \eqn{q(u)} at its conditional optimum, and \code{svgp(batch_size =)}
+#' Adam on minibatches of all rows (the row numbers drawn in this process
+#' from R's random numbers). pgpr's \eqn{c} stay on the workers while the
+#' model is fitted; \code{objective(fit, cluster = sh)} recomputes them
+#' from the fit's \eqn{q(f)}. \code{svgp()} with several classes has no
+#' cluster path: it is fitted in this process on the gathered rows, so on
+#' at most 20 000 of them, as are natural-gradient steps
+#' (\code{control$optimizer = "natgrad"}). \code{fitted()},
+#' \code{residuals()} and \code{plot()} of these fits refuse and point to
+#' \code{predict(fit, newdata)}.
+#'
 #' \strong{Faults.} A worker that dies, or that lost its rows, stops the
 #' fit with an error of class \code{sparsevgp_cluster_error}; this process
 #' stays usable. The error's \code{fit} element holds the model at the
-#' parameters reached before the failure; once the cluster is restored
-#' (a new cluster and \code{shards()} on it), \code{update(e$fit, data =
-#' sh2)} resumes from there.
+#' parameters reached before the failure (for \code{pgpr()} and
+#' \code{svgp()} with more rows than the subsample, the subsample's fit);
+#' once the cluster is restored, \code{update(e$fit, cluster = new_cl)}
+#' loads the rows on the workers of \code{new_cl} with the load function and
+#' arguments the shards keep, resumes from there and drops the rows from
+#' those workers afterwards (\code{update(e$fit, data = shards(new_cl,
+#' load))} does the same with shards you keep). Any fit with \code{data =
+#' sh} and \code{cluster = cl} loads the rows on \code{cl} that way.
 #'
 #' @param cl a cluster from \code{parallel::makeCluster()} (PSOCK, which
 #'   spans machines, or FORK).
@@ -108,9 +141,11 @@
 #'   in \code{...}) that returns that worker's rows as a data frame.
 #' @param ... further arguments of \code{load}.
 #' @return An object of class \code{"sparsevgp_shards"}: the cluster, a key
-#'   under which the workers keep their data, and the number of rows and
-#'   the columns on each worker.
-#' @seealso \code{\link{scaling}}, \code{\link{sgpr}}
+#'   under which the workers keep their data, the number of rows and the
+#'   columns on each worker, and \code{load} with its arguments (to load
+#'   the rows again on another cluster).
+#' @seealso \code{\link{scaling}}, \code{\link{sgpr}}, \code{\link{pgpr}},
+#'   \code{\link{svgp}}
 #' @examples
 #' \donttest{
 #' # a stand-in for two hosts that each read their own file
@@ -400,7 +435,7 @@ print.sparsevgp_shards <- function(x, ...) {
 # ---- sgpr on shards --------------------------------------------------------------
 
 # The formula interface with data = shards(): the model's fit on the
-# workers' rows (sgpr only for now).
+# workers' rows (sgpr here, pgpr and svgp in R/shards_models.R).
 .shards_formula <- function(model, call, formula, sh, ...) {
   if (!(model %in% c("sgpr", "pgpr", "svgp"))) {
     stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr() and svgp() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
