@@ -1,12 +1,21 @@
 # Data held by the workers of a cluster (R/shards.R): fits on shards()
 # against one process on the concatenated rows, the selection in rounds
 # against the dense greedy conditional variance, uneven shards, factor
-# levels on one worker only, what the master keeps, and a dead worker.
+# levels on one worker only, what the master keeps, a dead worker, and pgpr
+# and svgp on shards (labels coded on the workers, the subsample path).
 
 shards_data <- function(N, seed = 1) {
   set.seed(seed)
   d <- data.frame(x1 = runif(N, -3, 3), x2 = runif(N, -3, 3))
   d$y <- sin(d$x1) * cos(d$x2) + rnorm(N, sd = 0.1)
+  d
+}
+
+# two classes from a smooth boundary, with a regression target alongside
+shards_labels <- function(N, seed = 1) {
+  d <- shards_data(N, seed)
+  set.seed(seed + 100)
+  d$cls <- factor(ifelse(sin(d$x1) + 0.5 * d$x2 + rnorm(N, sd = 0.5) > 0, "up", "down"))
   d
 }
 
@@ -218,6 +227,16 @@ test_that("the master keeps O(M^2 + M D) numbers of a fit on shards", {
   }, 0)
   # and its size does not grow with N
   expect_lt(abs(diff(sizes)), 512)
+  # nor do pgpr's and svgp's (no labels, local parameters or tie orders)
+  d <- shards_labels(400, seed = 7)
+  sh <- make_shards(cl, d, c(200, 400))
+  Z <- as.matrix(d[1:10, 1:2])
+  for (f in list(pgpr(cls ~ x1 + x2, data = sh, inducing = Z, optimize = FALSE),
+                 svgp(cls ~ x1 + x2, data = sh, inducing = Z, optimize = FALSE))) {
+    leaves <- unlist(rapply(unclass(f), length, how = "unlist"))
+    expect_lte(max(leaves), 10^2)
+    expect_equal(nobs(f), 400)
+  }
 })
 
 test_that("a dead worker gives the classed cluster error, and the fit resumes on a new cluster", {
@@ -273,14 +292,6 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   on.exit(options(old))
   expect_error(sgpr(y ~ x1 + x2, data = sh2, inducing = 10), class = "sparsevgp_cluster_error")
 })
-
-# two classes from a smooth boundary, with a regression target alongside
-shards_labels <- function(N, seed = 1) {
-  d <- shards_data(N, seed)
-  set.seed(seed + 100)
-  d$cls <- factor(ifelse(sin(d$x1) + 0.5 * d$x2 + rnorm(N, sd = 0.5) > 0, "up", "down"))
-  d
-}
 
 test_that("pgpr on 2 and 3 shards is the fit of one process on the concatenated rows", {
   skip_on_cran()
