@@ -59,14 +59,14 @@
     # svgp's several classes and natural-gradient steps have no cluster
     # path: the gathered rows are fitted here
     here <- identical(model, "svgp") &&
-      (.shards_svgp_multi(g$y, args$likelihood) || identical(args$control$optimizer, "natgrad"))
+      (.shards_multiclass(g$y, args$likelihood) || identical(args$control$optimizer, "natgrad"))
     fit <- do.call(fun, c(list(g$x, g$y), args, list(cluster = if (!here) held)), quote = TRUE)
     xs <- .col_stats(g$x)
   } else {
     rows <- sort(if (n_sub <= N / 2) sample.int(N, n_sub, useHash = TRUE) else sample.int(N, n_sub))
     g <- .shards_gather(h, rows)
     colnames(g$x) <- dz$colnames
-    if (identical(model, "svgp") && .shards_svgp_multi(g$y, args$likelihood)) {
+    if (identical(model, "svgp") && .shards_multiclass(g$y, args$likelihood)) {
       stop(sprintf("svgp() with several classes has no cluster path: with data = shards() it fits at most %d rows (gathered into this process); fit on a subsample",
                    n_sub), call. = FALSE)
     }
@@ -81,7 +81,7 @@
 }
 
 # Whether svgp() would fit several latent functions to the labels y.
-.shards_svgp_multi <- function(y, likelihood) {
+.shards_multiclass <- function(y, likelihood) {
   if (is.null(likelihood)) likelihood <- .lik_choose(y, numeric = NULL)
   isTRUE(tryCatch(inherits(.as_likelihood(likelihood, 20L, NULL), "lik_multiclass"),
                   error = function(e) FALSE))
