@@ -85,13 +85,13 @@ anova.sparsevgp <- function(object, ...) {
     stop(sprintf("anova() compares fits of one model function, not %s: the bounds of different models differ in how far they fall below log p(y). AIC() and BIC() take fits of different models",
                  paste(unique(paste0(cls, "()")), collapse = " and ")), call. = FALSE)
   }
-  n <- vapply(fits, function(f) length(f$y), 0L)
+  n <- vapply(fits, function(f) as.double(.nobs(f)), 0)
   same <- vapply(fits[-1L], function(f) .same_response(fits[[1L]], f), TRUE)
   if (length(unique(n)) > 1L || !all(same)) {
     stop(sprintf("anova() compares fits to the same response: %s",
                  if (length(unique(n)) > 1L)
                    sprintf("the fits have %s observations (check subset and na.action)",
-                           paste(n, collapse = ", ")) else
+                           paste(format(n, scientific = FALSE, trim = TRUE), collapse = ", ")) else
                    "the fits' responses (or prior weights or offsets) differ"),
          call. = FALSE)
   }
@@ -114,7 +114,7 @@ anova.sparsevgp <- function(object, ...) {
   rownames(tab) <- as.character(seq_along(fits))
   calls <- vapply(fits, function(f) paste(deparse(f$call, width.cutoff = 500L), collapse = " "),
                   "")
-  heading <- c(sprintf("Comparison of %d %s() fits to the same %d observations\n",
+  heading <- c(sprintf("Comparison of %d %s() fits to the same %.0f observations\n",
                        length(fits), cls[1L], n[1L]),
                paste0(sprintf("Model %d: %s", seq_along(calls), calls), collapse = "\n"),
                .anova_note(kind, !all(is.na(upper))))

@@ -165,6 +165,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 # labels minus the probabilities of the positive class, divided by
 # sqrt(p (1 - p)) for type = "pearson"; padded for na.exclude.
 .residuals_classifier <- function(object, type = c("response", "pearson")) {
+  .shards_refuse(object, "residuals()", "predict(fit, newdata, type = \"prob\") at the rows")
   type <- match.arg(type)
   p <- .predict_classifier(object, NULL, "prob", "quadrature", "none", 0.95, FALSE, FALSE,
                            pad = FALSE)
@@ -176,6 +177,7 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 
 # Training-set probabilities (padded for the rows that na.exclude dropped).
 .fitted_classifier <- function(object, method, cluster = NULL) {
+  .shards_refuse(object, "fitted()", "predict(fit, newdata, type = \"prob\") at the rows")
   .predict_classifier(object, NULL, "prob", method, cluster = cluster)
 }
 
@@ -203,6 +205,8 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   if (!is.null(points)) points <- .check_flag(points, "points")
   n <- .check_grid_n(n)
   if (which == "convergence") return(invisible(.plot_convergence(object, xlab, ylab, main, ...)))
+  .shards_refuse(object, "plot(fit, which = \"fit\") and \"residuals\"",
+                 "predict(fit, newdata, type = \"prob\") on a grid")
   if (which == "residuals") return(invisible(.plot_residuals(object, xlab, ylab, main, ...)))
   D <- ncol(object$x)
   if (is.null(main)) {

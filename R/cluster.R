@@ -167,6 +167,14 @@
 # model is built in this process (objective(fit, cluster = cl) evaluates it
 # on a cluster when asked).
 .cluster_fit <- function(fit, optimize, cluster, share = NULL) {
+  # the workers of shards() already hold the rows (R/shards_models.R):
+  # they make their shares from them, and the caller releases them
+  if (inherits(cluster, "sparsevgp_held")) {
+    fit$cluster <- .shards_adopt(cluster, fit)
+    fit <- .build_or_fit(fit, optimize)
+    fit$cluster <- NULL
+    return(fit)
+  }
   if (is.null(cluster) || !isTRUE(optimize)) {
     if (!is.null(cluster)) .cluster_check(cluster)
     return(.build_or_fit(fit, optimize))

@@ -512,7 +512,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   o <- .objective(fit, safe = FALSE)
   progress <- .progress_new(fit, "Adam")
   free <- !fit$fixed
-  N <- nrow(fit$x)
+  N <- .nobs(fit)
   # no batch size: full-batch Adam (svgp's control$optimizer = "adam")
   B <- if (is.null(fit$batch_size)) N else fit$batch_size
   iters <- fit$control$maxit

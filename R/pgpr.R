@@ -442,7 +442,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # against finite differences, with lambda = 1 / theta).
 #' @export
 .evaluate.pgpr <- function(fit, params, grad = TRUE, ...) {
-  N <- nrow(fit$x)
+  N <- .nobs(fit)
   # in one piece, in chunks or on the workers of a cluster, which hold c
   # (R/stream.R, R/cluster.R); the pseudo-targets are .targets.pgpr()
   b <- .collapsed_eval(fit, params, params$Z, grad)

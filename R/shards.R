@@ -57,6 +57,7 @@
 #' \code{sgpr(y ~ x1 + x2, data = shards(cl, load))}. Only summary
 #' statistics, a bounded subsample and the \eqn{M \times M}{M x M} statistics
 #' of each evaluation travel (see Details and \code{\link{scaling}}).
+#' \code{\link{pgpr}()} and \code{\link{svgp}()} take shards too.
 #'
 #' \code{load(i, ...)} runs on worker \code{i} of \code{cl} (\code{i = 1,
 #' ..., length(cl)}) and returns that worker's rows as a data frame (a
@@ -66,8 +67,9 @@
 #' data rather than carry them (a function that refers to large objects of
 #' its environment sends them along).
 #'
-#' The result is passed as \code{data} to \code{\link{sgpr}()} (other models
-#' refuse it with an error for now). The formula is applied on the workers:
+#' The result is passed as \code{data} to \code{\link{sgpr}()},
+#' \code{\link{pgpr}()} or \code{\link{svgp}()} (other models refuse it with
+#' an error for now). The formula is applied on the workers:
 #' the levels of factors are agreed across workers first (the union of the
 #' levels present on any worker, sorted for character columns, in order of
 #' appearance for factors), so that every worker builds the same columns.
@@ -75,8 +77,8 @@
 #' \code{scale()}, splines) would differ between workers and are refused:
 #' compute them in \code{load}. Rows with missing values are dropped
 #' (\code{na.omit}); \code{subset},
-#' \code{weights}, \code{offset}, known or modelled noise variances and
-#' \code{cluster} are not available with shards.
+#' \code{weights}, \code{offset} and known or modelled noise variances are
+#' not available with shards.
 #'
 #' What the fit needs from the data comes without them: the scaling of the
 #' optimiser, the starting noise and mean from counts, means, sums of
@@ -95,12 +97,43 @@
 #' \code{residuals(fit, cluster = sh)} compute the values at the workers'
 #' rows on the workers and return them in worker order.
 #'
+#' \strong{Classifiers and svgp.} For \code{\link{pgpr}()} and
+#' \code{\link{svgp}()} the response may be labels (a factor, logical,
+#' text or numbers), coded on the workers as the fit codes them (a worker
+#' may hold one class only). With at most 20 000 rows in all, this process
+#' gathers them and starts, selects and runs the model's schedule as one
+#' process does on the rows in worker order, while every evaluation on all
+#' rows runs on the workers' own rows: the fit of one process (pgpr to
+#' 1e-8; svgp's L-BFGS-B over \eqn{q(u)} follows the order of the sums, so
+#' its fit equals that with \code{cluster =} and the same split, and its
+#' bound and gradient equal one process's to 1e-10 at any parameters).
+#' With more rows the model is fitted in this process on a random subsample
+#' of 20 000 rows that the workers send (starts, selection and schedule;
+#' \code{set.seed()} reproduces it), and then on all rows on the workers
+#' as one process continues after its own subsample: \code{pgpr()} the
+#' closed-form updates of the local parameters \eqn{c}, \code{svgp()}
+#' \eqn{q(u)} at its conditional optimum, and \code{svgp(batch_size =)}
+#' Adam on minibatches of all rows (the row numbers drawn in this process
+#' from R's random numbers). pgpr's \eqn{c} stay on the workers while the
+#' model is fitted; \code{objective(fit, cluster = sh)} recomputes them
+#' from the fit's \eqn{q(f)}. \code{svgp()} with several classes has no
+#' cluster path: it is fitted in this process on the gathered rows, so on
+#' at most 20 000 of them, as are natural-gradient steps
+#' (\code{control$optimizer = "natgrad"}). \code{fitted()},
+#' \code{residuals()} and \code{plot()} of these fits refuse and point to
+#' \code{predict(fit, newdata)}.
+#'
 #' \strong{Faults.} A worker that dies, or that lost its rows, stops the
 #' fit with an error of class \code{sparsevgp_cluster_error}; this process
 #' stays usable. The error's \code{fit} element holds the model at the
-#' parameters reached before the failure; once the cluster is restored
-#' (a new cluster and \code{shards()} on it), \code{update(e$fit, data =
-#' sh2)} resumes from there.
+#' parameters reached before the failure (for \code{pgpr()} and
+#' \code{svgp()} with more rows than the subsample, the subsample's fit);
+#' once the cluster is restored, \code{update(e$fit, cluster = new_cl)}
+#' loads the rows on the workers of \code{new_cl} with the load function and
+#' arguments the shards keep, resumes from there and drops the rows from
+#' those workers afterwards (\code{update(e$fit, data = shards(new_cl,
+#' load))} does the same with shards you keep). Any fit with \code{data =
+#' sh} and \code{cluster = cl} loads the rows on \code{cl} that way.
 #'
 #' @param cl a cluster from \code{parallel::makeCluster()} (PSOCK, which
 #'   spans machines, or FORK).
@@ -108,9 +141,11 @@
 #'   in \code{...}) that returns that worker's rows as a data frame.
 #' @param ... further arguments of \code{load}.
 #' @return An object of class \code{"sparsevgp_shards"}: the cluster, a key
-#'   under which the workers keep their data, and the number of rows and
-#'   the columns on each worker.
-#' @seealso \code{\link{scaling}}, \code{\link{sgpr}}
+#'   under which the workers keep their data, the number of rows and the
+#'   columns on each worker, and \code{load} with its arguments (to load
+#'   the rows again on another cluster).
+#' @seealso \code{\link{scaling}}, \code{\link{sgpr}}, \code{\link{pgpr}},
+#'   \code{\link{svgp}}
 #' @examples
 #' \donttest{
 #' # a stand-in for two hosts that each read their own file
@@ -153,7 +188,7 @@ shards <- function(cl, load, ...) {
     })
   n <- vapply(info, function(r) as.double(r$n), 0)
   cols <- info[[which.max(c(n > 0, TRUE))[1L]]]$columns
-  structure(list(cl = cl, key = key, n = n, columns = cols,
+  structure(list(cl = cl, key = key, n = n, columns = cols, load = load, args = list(...),
                  columns_by_worker = lapply(info, `[[`, "columns")),
             class = "sparsevgp_shards")
 }
@@ -245,14 +280,19 @@ print.sparsevgp_shards <- function(x, ...) {
   attr(x, "assign") <- attr(x, "contrasts") <- NULL
   rownames(x) <- NULL
   y <- stats::model.response(mf)
-  if (!is.numeric(y) || !is.null(dim(y))) {
-    stop("the response of the formula must be one numeric variable", call. = FALSE)
+  if (!is.null(dim(y)) || is.null(y) ||
+      !(is.numeric(y) || (isTRUE(a$labels) && (is.factor(y) || is.logical(y) || is.character(y))))) {
+    stop(if (isTRUE(a$labels)) "the response of the formula must be one variable of labels or numbers" else
+           "the response of the formula must be one numeric variable", call. = FALSE)
   }
-  y <- as.double(y)
+  # labels (a classifier's response) stay as they are, coded later with
+  # the coding of the whole fit (.shard_adopt())
+  if (is.numeric(y)) y <- as.double(y)
   storage.mode(x) <- "double"
   fit <- structure(list(x = x, y = y), class = c("sgpr", "sparsevgp"))
   .shard_store(list(fit = fit), a$fit_key)
-  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = .shard_moments(cbind(y)))
+  ym <- .shard_moments(cbind(y = if (is.numeric(y)) y else rep(0, length(y))))
+  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = ym)
 }
 
 # Count, means, sums of squared deviations, minima, maxima and numbers of
@@ -290,7 +330,7 @@ print.sparsevgp_shards <- function(x, ...) {
 # the combined statistics. Returns list(h (the cluster handle of the
 # workers with rows), terms, xlevels, N, colnames, x (.col_stats() rows),
 # y (c(mean, var))).
-.shards_design <- function(sh, formula, xlev = NULL) {
+.shards_design <- function(sh, formula, xlev = NULL, labels = FALSE) {
   if (!inherits(sh, "sparsevgp_shards")) stop("'data' must be the result of shards()", call. = FALSE)
   if (!inherits(formula, "formula") || length(formula) != 3L) {
     stop("'formula' must be a two-sided formula such as y ~ x1 + x2", call. = FALSE)
@@ -311,7 +351,8 @@ print.sparsevgp_shards <- function(x, ...) {
   }
   fit_key <- .shard_key()
   d <- tryCatch(.cluster_call(all, ".shard_design",
-                              list(formula = formula, xlevels = xlev, fit_key = fit_key)),
+                              list(formula = formula, xlevels = xlev, fit_key = fit_key,
+                                   labels = labels)),
                 error = function(e) {
                   .cluster_release(list(cl = sh$cl, key = fit_key))
                   stop(e)
@@ -394,10 +435,10 @@ print.sparsevgp_shards <- function(x, ...) {
 # ---- sgpr on shards --------------------------------------------------------------
 
 # The formula interface with data = shards(): the model's fit on the
-# workers' rows (sgpr only for now).
+# workers' rows (sgpr here, pgpr and svgp in R/shards_models.R).
 .shards_formula <- function(model, call, formula, sh, ...) {
-  if (!identical(model, "sgpr")) {
-    stop(sprintf("%s() does not take data held by shards() yet: only sgpr() does. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
+  if (!(model %in% c("sgpr", "pgpr", "svgp"))) {
+    stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr() and svgp() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
                  model, model), call. = FALSE)
   }
   for (a in c("subset", "weights", "offset")) {
@@ -412,17 +453,35 @@ print.sparsevgp_shards <- function(x, ...) {
          call. = FALSE)
   }
   .interrupt_clear()
-  .shards_sgpr(formula, sh, ..., .call = .formula_call(call, model))
+  args <- list(...)
+  if (!is.null(args$cluster)) {
+    # the rows loaded anew on the workers of `cluster` by the load function
+    # of the shards (update(fit, cluster = new_cl) after a failure); they
+    # are dropped from the workers after the fit
+    sh <- .shards_reload(sh, args$cluster)
+    on.exit(.cluster_release(list(cl = sh$cl, key = sh$key)), add = TRUE)
+    args$cluster <- NULL
+  }
+  .call <- .formula_call(call, model)
+  if (model != "sgpr") return(do.call(.shards_model, c(list(model, formula, sh), args, list(.call = .call)), quote = TRUE))
+  do.call(.shards_sgpr, c(list(formula, sh), args, list(.call = .call)), quote = TRUE)
+}
+
+# The shards `sh` loaded again on the workers of the cluster `cl` with the
+# same load function and arguments.
+.shards_reload <- function(sh, cl) {
+  .cluster_check(cl, "cluster")
+  if (!is.function(sh$load)) {
+    stop("these shards do not keep their load function: use data = shards(cluster, load)",
+         call. = FALSE)
+  }
+  do.call(shards, c(list(cl, sh$load), sh$args), quote = TRUE)
 }
 
 .shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, cluster = NULL, .call = NULL) {
-  if (!is.null(cluster)) {
-    stop("'cluster' is not used with data = shards(): the fit runs on the workers that hold the data",
-         call. = FALSE)
-  }
+                         start = NULL, .call = NULL) {
   if (!is.null(noise) && !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) &&
                            noise > 0)) {
     stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet)",
@@ -535,7 +594,7 @@ print.sparsevgp_shards <- function(x, ...) {
     partial$optim <- NULL
     partial$resume <- TRUE
     e$fit <- partial
-    e$message <- paste0(e$message, ". The fit so far is in this error's $fit: after restoring the cluster, update(e$fit, data = shards(new_cluster, load)) resumes from it")
+    e$message <- paste0(e$message, ". The fit so far is in this error's $fit: after restoring the cluster, update(e$fit, cluster = new_cluster) loads the rows there with the same load function and resumes from it")
     stop(e)
   })
   fit$cluster <- NULL
@@ -791,7 +850,8 @@ print.sparsevgp_shards <- function(x, ...) {
   if (is.null(fit$terms)) {
     stop("only fits made with a formula are evaluated on shards", call. = FALSE)
   }
-  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels)
+  labels <- inherits(fit, c("pgpr", "svgp"))
+  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels, labels = labels)
   h <- dz$h
   N <- if (is.null(fit$shards)) length(fit$y) else fit$shards$N
   if (dz$N != N || !identical(dz$colnames, colnames(fit$x))) {
@@ -800,6 +860,7 @@ print.sparsevgp_shards <- function(x, ...) {
                  dz$N, paste(dz$colnames, collapse = ", "), N,
                  paste(colnames(fit$x), collapse = ", ")), call. = FALSE)
   }
+  if (labels) return(.shards_attach_model(fit, h))
   .cluster_call(h, ".shard_configure",
                 list(kernel = fit$kernel, control = fit$control, noise_model = fit$noise_model))
   h

@@ -258,9 +258,14 @@
 #' \code{parallel::makeCluster(2)} is the stand-in on one machine (see the
 #' example of \code{\link{shards}()}). A worker that dies stops the fit with an
 #' error of class \code{sparsevgp_cluster_error} whose \code{fit} element
-#' holds the parameters reached; \code{update(e$fit, data = shards(cl2,
-#' load))} resumes from them on a new cluster. Only \code{sgpr()} takes
-#' shards so far, with one learned noise variance. Measured
+#' holds the parameters reached; \code{update(e$fit, cluster = cl2)} loads
+#' the rows on a new cluster with the load function the shards keep and
+#' resumes from them. \code{sgpr()} (with one learned noise variance),
+#' \code{pgpr()} and \code{svgp()} (two classes or one latent function,
+#' full batch or minibatches) take shards: the classifiers start, select
+#' and run their schedule on the same subsample, then update \eqn{c}
+#' (pgpr) or \eqn{q(u)} (svgp) on all rows on the workers, or run Adam on
+#' minibatches of all rows (see \code{\link{shards}}). Measured
 #' (\code{inst/bench/bench_shards.R}, \eqn{N = 10^6}{N = 1e6}, \eqn{D = 8}, two
 #' local workers, OpenBLAS on one thread): the master peaked at 194 MB, each
 #' worker at 1.7--1.8 GB; the default fit took 42 s elapsed and 76 s of CPU

@@ -568,7 +568,7 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
   if (!is.null(fit$batch_size)) {
     fit$summary_extra[["Minibatches"]] <- sprintf(
       "%d of %d points, Adam with learning rate %g; the ELBO is the full-batch value",
-      fit$batch_size, length(fit$y), fit$control$lr)
+      fit$batch_size, .nobs(fit), fit$control$lr)
   }
   fit
 }
@@ -765,6 +765,7 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
 #' @export
 fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
   .check_dots("fitted", ...)
+  .shards_refuse(object, "fitted()", "predict(fit, newdata) at the rows")
   if (!is.null(object$labels)) {
     return(predict(object, type = "prob", method = method, cluster = cluster))
   }
@@ -784,6 +785,7 @@ residuals.svgp <- function(object, type = c("response", "pearson"), ...) {
          call. = FALSE)
   }
   .check_dots("residuals", ...)
+  .shards_refuse(object, "residuals()", "predict(fit, newdata) at the rows")
   if (!is.null(object$labels)) return(.residuals_classifier(object, type))
   type <- match.arg(type)
   inp <- .prediction_inputs(object)

@@ -200,7 +200,7 @@
   ib <- .uc_inducing(fit, params, batch, kl_index)
   basis <- .basis_of(fit)
   fw <- .basis_forward(basis, params, ib)
-  scale <- if (is.null(batch)) 1 else nrow(fit$x) / length(batch)
+  scale <- if (is.null(batch)) 1 else .nobs(fit) / length(batch)
   d <- .uc_data(fit, .uc_args(fit, params, ib, fw, grad, scale), batch)
   out <- list(value = d$ell - fw$kl, terms = c(ell = d$ell, neg_kl = -fw$kl),
               jitter = ib$jitter, jitter_scale = mean(diag(ib$Kb)),
@@ -278,7 +278,7 @@
 .uc_natural <- function(fit, params, batch = NULL) {
   ib <- .uc_inducing(fit, params, batch)
   fw <- .basis_forward(.basis_of(fit), params, ib)
-  scale <- if (is.null(batch)) 1 else nrow(fit$x) / length(batch)
+  scale <- if (is.null(batch)) 1 else .nobs(fit) / length(batch)
   d <- .uc_data(fit, .uc_args(fit, params, ib, fw, TRUE, scale, contract = FALSE), batch)
   L <- ib$L
   Li <- forwardsolve(L, diag(ib$M))

@@ -55,7 +55,7 @@
 # keep their start.
 # list(params, value, evaluations).
 .uc_q_optimum <- function(fit, params, batch = NULL, iters = 20L, tol = NULL) {
-  if (is.null(tol)) tol <- 1e-4 * nrow(fit$x)
+  if (is.null(tol)) tol <- 1e-4 * .nobs(fit)
   if (!.uc_inner_possible(fit)) return(list(params = params, value = NA_real_, evaluations = 0L))
   r <- .uc_natural(fit, params, batch)
   value <- r$value
@@ -384,7 +384,7 @@
 # conditional optimum on a random subsample of at most .uc_subsample_rows()
 # rows, the expected log-likelihood scaled to the full data.
 .uc_start_q_batch <- function(fit) {
-  N <- nrow(fit$x)
+  N <- .nobs(fit)
   n <- min(N, .uc_subsample_rows(fit))
   batch <- if (n < N) sort(sample.int(N, n))
   fit$params <- .uc_q_optimum(fit, fit$params, batch = batch)$params

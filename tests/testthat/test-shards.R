@@ -1,12 +1,21 @@
 # Data held by the workers of a cluster (R/shards.R): fits on shards()
 # against one process on the concatenated rows, the selection in rounds
 # against the dense greedy conditional variance, uneven shards, factor
-# levels on one worker only, what the master keeps, and a dead worker.
+# levels on one worker only, what the master keeps, a dead worker, and pgpr
+# and svgp on shards (labels coded on the workers, the subsample path).
 
 shards_data <- function(N, seed = 1) {
   set.seed(seed)
   d <- data.frame(x1 = runif(N, -3, 3), x2 = runif(N, -3, 3))
   d$y <- sin(d$x1) * cos(d$x2) + rnorm(N, sd = 0.1)
+  d
+}
+
+# two classes from a smooth boundary, with a regression target alongside
+shards_labels <- function(N, seed = 1) {
+  d <- shards_data(N, seed)
+  set.seed(seed + 100)
+  d$cls <- factor(ifelse(sin(d$x1) + 0.5 * d$x2 + rnorm(N, sd = 0.5) > 0, "up", "down"))
   d
 }
 
@@ -53,10 +62,10 @@ test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   expect_error(shards(cl, function(i) if (i == 2) stop("no such file") else d),
                "load\\(2\\) failed on worker 2: no such file")
   expect_error(shards(cl, function(i) 1:3), "not a data frame")
-  expect_error(pgpr(y ~ x1, data = sh), "pgpr\\(\\) does not take data held by shards")
+  expect_error(osgpr(y ~ x1, data = sh), "osgpr\\(\\) does not take data held by shards")
   expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' is not available")
   expect_error(sgpr(y ~ x1, data = sh, noise = ~ x1), "one starting variance")
-  expect_error(sgpr(y ~ x1, data = sh, cluster = cl), "'cluster' is not used")
+  expect_error(sgpr(y ~ x1, data = sh, cluster = 1), "'cluster' must be a cluster")
 })
 
 test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the concatenated rows", {
@@ -218,6 +227,16 @@ test_that("the master keeps O(M^2 + M D) numbers of a fit on shards", {
   }, 0)
   # and its size does not grow with N
   expect_lt(abs(diff(sizes)), 512)
+  # nor do pgpr's and svgp's (no labels, local parameters or tie orders)
+  d <- shards_labels(400, seed = 7)
+  sh <- make_shards(cl, d, c(200, 400))
+  Z <- as.matrix(d[1:10, 1:2])
+  for (f in list(pgpr(cls ~ x1 + x2, data = sh, inducing = Z, optimize = FALSE),
+                 svgp(cls ~ x1 + x2, data = sh, inducing = Z, optimize = FALSE))) {
+    leaves <- unlist(rapply(unclass(f), length, how = "unlist"))
+    expect_lte(max(leaves), 10^2)
+    expect_equal(nobs(f), 400)
+  }
 })
 
 test_that("a dead worker gives the classed cluster error, and the fit resumes on a new cluster", {
@@ -254,7 +273,13 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   on.exit(options(old), add = TRUE)
   at <- update(e$fit, data = sh2, optimize = FALSE)
   expect_equal(at$params, e$fit$params)
+  set.seed(10)
   f <- update(e$fit, data = sh2)
+  # or with the load function the shards keep, on the new cluster
+  set.seed(10)
+  f2 <- update(e$fit, cluster = cl2)
+  expect_equal(f2$params, f$params, tolerance = 1e-10)
+  expect_equal(length(parallel::clusterCall(cl2, function() ls(sparsevgp:::.shards))[[1]]), 1L)
   expect_true(is.finite(f$bound))
   expect_gt(f$bound, at$bound - 0.01 * abs(at$bound))
   expect_equal(nobs(f), 300)
@@ -266,4 +291,166 @@ test_that("a dead worker gives the classed cluster error, and the fit resumes on
   parallel::stopCluster(cl2)
   on.exit(options(old))
   expect_error(sgpr(y ~ x1 + x2, data = sh2, inducing = 10), class = "sparsevgp_cluster_error")
+})
+
+test_that("pgpr on 2 and 3 shards is the fit of one process on the concatenated rows", {
+  skip_on_cran()
+  d <- shards_labels(300)
+  set.seed(5)
+  f0 <- pgpr(cls ~ x1 + x2, data = d)
+  nd <- d[c(3, 150, 290), ]
+  for (ends in list(c(120, 300), c(100, 101, 300))) {
+    cl <- local_cluster(length(ends))
+    sh <- make_shards(cl, d, ends)
+    set.seed(5)
+    f1 <- pgpr(cls ~ x1 + x2, data = sh)
+    # the same start, selection and schedule; every evaluation on the workers
+    expect_equal(f1$params, f0$params, tolerance = 1e-8)
+    expect_lt(abs(f1$bound - f0$bound), 1e-8 * abs(f0$bound))
+    expect_equal(nobs(f1), 300)
+    expect_equal(predict(f1, nd, type = "prob"), predict(f0, nd, type = "prob"), tolerance = 1e-8)
+    # the master keeps no rows and no local parameters
+    expect_equal(nrow(f1$x), 0L)
+    expect_length(f1$c, 0L)
+    # objective(fit, cluster = sh): c from the fit's q(f), as set in one process
+    o1 <- objective(f1, cluster = sh)
+    f0c <- f0
+    f0c[c("params", "posterior")] <- f1[c("params", "posterior")]
+    p <- predict(f0c, d)
+    f0c$c <- sqrt(p$mean^2 + p$var)
+    expect_same_objective(o1, objective(f0c), o1$par + 0.05)
+    o1$release()
+    parallel::stopCluster(cl)
+  }
+  expect_error(fitted(f1), "fitted\\(\\) reads the rows")
+  expect_error(plot(f1), "on the workers of its shards")
+})
+
+test_that("svgp on shards: two classes, a Gaussian likelihood, minibatches and several classes", {
+  skip_on_cran()
+  d <- shards_labels(300, seed = 2)
+  cl <- local_cluster(2)
+  on.exit(parallel::stopCluster(cl))
+  # the even split of cluster = cl: the same sums in the same order
+  sh <- make_shards(cl, d, c(150, 300))
+  nd <- d[c(3, 150, 290), ]
+  for (lik in c("bernoulli", "gaussian")) {
+    f <- if (lik == "gaussian") y ~ x1 + x2 else cls ~ x1 + x2
+    set.seed(4)
+    a <- svgp(f, data = d, likelihood = lik, inducing = 8, cluster = cl)
+    set.seed(4)
+    b <- svgp(f, data = sh, likelihood = lik, inducing = 8)
+    expect_equal(b$params, a$params, tolerance = 1e-10)
+    expect_equal(b$bound, a$bound, tolerance = 1e-10)
+    expect_equal(predict(b, nd), predict(a, nd), tolerance = 1e-10)
+    # the bound and gradient on the workers are those of one process
+    o1 <- objective(b, cluster = sh)
+    fa <- svgp(f, data = d, likelihood = lik, inducing = b$params$Z, optimize = FALSE)
+    fa$params <- b$params
+    expect_same_objective(o1, objective(fa), o1$par + 0.05)
+    o1$release()
+  }
+  # Adam on minibatches drawn by the master: the fit of one process
+  set.seed(4)
+  a <- svgp(cls ~ x1 + x2, data = d, inducing = 8, batch_size = 40,
+            control = list(maxit = 60, lr = 0.05))
+  set.seed(4)
+  b <- svgp(cls ~ x1 + x2, data = sh, inducing = 8, batch_size = 40,
+            control = list(maxit = 60, lr = 0.05))
+  expect_equal(b$params, a$params, tolerance = 1e-10)
+  expect_equal(b$bound, a$bound, tolerance = 1e-10)
+  # several classes: the gathered rows fitted here, the fit of one process
+  ir <- shards(cl, function(i) iris[if (i == 1) 1:70 else 71:150, ])
+  set.seed(2)
+  # (a few iterations: the same path, stopped at the cap in both)
+  expect_warning(m0 <- svgp(Species ~ ., data = iris, inducing = 6, control = list(maxit = 30)),
+                 "limit of 30 iterations")
+  set.seed(2)
+  expect_warning(m1 <- svgp(Species ~ ., data = ir, inducing = 6, control = list(maxit = 30)),
+                 "limit of 30 iterations")
+  expect_equal(m1$params, m0$params, tolerance = 1e-10)
+  expect_equal(predict(m1, iris[c(1, 60, 140), ], type = "prob"),
+               predict(m0, iris[c(1, 60, 140), ], type = "prob"), tolerance = 1e-10)
+  expect_equal(nrow(m1$x), 0L)
+  expect_error(fitted(b), "fitted\\(\\) reads the rows")
+  # a warm start on the same shards reproduces the fit
+  at <- update(a, optimize = FALSE)
+  bt <- update(b, optimize = FALSE)
+  expect_equal(bt$params, b$params, tolerance = 1e-12)
+  expect_equal(bt$bound, at$bound, tolerance = 1e-10)
+})
+
+test_that("labels split over the workers: one class on a worker, 0/1 and logical labels", {
+  skip_on_cran()
+  d <- shards_labels(200, seed = 3)
+  d <- d[order(d$cls), ]
+  d$num <- as.numeric(d$cls == "up")
+  d$lgl <- d$cls == "up"
+  cl <- local_cluster(2)
+  on.exit(parallel::stopCluster(cl))
+  # worker 1 holds only "down", worker 2 mostly "up"
+  n1 <- sum(d$cls == "down")
+  sh <- make_shards(cl, d, c(n1, 200))
+  Z <- as.matrix(d[seq(1, 200, by = 25), c("x1", "x2")])
+  ref <- pgpr(cls ~ x1 + x2, data = d, inducing = Z, optimize = FALSE)
+  for (f in list(cls ~ x1 + x2, num ~ x1 + x2, lgl ~ x1 + x2)) {
+    p1 <- pgpr(f, data = sh, inducing = Z, optimize = FALSE)
+    expect_equal(p1$bound, ref$bound, tolerance = 1e-10)
+    s0 <- svgp(f, data = d, inducing = Z, optimize = FALSE)
+    s1 <- svgp(f, data = sh, inducing = Z, optimize = FALSE)
+    expect_equal(s1$bound, s0$bound, tolerance = 1e-10)
+  }
+  # a class that the fit does not know is refused on the worker
+  bad <- shards(cl, function(i) data.frame(x1 = 1:3 / 3, cls = if (i == 1) c("a", "b", "a") else
+    c("a", "c", "b")))
+  expect_error(pgpr(cls ~ x1, data = bad, inducing = 2), "exactly two classes")
+})
+
+test_that("more rows than the subsample: pgpr and svgp start on a subsample and end on all rows on the workers", {
+  skip_on_cran()
+  d <- shards_labels(400, seed = 4)
+  cl <- local_cluster(3)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(399, 399, 400))
+  old <- options(sparsevgp.shards_subsample = 200L)
+  on.exit(options(old), add = TRUE)
+  set.seed(3)
+  p1 <- pgpr(cls ~ x1 + x2, data = sh)
+  expect_equal(p1$optim$subsample, 200L)
+  expect_equal(p1$subsample$rows, 200L)
+  expect_equal(nobs(p1), 400)
+  # the bound at the fit's parameters and c from its q(f) is one process's
+  f0 <- pgpr(cls ~ x1 + x2, data = d, inducing = p1$params$Z, kernel = p1$kernel,
+             optimize = FALSE)
+  f0$params <- p1$params
+  f0$posterior <- p1$posterior
+  p <- predict(f0, d)
+  f0$c <- sqrt(p$mean^2 + p$var)
+  o1 <- objective(p1, cluster = sh)
+  expect_same_objective(o1, objective(f0), o1$par)
+  o1$release()
+  # svgp: q(u) at its optimum on all rows (the ELBO of one process there)
+  set.seed(3)
+  s1 <- svgp(cls ~ x1 + x2, data = sh, inducing = 10)
+  expect_equal(s1$optim$subsample, 200L)
+  expect_true("all_data_q" %in% names(s1$optim$stages))
+  s0 <- svgp(cls ~ x1 + x2, data = d, inducing = s1$params$Z, optimize = FALSE)
+  s0$params <- s1$params
+  o0 <- objective(s0)
+  expect_lt(abs(-o0$fn(o0$par) - s1$bound), 1e-10 * abs(s1$bound))
+  # and q(u) is at its optimum there, within the tolerance of its steps
+  # (1e-4 nats per observation)
+  q <- sparsevgp:::.uc_q_optimum(s0, s0$params, tol = 0, iters = 3L)
+  expect_lt(q$value - s1$bound, 1e-4 * 400)
+  # minibatches: Adam on all rows from the subsample's starts
+  set.seed(3)
+  b1 <- svgp(cls ~ x1 + x2, data = sh, inducing = 10, batch_size = 50,
+             control = list(maxit = 30, lr = 0.05))
+  expect_equal(b1$optim$subsample, 200L)
+  expect_true(is.finite(b1$bound))
+  # what has no path on the workers says so
+  ir <- shards(cl, function(i) iris[rep(1:150, 2)[(i - 1) * 100 + 1:100], ])
+  expect_error(svgp(Species ~ ., data = ir, inducing = 5), "several classes has no cluster path")
+  expect_error(svgp(cls ~ x1, data = sh, inducing = 5, control = list(optimizer = "natgrad")),
+               "do not run on the workers")
 })
