@@ -48,6 +48,22 @@ expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
   expect_lt(max(abs(g1 - g0)), tol * max(1, abs(g0)))
 }
 
+# the bound and gradient of a fit on shards, evaluated on the workers,
+# against one process on all rows d at the fit's parameters and near them
+# (`...`: the one process's weights)
+expect_workers_objective <- function(f1, sh, d, ...) {
+  f0 <- sgpr(y ~ x1 + x2, data = d, ..., inducing = f1$params$Z, kernel = f1$kernel,
+             optimize = FALSE)
+  f0$params <- f1$params
+  o0 <- objective(f0)
+  o1 <- objective(f1, cluster = sh)
+  on.exit(o1$release())
+  expect_same_objective(o1, o0, o0$par)
+  expect_same_objective(o1, o0, o0$par - 0.05)
+  expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
+  invisible(o0)
+}
+
 test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   skip_on_cran()
   cl <- local_cluster(2)
@@ -128,15 +144,7 @@ test_that("uneven shards (one empty, one of one row) fit on a subsample and then
   expect_equal(nrow(f1$params$Z), 12L)
   # bound and gradient of one process on all rows at the fit's parameters
   # and near them
-  f0 <- sgpr(y ~ x1 + x2, data = d, inducing = f1$params$Z, kernel = f1$kernel,
-             optimize = FALSE)
-  f0$params <- f1$params
-  o0 <- objective(f0)
-  o1 <- objective(f1, cluster = sh)
-  expect_same_objective(o1, o0, o0$par)
-  expect_same_objective(o1, o0, o0$par - 0.05)
-  expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
-  o1$release()
+  expect_workers_objective(f1, sh, d)
   # the residuals computed on the workers are y minus the predictions here
   expect_equal(residuals(f1, cluster = sh), unname(d$y - predict(f1, d)$mean),
                tolerance = 1e-10)
@@ -218,15 +226,7 @@ test_that("prior weights on uneven shards: weighted selection over the workers, 
   f1 <- sgpr(y ~ x1 + x2, data = sh, weights = w, inducing = 12)
   expect_equal(names(f1$optim$stages)[length(f1$optim$stages)], "all_data")
   expect_equal(f1$optim$subsample, 200L)
-  f0 <- sgpr(y ~ x1 + x2, data = d, weights = w, inducing = f1$params$Z, kernel = f1$kernel,
-             optimize = FALSE)
-  f0$params <- f1$params
-  o0 <- objective(f0)
-  o1 <- objective(f1, cluster = sh)
-  expect_same_objective(o1, o0, o0$par)
-  expect_same_objective(o1, o0, o0$par - 0.05)
-  expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
-  o1$release()
+  o0 <- expect_workers_objective(f1, sh, d, weights = d$w)
   # the last stage ended at a stationary point of the weighted bound of
   # all rows (the kernel, noise and mean; the inducing inputs held)
   g <- o0$gr(o0$par)
