@@ -274,9 +274,10 @@ print.sparsevgp_shards <- function(x, ...) {
                  paste(miss, collapse = ", "), if (length(miss) > 1L) "are" else "is"),
          call. = FALSE)
   }
-  mfc <- as.call(c(list(quote(stats::model.frame), formula = formula, data = data,
+  # (the data by name, so that the call never holds the rows)
+  mfc <- as.call(c(list(quote(stats::model.frame), formula = formula, data = quote(data),
                         weights = weights), list(...)))
-  mf <- eval(mfc, list(), baseenv())
+  mf <- eval(mfc)
   w <- stats::model.weights(mf)
   if (!is.numeric(w) || any(!is.finite(w)) || any(w <= 0)) {
     stop("'weights' must be positive finite numbers, one per observation (leave out observations of zero weight in 'load')",
