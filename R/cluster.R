@@ -250,6 +250,7 @@
   if (is.null(s$work)) s$work <- .work_new()
   t <- .targets(fit, a$params)
   if (!is.null(a$lambda)) t$lambda <- a$lambda
+  if (!is.null(a$add_lambda)) t$lambda <- t$lambda + a$add_lambda
   a$plan <- .collapsed_plan(fit, nrow(a$W))
   if (a$pass == 1L) .pass1(fit, a, t, s$work) else .pass2(fit, a, t, s$work)
 }

@@ -465,6 +465,8 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   unit$lambda <- 1
   tr <- max(.collapsed_eval(fit, params, params$Z, FALSE, targets = unit)$trace, 0)
   t$lambda <- t$lambda + tr
+  # (workers of shards with prior weights add t to their own variances)
+  t$add_lambda <- tr
   up <- .collapsed_eval(fit, params, params$Z, FALSE, targets = t)
   -0.5 * .nobs(fit) * log(2 * pi) + fit$bound_terms[["logdet"]] + up$fit
 }

@@ -33,6 +33,11 @@
 #     all the rows, and the fit is the one of one process on the
 #     concatenated rows: the master then holds them while it fits, the
 #     same bound on its memory as for larger N;
+#   - prior weights (weights = w, an expression in the workers' columns)
+#     are evaluated on the workers and stay there: each worker's noise
+#     variances are sigma^2 / w at its rows (.shard_configure()), the
+#     subsample's rows bring theirs, and the selection weights each row
+#     by w / sigma^2;
 #   - greedy selection of the inducing inputs over all rows runs in rounds
 #     (.shards_greedy()): each worker keeps the pivoted Cholesky factor of
 #     its own rows and proposes its row of largest residual variance; the
@@ -76,9 +81,25 @@
 #' Terms whose coefficients come from the data (\code{poly()},
 #' \code{scale()}, splines) would differ between workers and are refused:
 #' compute them in \code{load}. Rows with missing values are dropped
-#' (\code{na.omit}); \code{subset},
-#' \code{weights}, \code{offset} and known or modelled noise variances are
-#' not available with shards.
+#' (\code{na.omit}).
+#'
+#' \strong{Prior weights.} \code{sgpr(y ~ x1 + x2, data = sh, weights = w)}
+#' reads the weights from the workers' data: \code{w} (a column, or an
+#' expression in the columns such as \code{1 / s2}) is evaluated on each
+#' worker against its own rows, as \code{lm()} evaluates \code{weights} in
+#' \code{data}, and must be positive (rows where it is missing are dropped
+#' with the rest of the row). The noise variance of row \eqn{n} is
+#' \eqn{\sigma^2 / w_n}{sigma^2 / w_n}, as in one process; the weights stay on
+#' the workers (and with the rows of the subsample), and the greedy
+#' selection maximises \eqn{w_n d_n / \sigma^2}{w_n d_n / sigma^2} over all rows, so the fit is
+#' that of one process with the same weights. Known per-row noise variances
+#' in a column \code{s2} give the model of \code{noise = s2} in one process
+#' (the same bound at the same parameters) as \code{weights = 1 / s2,
+#' noise = 1, fixed = "noise"} (one process's start search for known
+#' variances differs, so the optimiser may end at a slightly different
+#' point). \code{subset}, \code{offset}, a vector of known variances and
+#' noise formulas are not available with shards, nor are weights for
+#' \code{pgpr()} and \code{svgp()} (which take none in one process either).
 #'
 #' What the fit needs from the data comes without them: the scaling of the
 #' optimiser, the starting noise and mean from counts, means, sums of
@@ -223,7 +244,7 @@ print.sparsevgp_shards <- function(x, ...) {
 # On a worker: the model frame of the formula on its rows (missing values
 # dropped), with the classes and levels of its variables.
 .shard_frame <- function(s, a, each = NULL) {
-  mf <- stats::model.frame(a$formula, s$data, na.action = stats::na.omit,
+  mf <- .shard_model_frame(a$formula, s$data, a$weights, na.action = stats::na.omit,
                            drop.unused.levels = TRUE)
   vars <- vapply(mf, function(v) class(v)[1L], "")
   levels <- lapply(mf, function(v) {
@@ -238,6 +259,31 @@ print.sparsevgp_shards <- function(x, ...) {
   environment(f) <- globalenv()
   list(n = nrow(mf), classes = vars, levels = levels[!vapply(levels, is.null, TRUE)], formula = f,
        predvars = paste(deparse(attr(tt, "predvars"), width.cutoff = 500L), collapse = " "))
+}
+
+# On a worker: the model frame of `formula` on its rows `data`, with the
+# prior weights `weights` (an expression in the columns of the data, as the
+# call's weights = w is for model.frame(), or NULL) and the other arguments
+# of model.frame() in `...`. The expression is evaluated in the data only:
+# a variable that is not a column of the worker's data is an error.
+.shard_model_frame <- function(formula, data, weights = NULL, ...) {
+  if (is.null(weights)) return(stats::model.frame(formula, data, ...))
+  miss <- setdiff(all.vars(weights), names(data))
+  if (length(miss)) {
+    stop(sprintf("with data = shards() 'weights' is computed from the columns of the workers' data, and %s %s not a column there",
+                 paste(miss, collapse = ", "), if (length(miss) > 1L) "are" else "is"),
+         call. = FALSE)
+  }
+  # (the data by name, so that the call never holds the rows)
+  mfc <- as.call(c(list(quote(stats::model.frame), formula = formula, data = quote(data),
+                        weights = weights), list(...)))
+  mf <- eval(mfc)
+  w <- stats::model.weights(mf)
+  if (!is.numeric(w) || any(!is.finite(w)) || any(w <= 0)) {
+    stop("'weights' must be positive finite numbers, one per observation (leave out observations of zero weight in 'load')",
+         call. = FALSE)
+  }
+  mf
 }
 
 # The levels of each factor agreed over the workers' frames: the union of
@@ -272,8 +318,8 @@ print.sparsevgp_shards <- function(x, ...) {
 # statistics: count, means and sums of squared deviations, ranges and
 # whether all are finite, of every input column and of y.
 .shard_design <- function(s, a, each = NULL) {
-  mf <- stats::model.frame(a$formula, s$data, xlev = a$xlevels, na.action = stats::na.omit,
-                           drop.unused.levels = FALSE)
+  mf <- .shard_model_frame(a$formula, s$data, a$weights, xlev = a$xlevels,
+                           na.action = stats::na.omit, drop.unused.levels = FALSE)
   tt <- attr(mf, "terms")
   attr(tt, "intercept") <- 0L
   x <- stats::model.matrix(tt, mf)
@@ -290,6 +336,9 @@ print.sparsevgp_shards <- function(x, ...) {
   if (is.numeric(y)) y <- as.double(y)
   storage.mode(x) <- "double"
   fit <- structure(list(x = x, y = y), class = c("sgpr", "sparsevgp"))
+  # prior weights: the worker's noise variances are sigma^2 / w
+  # (.shard_configure())
+  if (!is.null(a$weights)) fit$weights <- as.double(stats::model.weights(mf))
   .shard_store(list(fit = fit), a$fit_key)
   ym <- .shard_moments(cbind(y = if (is.numeric(y)) y else rep(0, length(y))))
   list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = ym)
@@ -329,8 +378,9 @@ print.sparsevgp_shards <- function(x, ...) {
 # each worker's rows turned into its share of a fit (under a new key), and
 # the combined statistics. Returns list(h (the cluster handle of the
 # workers with rows), terms, xlevels, N, colnames, x (.col_stats() rows),
-# y (c(mean, var))).
-.shards_design <- function(sh, formula, xlev = NULL, labels = FALSE) {
+# y (c(mean, var))). `weights` is the expression of the prior weights in
+# the workers' columns (NULL: none).
+.shards_design <- function(sh, formula, xlev = NULL, labels = FALSE, weights = NULL) {
   if (!inherits(sh, "sparsevgp_shards")) stop("'data' must be the result of shards()", call. = FALSE)
   if (!inherits(formula, "formula") || length(formula) != 3L) {
     stop("'formula' must be a two-sided formula such as y ~ x1 + x2", call. = FALSE)
@@ -340,7 +390,7 @@ print.sparsevgp_shards <- function(x, ...) {
   environment(formula) <- globalenv()
   all <- list(cl = sh$cl, key = sh$key, n = sh$n)
   if (is.null(xlev)) {
-    frames <- .cluster_call(all, ".shard_frame", list(formula = formula))
+    frames <- .cluster_call(all, ".shard_frame", list(formula = formula, weights = weights))
     xlev <- .shards_levels(frames)
     pv <- unique(vapply(frames[vapply(frames, `[[`, 0, "n") > 0], `[[`, "", "predvars"))
     if (length(pv) > 1L) {
@@ -352,7 +402,7 @@ print.sparsevgp_shards <- function(x, ...) {
   fit_key <- .shard_key()
   d <- tryCatch(.cluster_call(all, ".shard_design",
                               list(formula = formula, xlevels = xlev, fit_key = fit_key,
-                                   labels = labels)),
+                                   labels = labels, weights = weights)),
                 error = function(e) {
                   .cluster_release(list(cl = sh$cl, key = fit_key))
                   stop(e)
@@ -402,19 +452,24 @@ print.sparsevgp_shards <- function(x, ...) {
 # On a worker: the rows `each` (of its share of the fit) of the inputs and
 # targets.
 .shard_rows <- function(s, a, each) {
-  list(x = s$fit$x[each, , drop = FALSE], y = s$fit$y[each])
+  list(x = s$fit$x[each, , drop = FALSE], y = s$fit$y[each], w = s$fit$weights[each])
 }
 
 # The rows `rows` (increasing numbers into the rows of all workers in
-# order) fetched from the workers of the handle h.
+# order) fetched from the workers of the handle h, with their prior
+# weights w (NULL: none).
 .shards_gather <- function(h, rows) {
   r <- .cluster_rows(h, ".shard_rows", list(), batch = rows)
-  list(x = do.call(rbind, lapply(r, `[[`, "x")), y = unlist(lapply(r, `[[`, "y")))
+  list(x = do.call(rbind, lapply(r, `[[`, "x")), y = unlist(lapply(r, `[[`, "y")),
+       w = unlist(lapply(r, `[[`, "w")))
 }
 
 # On a worker: the kernel, control and noise model of the fit in its share.
+# With prior weights, its rows' factor of the noise variances is 1 / w (the
+# fit on the master keeps none: .noise_setup() with weights).
 .shard_configure <- function(s, a, each = NULL) {
   for (f in names(a)) s$fit[[f]] <- a[[f]]
+  if (!is.null(s$fit$weights)) s$fit$noise_model$lambda <- 1 / s$fit$weights
   TRUE
 }
 
@@ -441,9 +496,12 @@ print.sparsevgp_shards <- function(x, ...) {
     stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr() and svgp() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
                  model, model), call. = FALSE)
   }
-  for (a in c("subset", "weights", "offset")) {
+  # prior weights (sgpr): an expression in the workers' columns, evaluated
+  # on the workers as model.frame() evaluates weights = w in the data
+  for (a in c("subset", if (model != "sgpr") "weights", "offset")) {
     if (!is.null(call[[a]])) {
-      stop(sprintf("'%s' is not available with data = shards(): select, weight or offset the rows in 'load'", a),
+      stop(sprintf("'%s' is not available with data = shards()%s: select, weight or offset the rows in 'load'",
+                   a, if (a == "weights") sprintf(" in %s() (sgpr() takes it)", model) else ""),
            call. = FALSE)
     }
   }
@@ -464,7 +522,8 @@ print.sparsevgp_shards <- function(x, ...) {
   }
   .call <- .formula_call(call, model)
   if (model != "sgpr") return(do.call(.shards_model, c(list(model, formula, sh), args, list(.call = .call)), quote = TRUE))
-  do.call(.shards_sgpr, c(list(formula, sh), args, list(.call = .call)), quote = TRUE)
+  do.call(.shards_sgpr, c(list(formula, sh), args, list(.call = .call, .weights = call$weights)),
+          quote = TRUE)
 }
 
 # The shards `sh` loaded again on the workers of the cluster `cl` with the
@@ -481,10 +540,10 @@ print.sparsevgp_shards <- function(x, ...) {
 .shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, .call = NULL) {
+                         start = NULL, .call = NULL, .weights = NULL) {
   if (!is.null(noise) && !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) &&
                            noise > 0)) {
-    stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet)",
+    stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet; prior weights, weights = w with w a column of the workers' data, divide it per row)",
          call. = FALSE)
   }
   kernel <- .check_kernel(kernel)
@@ -492,7 +551,8 @@ print.sparsevgp_shards <- function(x, ...) {
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
   .check_start(start, "sgpr")
-  dz <- .shards_design(sh, formula)
+  weighted <- !is.null(.weights)
+  dz <- .shards_design(sh, formula, weights = .weights)
   if (!is.null(start)) {
     .check_start(start, "sgpr", matrix(0, 0L, length(dz$colnames)))
   }
@@ -525,7 +585,7 @@ print.sparsevgp_shards <- function(x, ...) {
     spec <- .inducing_spec(inducing, M, threshold, g$x, auto_kl = .auto_kl)
     st <- .start_collapsed(kernel, g$x, g$y, noise, spec, search)
     kernel <- st$kernel
-    nz <- .noise_setup(noise, g$x, g$y, NULL, start = st$noise)
+    nz <- .noise_setup(noise, g$x, g$y, NULL, start = st$noise, weights = g$w)
     sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = g$x), nz$params,
                                       compact = TRUE)
     Z <- .select_by_spec(spec, g$x, kernel, sel_weights, warn_short = warn_short,
@@ -556,16 +616,25 @@ print.sparsevgp_shards <- function(x, ...) {
                                                 if (is.finite(vy) && vy > 0) vy else 1), x4, y4)
     kernel <- st$kernel
     if (is.null(st$noise)) st$noise <- if (is.finite(vy) && vy > 0) vy / 10 else 0.1
-    nz <- .noise_setup(noise, xs, ys, NULL, start = st$noise)
-    sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = xs), nz$params,
-                                      compact = TRUE)
+    # (with prior weights, each worker's selection weights are w / sigma^2
+    # at its rows: .shard_greedy_start())
+    nz <- .noise_setup(noise, xs, ys, NULL, start = st$noise,
+                       weights = if (weighted) rep(1, nrow(xs)))
+    sel_weights <- 1 / nz$params[["noise"]]
+    # ("gv" is the selection without weights, its threshold on the
+    # unweighted trace, as .select_by_spec_run() makes it)
+    gv <- identical(spec$method, "gv")
     Z <- if (spec$method == "given") spec$Z else
-      .shards_greedy(h, kernel, spec, sel_weights, control$memory, dz$colnames)
+      .shards_greedy(h, kernel, spec, if (gv) 1 else sel_weights, control$memory, dz$colnames,
+                     weighted = weighted && !gv)
     if (warn_short && !is.na(spec$M) && nrow(Z) < spec$M) {
       warning(sprintf("greedy selection stopped at %d of the M = %d inducing inputs asked for: every other row is explained by them to double precision (fewer distinct inputs, or a kernel numerically low-rank at them)",
                       nrow(Z), spec$M), call. = FALSE)
     }
   }
+  # the per-row factors 1 / w stay on the workers (.shard_configure()) and
+  # with the rows of a subsample (.shards_subsample())
+  nz$model$lambda <- NULL
   mn <- .mean_start(mean, dz$y[["mean"]])
   params <- c(.kern_params(kernel), nz$params, list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
@@ -580,7 +649,8 @@ print.sparsevgp_shards <- function(x, ...) {
                   extra = list(noise_model = nz$model,
                                selection = spec[intersect(names(spec),
                                                           c("method", "M", "threshold", "auto"))],
-                               shards = list(N = N, n = h$n, x = dz$x, y = dz$y)))
+                               shards = list(N = N, n = h$n, x = dz$x, y = dz$y,
+                                             weights = .weights)))
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   .cluster_call(h, ".shard_configure",
@@ -655,17 +725,21 @@ print.sparsevgp_shards <- function(x, ...) {
 # this process seed them: set.seed() reproduces the selection). Each worker
 # works on its rows, or on a random subsample of them when its factor would
 # not fit in control$memory (.select_rows()), with its trace scaled up.
-.shards_greedy <- function(h, kernel, spec, weights, memory, colnames) {
+.shards_greedy <- function(h, kernel, spec, weights, memory, colnames, weighted = FALSE) {
   N <- sum(h$n)
   cap <- if (is.na(spec$M)) min(N, .select_defaults$greedy$max_threshold_points) else spec$M
   thr <- spec$threshold
-  if (!is.null(thr) && length(weights) == 1L) thr <- thr / weights
+  # one weight for all rows: the unweighted selection with the threshold
+  # divided by it (.select_by_spec_run()); with prior weights each worker
+  # weights its rows by `weights` times their w, and the trace is weighted
+  if (!is.null(thr) && !weighted) thr <- thr / weights
   nw <- length(h$cl)
   seeds <- sample.int(.Machine$integer.max, nw)
   order_w <- sample.int(nw)
   on.exit(try(.cluster_call(h, ".shard_greedy_end", list()), silent = TRUE), add = TRUE)
-  p <- .cluster_call(h, ".shard_greedy_start", list(k = kernel, cap = cap, memory = memory),
-                     as.list(seeds))
+  p <- .cluster_call(h, ".shard_greedy_start",
+                     list(k = kernel, cap = cap, memory = memory,
+                          weight = if (weighted) weights), as.list(seeds))
   Z <- matrix(0, cap, length(colnames))
   m <- 0L
   repeat {
@@ -676,7 +750,7 @@ print.sparsevgp_shards <- function(x, ...) {
     m <- m + 1L
     Z[m, ] <- p[[w]]$x
     p <- .cluster_call(h, ".shard_greedy_step",
-                       list(z = p[[w]]$x, crow = p[[w]]$crow, dp = score[w]),
+                       list(z = p[[w]]$x, crow = p[[w]]$crow, dp = p[[w]]$dp),
                        as.list(seq_len(nw) == w))
     if (!is.null(thr) && sum(vapply(p, `[[`, 0, "trace")) < thr) break
   }
@@ -714,6 +788,9 @@ print.sparsevgp_shards <- function(x, ...) {
   g$m <- 0L
   g$k <- a$k
   g$scale <- n / max(1, length(rows))
+  # the selection weights of its rows (NULL: one for all), so that it
+  # maximises w_n d_n (Passerello 2022), as select_inducing(weights =)
+  g$w <- if (!is.null(a$weight)) a$weight * s$fit$weights[rows]
   s$greedy <- g
   .shard_greedy_proposal(g)
 }
@@ -722,15 +799,16 @@ print.sparsevgp_shards <- function(x, ...) {
 # row of the factor there, and the trace of its residual variances.
 .shard_greedy_proposal <- function(g) {
   ok <- !g$excl[g$order] & g$d[g$order] > 0
-  trace <- sum(g$d) * g$scale
+  wd <- if (is.null(g$w)) g$d else g$w * g$d
+  trace <- sum(wd) * g$scale
   if (!any(ok)) {
     g$last <- NA_integer_
     return(list(score = -Inf, trace = trace))
   }
   cand <- g$order[ok]
-  j <- cand[which.max(g$d[cand])]
+  j <- cand[which.max(wd[cand])]
   g$last <- j
-  list(score = g$d[j], x = g$x[j, ], crow = g$C[j, seq_len(g$m)], trace = trace)
+  list(score = wd[j], dp = g$d[j], x = g$x[j, ], crow = g$C[j, seq_len(g$m)], trace = trace)
 }
 
 # On a worker: the column of the selected point added to its factor (the
@@ -795,6 +873,12 @@ print.sparsevgp_shards <- function(x, ...) {
   sub$x <- g$x
   colnames(sub$x) <- colnames(fit$x)
   sub$y <- g$y
+  # prior weights: the subsample's rows' factors of the noise variances, as
+  # .subsample_fit() keeps them in one process
+  if (!is.null(g$w)) {
+    sub$weights <- g$w
+    sub$noise_model$lambda <- 1 / g$w
+  }
   sub$cluster <- NULL
   sub$shards <- NULL
   list(fit = sub, all_rows = all)
@@ -810,6 +894,8 @@ print.sparsevgp_shards <- function(x, ...) {
   .shards_checkpoint(fit, sub$params)
   if (ss$all_rows) {
     sub[c("x", "y")] <- fit[c("x", "y")]
+    sub$noise_model <- fit$noise_model
+    sub$weights <- NULL
     sub$cluster <- fit$cluster
     sub$shards <- fit$shards
   }
@@ -851,7 +937,8 @@ print.sparsevgp_shards <- function(x, ...) {
     stop("only fits made with a formula are evaluated on shards", call. = FALSE)
   }
   labels <- inherits(fit, c("pgpr", "svgp"))
-  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels, labels = labels)
+  dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels, labels = labels,
+                       weights = fit$shards$weights)
   h <- dz$h
   N <- if (is.null(fit$shards)) length(fit$y) else fit$shards$N
   if (dz$N != N || !identical(dz$colnames, colnames(fit$x))) {
@@ -888,7 +975,8 @@ print.sparsevgp_shards <- function(x, ...) {
   class(a) <- class(fit)
   all <- list(cl = sh$cl, key = sh$key, n = sh$n)
   .cluster_call(all, ".shard_fitted", list(fit = a, terms = fit$terms, xlevels = fit$xlevels,
-                                           formula = stats::formula(fit$terms)))
+                                           formula = stats::formula(fit$terms),
+                                           weights = fit$shards$weights))
 }
 
 # On a worker: the latent predictive at its rows (missing values dropped as
@@ -896,7 +984,8 @@ print.sparsevgp_shards <- function(x, ...) {
 .shard_fitted <- function(s, a, each = NULL) {
   f <- a$formula
   environment(f) <- globalenv()
-  mf <- stats::model.frame(f, s$data, xlev = a$xlevels, na.action = stats::na.omit,
+  # (rows with missing prior weights were dropped too)
+  mf <- .shard_model_frame(f, s$data, a$weights, xlev = a$xlevels, na.action = stats::na.omit,
                            drop.unused.levels = FALSE)
   x <- stats::model.matrix(a$terms, mf)
   attr(x, "assign") <- attr(x, "contrasts") <- NULL

@@ -496,8 +496,13 @@ NULL
   a <- list(k = k, W = W, L = ch$L, params = params, plan = plan)
   if (identical(plan$where, "cluster")) {
     # other noise than the model's (the upper bound of sgpr): one variance
-    # for all points, which the workers use in place of theirs
-    if (!is.null(targets)) a$lambda <- targets$lambda
+    # for all points, which the workers use in place of theirs, or one that
+    # they add to theirs (add_lambda: their rows' variances may differ)
+    if (!is.null(targets$add_lambda)) {
+      a$add_lambda <- targets$add_lambda
+    } else if (!is.null(targets)) {
+      a$lambda <- targets$lambda
+    }
     s <- .cluster_pass(fit, a, 1L)
   } else {
     t <- if (is.null(targets)) .targets(fit, params) else targets

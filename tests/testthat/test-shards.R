@@ -48,6 +48,22 @@ expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
   expect_lt(max(abs(g1 - g0)), tol * max(1, abs(g0)))
 }
 
+# the bound and gradient of a fit on shards, evaluated on the workers,
+# against one process on all rows d at the fit's parameters and near them
+# (`...`: the one process's weights)
+expect_workers_objective <- function(f1, sh, d, ...) {
+  f0 <- sgpr(y ~ x1 + x2, data = d, ..., inducing = f1$params$Z, kernel = f1$kernel,
+             optimize = FALSE)
+  f0$params <- f1$params
+  o0 <- objective(f0)
+  o1 <- objective(f1, cluster = sh)
+  on.exit(o1$release())
+  expect_same_objective(o1, o0, o0$par)
+  expect_same_objective(o1, o0, o0$par - 0.05)
+  expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
+  invisible(o0)
+}
+
 test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   skip_on_cran()
   cl <- local_cluster(2)
@@ -63,8 +79,12 @@ test_that("shards() loads each worker's rows and refuses bad loads clearly", {
                "load\\(2\\) failed on worker 2: no such file")
   expect_error(shards(cl, function(i) 1:3), "not a data frame")
   expect_error(osgpr(y ~ x1, data = sh), "osgpr\\(\\) does not take data held by shards")
-  expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' is not available")
+  expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' must be positive finite")
+  expect_error(sgpr(y ~ x1, data = sh, weights = wt), "'weights' .* wt is not a column")
+  expect_error(sgpr(y ~ x1, data = sh, subset = x1 > 0), "'subset' is not available")
+  expect_error(pgpr(y ~ x1, data = sh, weights = x1), "'weights' is not available .* in pgpr\\(\\)")
   expect_error(sgpr(y ~ x1, data = sh, noise = ~ x1), "one starting variance")
+  expect_error(sgpr(y ~ x1, data = sh, noise = rep(0.1, 40)), "known per-point variances")
   expect_error(sgpr(y ~ x1, data = sh, cluster = 1), "'cluster' must be a cluster")
 })
 
@@ -124,15 +144,7 @@ test_that("uneven shards (one empty, one of one row) fit on a subsample and then
   expect_equal(nrow(f1$params$Z), 12L)
   # bound and gradient of one process on all rows at the fit's parameters
   # and near them
-  f0 <- sgpr(y ~ x1 + x2, data = d, inducing = f1$params$Z, kernel = f1$kernel,
-             optimize = FALSE)
-  f0$params <- f1$params
-  o0 <- objective(f0)
-  o1 <- objective(f1, cluster = sh)
-  expect_same_objective(o1, o0, o0$par)
-  expect_same_objective(o1, o0, o0$par - 0.05)
-  expect_lt(abs(-o0$fn(o0$par) - f1$bound), 1e-10 * abs(f1$bound))
-  o1$release()
+  expect_workers_objective(f1, sh, d)
   # the residuals computed on the workers are y minus the predictions here
   expect_equal(residuals(f1, cluster = sh), unname(d$y - predict(f1, d)$mean),
                tolerance = 1e-10)
@@ -143,6 +155,95 @@ test_that("uneven shards (one empty, one of one row) fit on a subsample and then
   expect_identical(colnames(f2$x), c("x1", "x2"))
   expect_equal(f2$params, f3$params, tolerance = 1e-12)
   expect_equal(f2$bound, f3$bound, tolerance = 1e-10)
+})
+
+test_that("prior weights from a column of the workers' data give the weighted fit of one process", {
+  skip_on_cran()
+  d <- shards_data(300)
+  set.seed(9)
+  d$w <- runif(300, 0.3, 3)
+  d$w[7] <- NA
+  set.seed(5)
+  f0 <- sgpr(y ~ x1 + x2, data = d, weights = w, na.action = na.omit)
+  o0 <- objective(f0)
+  expect_equal(nobs(f0), 299)
+  for (ends in list(c(120, 300), c(100, 101, 300))) {
+    cl <- local_cluster(length(ends))
+    sh <- make_shards(cl, d, ends)
+    set.seed(5)
+    f1 <- sgpr(y ~ x1 + x2, data = sh, weights = w)
+    # the same start, weighted selection and schedule: the same fit; the
+    # row with a missing weight is dropped on its worker as in one process
+    expect_equal(nobs(f1), 299)
+    expect_output(print(f1), "weighted noise")
+    expect_equal(f1$params, f0$params, tolerance = 1e-8)
+    expect_lt(abs(f1$bound - f0$bound), 1e-8 * abs(f0$bound))
+    expect_lt(abs(f1$upper_bound - f0$upper_bound), 1e-8 * abs(f0$upper_bound))
+    # the master keeps no weights (they are per row)
+    expect_null(f1$weights)
+    expect_null(f1$noise_model$lambda)
+    # bound and gradient on the workers with their weights, at the fit's
+    # parameters and away from them
+    o1 <- objective(f1, cluster = sh)
+    expect_same_objective(o1, o0, o0$par)
+    expect_same_objective(o1, o0, o0$par + 0.1)
+    o1$release()
+    expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
+    expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+    parallel::stopCluster(cl)
+  }
+  # the weights matter: the unweighted fit is another one
+  f2 <- sgpr(y ~ x1 + x2, data = d[-7, ], inducing = f0$params$Z, kernel = f0$kernel,
+             optimize = FALSE)
+  f2$params <- f0$params
+  expect_gt(abs(objective(f2)$fn(o0$par) - o0$fn(o0$par)), 1)
+})
+
+test_that("prior weights on uneven shards: weighted selection over the workers, the subsample and all rows", {
+  skip_on_cran()
+  d <- shards_data(400, seed = 2)
+  set.seed(8)
+  d$w <- exp(rnorm(400, sd = 0.7))
+  cl <- local_cluster(3)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(250, 250, 400))
+  expect_equal(sh$n, c(250, 0, 150))
+  old <- options(sparsevgp.shards_subsample = 200L)
+  on.exit(options(old), add = TRUE)
+  # the start and the selection weighted by w / sigma^2 over all rows (no
+  # ties: the first point is the row of largest weight) are one process's
+  f2 <- sgpr(y ~ x1 + x2, data = sh, weights = w, inducing = 10, optimize = FALSE)
+  f3 <- sgpr(y ~ x1 + x2, data = d, weights = w, inducing = 10, optimize = FALSE)
+  expect_equal(f2$params, f3$params, tolerance = 1e-12)
+  expect_equal(f2$bound, f3$bound, tolerance = 1e-10)
+  X <- as.matrix(d[, c("x1", "x2")])
+  k <- sparsevgp:::.kernel_at(f3$kernel, f3$params)
+  s3 <- select_inducing(X, k, M = 10, weights = d$w / f3$params$noise)
+  expect_equal(unname(f2$params$Z), unname(X[s3$index, ]))
+  # the path of large data: the schedule on a subsample of 200 rows with
+  # their weights, then all rows on the workers with theirs
+  set.seed(3)
+  f1 <- sgpr(y ~ x1 + x2, data = sh, weights = w, inducing = 12)
+  expect_equal(names(f1$optim$stages)[length(f1$optim$stages)], "all_data")
+  expect_equal(f1$optim$subsample, 200L)
+  o0 <- expect_workers_objective(f1, sh, d, weights = d$w)
+  # the last stage ended at a stationary point of the weighted bound of
+  # all rows (the kernel, noise and mean; the inducing inputs held)
+  g <- o0$gr(o0$par)
+  free <- !grepl("^Z", names(o0$par))
+  expect_lt(max(abs(g[free])), 1e-2 * max(1, abs(o0$fn(o0$par))))
+  # the subsample's fit carries the weights of its rows
+  h <- sparsevgp:::.shards_design(sh, y ~ x1 + x2, weights = quote(w))$h
+  on.exit(sparsevgp:::.cluster_release(h), add = TRUE, after = FALSE)
+  f4 <- f1
+  f4$cluster <- h
+  set.seed(11)
+  ss <- sparsevgp:::.shards_subsample(f4, 200L)
+  set.seed(11)
+  rows <- sort(sample.int(400, 200, useHash = TRUE))
+  expect_equal(ss$fit$weights, d$w[rows])
+  expect_equal(ss$fit$noise_model$lambda, 1 / d$w[rows])
+  expect_equal(unname(ss$fit$y), d$y[rows])
 })
 
 test_that("greedy selection in rounds over the workers is the greedy conditional variance selection of all rows", {
