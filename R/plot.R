@@ -98,13 +98,13 @@
 #'
 #' # a surface: the mean with a colour key, then its uncertainty
 #' v <- data.frame(row = c(row(volcano)), col = c(col(volcano)),
-#'                 height = c(volcano))[seq(1, length(volcano), by = 7), ]
+#'                 height = c(volcano))[seq(1, length(volcano), by = 9), ]
 #' s <- sgpr(height ~ row + col, data = v, inducing = 40)
 #' plot(s, asp = 1)
 #' plot(s, what = "sd", asp = 1)
 #'
 #' # a map: longitude across, latitude up
-#' q <- sgpr(depth ~ lat + long, data = quakes, inducing = 30)
+#' q <- sgpr(depth ~ lat + long, data = quakes[1:600, ], inducing = 30)
 #' plot(q)
 #' @export
 plot.sparsevgp <- function(x, which = c("fit", "convergence", "residuals"),
