@@ -235,7 +235,7 @@
 #' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}, \code{\link{natgrad_step}},
 #'   \code{\link{odvgp}}
 #' @examples
-#' d <- classification_data("banana")
+#' d <- classification_data("banana")[1:200, ]
 #' set.seed(1)
 #' fit <- svgp(y ~ x1 + x2, data = d, inducing = 15, optimize_inducing = FALSE,
 #'             control = list(maxit = 200))
