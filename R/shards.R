@@ -940,7 +940,7 @@ print.sparsevgp_shards <- function(x, ...) {
   dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels, labels = labels,
                        weights = fit$shards$weights)
   h <- dz$h
-  N <- if (is.null(fit$shards)) length(fit$y) else fit$shards$N
+  N <- .nobs(fit)
   if (dz$N != N || !identical(dz$colnames, colnames(fit$x))) {
     .cluster_release(h)
     stop(sprintf("the workers of the shards hold %.0f rows with columns %s, but the fit was made on %.0f rows with columns %s",

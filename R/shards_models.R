@@ -110,9 +110,7 @@
   }
   if (batch) fit$batch_size <- as.integer(min(args$batch_size, N))
   fit$cluster <- .shards_adopt(held, fit)
-  fit$x <- fit$x[0L, , drop = FALSE]
-  fit$y <- fit$y[0L]
-  for (f in c("ypm", "target")) if (!is.null(fit[[f]])) fit[[f]] <- fit[[f]][0L]
+  fit <- .shards_drop_rows(fit, c("ypm", "target"))
   if (batch) {
     fit$classifier_start <- NULL
     fit <- .build_or_fit(fit, optimize)
@@ -158,15 +156,22 @@
 # The fit of a model on shards as the master keeps it: no rows, no per-row
 # state, the formula's terms and levels, and the summary statistics.
 .shards_strip <- function(fit, dz, xs, .call) {
-  fit$x <- fit$x[0L, , drop = FALSE]
-  fit$y <- fit$y[0L]
-  for (f in c("ypm", "target", "c", "theta")) if (!is.null(fit[[f]])) fit[[f]] <- fit[[f]][0L]
+  fit <- .shards_drop_rows(fit, c("ypm", "target", "c", "theta"))
   if (!is.null(fit$selection$perm)) fit$selection$perm <- NULL
   fit$cluster <- NULL
   fit$shards <- list(N = dz$N, n = dz$h$n, x = xs, y = dz$y)
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   fit$call <- .call
+  fit
+}
+
+# The fit without its rows: x, y and the per-row fields named in `per_row`
+# emptied (kept as zero-length vectors of their types).
+.shards_drop_rows <- function(fit, per_row) {
+  fit$x <- fit$x[0L, , drop = FALSE]
+  fit$y <- fit$y[0L]
+  for (f in per_row) if (!is.null(fit[[f]])) fit[[f]] <- fit[[f]][0L]
   fit
 }
 
