@@ -26,10 +26,16 @@
 # the fit's q(f) (one closed-form update).
 
 # The formula interface of pgpr() and svgp() with data = shards().
-.shards_model <- function(model, formula, sh, ..., .call = NULL) {
+.shards_model <- function(model, formula, sh, ..., .call = NULL, .extra = NULL) {
   args <- list(...)
   optimize <- .check_flag(if (is.null(args$optimize)) TRUE else args$optimize, "optimize")
-  dz <- .shards_design(sh, formula, labels = TRUE)
+  if (!is.null(.extra$noise)) {
+    .shards_stop(sprintf("%s() takes no known noise variances ('noise' names columns of the workers' data)",
+                         model))
+  }
+  # (subset = an expression in the workers' columns, .shards_extra())
+  dz <- .shards_design(sh, formula, labels = TRUE, extra = .extra)
+  dz$extra <- .extra
   h <- dz$h
   on.exit(.cluster_release(h), add = TRUE)
   # a failed worker: the fit on the subsample (more rows than it) to resume
@@ -159,7 +165,7 @@
   fit <- .shards_drop_rows(fit, c("ypm", "target", "c", "theta"))
   if (!is.null(fit$selection$perm)) fit$selection$perm <- NULL
   fit$cluster <- NULL
-  fit$shards <- list(N = dz$N, n = dz$h$n, x = xs, y = dz$y)
+  fit$shards <- list(N = dz$N, n = dz$h$n, x = xs, y = dz$y, extra = dz$extra)
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   fit$call <- .call
@@ -202,6 +208,8 @@
   coded <- .shards_code(local, s$fit$y)
   local$x <- x
   for (f in names(coded)) local[[f]] <- coded[[f]]
+  # (its share of the memory budget of its host)
+  local$control$memory <- .host_memory(local$control$memory, s$fit$per_host)
   if (inherits(local, "pgpr")) local$c <- if (is.null(each)) rep(local$control$c_init, n) else each
   share <- .share(local)(seq_len(n))
   rm(list = ls(s, all.names = TRUE), envir = s)
