@@ -147,10 +147,14 @@
 #' Adam on minibatches of all rows (the row numbers drawn in this process
 #' from R's random numbers). pgpr's \eqn{c} stay on the workers while the
 #' model is fitted; \code{objective(fit, cluster = sh)} recomputes them
-#' from the fit's \eqn{q(f)}. \code{svgp()} with several classes has no
-#' cluster path: it is fitted in this process on the gathered rows, so on
-#' at most 20 000 of them, as are natural-gradient steps
-#' (\code{control$optimizer = "natgrad"}). \code{fitted(fit, cluster = sh)}
+#' from the fit's \eqn{q(f)}. \code{svgp()} with several classes is fitted
+#' in this process on the gathered rows up to 20 000 rows (the fit of one
+#' process; \code{svgp(cluster =)} does not take several classes), and
+#' beyond as with two classes: the subsample's fit, then \eqn{q(u)} at its
+#' conditional optimum (or Adam on minibatches) on all rows on the workers
+#' with the subsample's Monte Carlo draws of the softmax.
+#' Natural-gradient steps (\code{control$optimizer = "natgrad"}) are fitted
+#' in this process on at most 20 000 rows. \code{fitted(fit, cluster = sh)}
 #' and \code{residuals(fit, type, cluster = sh)} of these fits are computed
 #' on the workers, each on its own rows, as one process computes them (the
 #' probabilities of the positive class by \code{method}, a matrix of class

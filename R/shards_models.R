@@ -19,8 +19,11 @@
 #     .pgpr_train_large()), svgp q(u) at its conditional optimum
 #     (.uc_train_large()), or for minibatch svgp Adam on all rows from the
 #     subsample's starts (the minibatch row numbers drawn here, O(batch)).
-# Several classes (svgp's softmax) have no cluster path: they are fitted
-# in this process on the gathered rows, so only up to that many rows.
+# Several classes (svgp's softmax) up to that many rows are fitted in this
+# process on the gathered rows (svgp(cluster =) takes no several classes);
+# beyond, like two classes (the labels coded on the workers as the index
+# of their class, .shards_code(); the softmax's Monte Carlo draws travel
+# with the likelihood, so the workers' sums are those of one process).
 # The fit keeps no rows and no per-row state: pgpr's c live on the workers
 # while it is fitted, and objective(fit, cluster = sh) recomputes them from
 # the fit's q(f) (one closed-form update).
@@ -62,8 +65,8 @@
   if (N <= n_sub) {
     g <- .shards_gather(h, seq_len(N))
     colnames(g$x) <- dz$colnames
-    # svgp's several classes and natural-gradient steps have no cluster
-    # path: the gathered rows are fitted here
+    # svgp's several classes (svgp(cluster =) refuses them) and
+    # natural-gradient steps: the gathered rows are fitted here
     here <- identical(model, "svgp") &&
       (.shards_multiclass(g$y, args$likelihood) || identical(args$control$optimizer, "natgrad"))
     fit <- do.call(fun, c(list(g$x, g$y), args, list(cluster = if (!here) held)), quote = TRUE)
@@ -72,10 +75,6 @@
     rows <- sort(if (n_sub <= N / 2) sample.int(N, n_sub, useHash = TRUE) else sample.int(N, n_sub))
     g <- .shards_gather(h, rows)
     colnames(g$x) <- dz$colnames
-    if (identical(model, "svgp") && .shards_multiclass(g$y, args$likelihood)) {
-      stop(sprintf("svgp() with several classes has no cluster path: with data = shards() it fits at most %d rows (gathered into this process); fit on a subsample",
-                   n_sub), call. = FALSE)
-    }
     if (identical(model, "svgp") && identical(args$control$optimizer, "natgrad")) {
       stop("natural-gradient steps (control$optimizer = \"natgrad\") need the whole N x M cross-covariance and do not run on the workers of shards: use \"lbfgsb\" or \"adam\"",
            call. = FALSE)
@@ -226,6 +225,15 @@
     if (!is.numeric(y)) stop("the response must be numeric for this likelihood", call. = FALSE)
     return(list(y = y, target = y))
   }
+  # several classes: the index of each label among the fit's classes
+  if (identical(lab$type, "multiclass")) {
+    k <- match(as.character(y), lab$levels)
+    if (anyNA(k)) {
+      stop(sprintf("a worker holds labels other than the classes of the fit (%s)",
+                   paste(lab$levels, collapse = ", ")), call. = FALSE)
+    }
+    return(list(y = k, target = as.double(k)))
+  }
   v <- if (identical(lab$type, "numeric")) as.character(as.numeric(y)) else as.character(y)
   known <- if (identical(lab$type, "numeric")) as.character(lab$values) else lab$levels
   if (anyNA(y) || !all(v %in% known)) {
@@ -242,11 +250,6 @@
 # parameters c, which the fit does not keep, are the closed-form update
 # c_n = sqrt(mu_n^2 + s_n^2) under the fit's q(f) (.pgpr_update_c()).
 .shards_attach_model <- function(fit, h) {
-  if (!is.null(fit$labels) && identical(fit$labels$type, "multiclass")) {
-    .cluster_release(h)
-    stop("fits of several classes are not evaluated on shards: they have no cluster path",
-         call. = FALSE)
-  }
   h <- tryCatch(.shards_adopt(structure(h, class = "sparsevgp_held"), fit), error = function(e) {
     .cluster_release(h)
     stop(e)

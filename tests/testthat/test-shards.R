@@ -555,8 +555,38 @@ test_that("more rows than the subsample: pgpr and svgp start on a subsample and 
   expect_equal(b1$optim$subsample, 200L)
   expect_true(is.finite(b1$bound))
   # what has no path on the workers says so
+  # several classes: the subsample's fit, then q(u) at its optimum on all
+  # rows on the workers (the ELBO of one process there, with the fit's
+  # Monte Carlo draws of the softmax)
   ir <- shards(cl, function(i) iris[rep(1:150, 2)[(i - 1) * 100 + 1:100], ])
-  expect_error(svgp(Species ~ ., data = ir, inducing = 5), "several classes has no cluster path")
+  set.seed(2)
+  expect_warning(m1 <- svgp(Species ~ ., data = ir, inducing = 6, control = list(maxit = 30)),
+                 "limit of 30 iterations")
+  expect_equal(m1$optim$subsample, 200L)
+  expect_true("all_data_q" %in% names(m1$optim$stages))
+  expect_equal(nobs(m1), 300)
+  expect_equal(nrow(m1$x), 0L)
+  i2 <- iris[rep(1:150, 2), ]
+  m0 <- svgp(Species ~ ., data = i2, inducing = m1$params$Z, optimize = FALSE)
+  m0$params <- m1$params
+  m0$lik <- m1$lik
+  o0 <- objective(m0)
+  expect_lt(abs(-o0$fn(o0$par) - m1$bound), 1e-10 * abs(m1$bound))
+  o1 <- objective(m1, cluster = ir)
+  expect_same_objective(o1, o0, o0$par + 0.01)
+  o1$release()
+  q <- sparsevgp:::.uc_q_optimum(m0, m0$params, tol = 0, iters = 3L)
+  expect_lt(q$value - m1$bound, 1e-4 * 300)
+  m0$posterior <- m1$posterior
+  p1 <- fitted(m1, cluster = ir)
+  expect_equal(colnames(p1), levels(iris$Species))
+  expect_equal(unname(p1), unname(fitted(m0)), tolerance = 1e-10)
+  # Adam on minibatches of all rows
+  set.seed(2)
+  b2 <- svgp(Species ~ ., data = ir, inducing = 6, batch_size = 30,
+             control = list(maxit = 20, lr = 0.05))
+  expect_equal(b2$optim$subsample, 200L)
+  expect_true(is.finite(b2$bound))
   expect_error(svgp(cls ~ x1, data = sh, inducing = 5, control = list(optimizer = "natgrad")),
                "do not run on the workers")
 })
