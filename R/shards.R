@@ -1137,17 +1137,28 @@ print.sparsevgp_shards <- function(x, ...) {
                                            extra = fit$shards$extra))
 }
 
-# On a worker: the latent predictive at its rows (missing values dropped as
-# when fitting) and their response.
-.shard_fitted <- function(s, a, each = NULL) {
+# On a worker: the model frame of a fit's formula a$formula (terms
+# a$terms, levels a$xlevels, the call's expressions a$weights and a$extra)
+# on its rows, missing values dropped as when fitting, and its inputs:
+# list(mf, x).
+.shard_fit_frame <- function(s, a) {
   f <- a$formula
   environment(f) <- globalenv()
-  # (rows with missing prior weights were dropped too)
   mf <- .shard_model_frame(f, s$data, a$weights, xlev = a$xlevels, na.action = stats::na.omit,
                            drop.unused.levels = FALSE, extra = a$extra)
   x <- stats::model.matrix(a$terms, mf)
   attr(x, "assign") <- attr(x, "contrasts") <- NULL
   rownames(x) <- NULL
+  list(mf = mf, x = x)
+}
+
+# On a worker: the latent predictive at its rows (missing values dropped as
+# when fitting) and their response.
+.shard_fitted <- function(s, a, each = NULL) {
+  # (rows with missing prior weights were dropped too)
+  r <- .shard_fit_frame(s, a)
+  mf <- r$mf
+  x <- r$x
   if (nrow(x) == 0L) return(list(mean = numeric(0), var = numeric(0), y = numeric(0)))
   p <- .predict_latent(a$fit, x, FALSE)
   # the fitted values with the offset, as fitted() gives them in one process
@@ -1215,13 +1226,9 @@ print.sparsevgp_shards <- function(x, ...) {
 # On a worker: fitted() or residuals() (a$what, with a$args) of the fit
 # a$fit given the worker's rows (NULL without rows).
 .shard_values <- function(s, a, each = NULL) {
-  f <- a$formula
-  environment(f) <- globalenv()
-  mf <- .shard_model_frame(f, s$data, a$weights, xlev = a$xlevels, na.action = stats::na.omit,
-                           drop.unused.levels = FALSE, extra = a$extra)
-  x <- stats::model.matrix(a$terms, mf)
-  attr(x, "assign") <- attr(x, "contrasts") <- NULL
-  rownames(x) <- NULL
+  r <- .shard_fit_frame(s, a)
+  mf <- r$mf
+  x <- r$x
   if (nrow(x) == 0L) return(NULL)
   storage.mode(x) <- "double"
   local <- a$fit

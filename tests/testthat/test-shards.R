@@ -48,6 +48,18 @@ expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
   expect_lt(max(abs(g1 - g0)), tol * max(1, abs(g0)))
 }
 
+# the bound and gradient on the workers (at o0's parameters and moved by
+# `shift`), and the fitted values and residuals at the workers' rows, of a
+# fit f1 on the shards sh against one process's fit f0 with objective o0
+expect_rows_on_workers <- function(f1, sh, f0, o0, shift = 0.1) {
+  o1 <- objective(f1, cluster = sh)
+  on.exit(o1$release())
+  expect_same_objective(o1, o0, o0$par)
+  expect_same_objective(o1, o0, o0$par + shift)
+  expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
+  expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+}
+
 # the bound and gradient of a fit on shards, evaluated on the workers,
 # against one process on all rows d at the fit's parameters and near them
 # (`...`: the one process's weights)
@@ -188,13 +200,8 @@ test_that("prior weights from a column of the workers' data give the weighted fi
     expect_null(f1$weights)
     expect_null(f1$noise_model$lambda)
     # bound and gradient on the workers with their weights, at the fit's
-    # parameters and away from them
-    o1 <- objective(f1, cluster = sh)
-    expect_same_objective(o1, o0, o0$par)
-    expect_same_objective(o1, o0, o0$par + 0.1)
-    o1$release()
-    expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
-    expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+    # parameters and away from them; fitted values and residuals
+    expect_rows_on_workers(f1, sh, f0, o0)
     parallel::stopCluster(cl)
   }
   # the weights matter: the unweighted fit is another one
@@ -668,12 +675,7 @@ test_that("known per-point noise variances from a column of the workers' data", 
     expect_equal(f1$noise_model$kind, "known")
     expect_null(f1$noise_model$lambda)
     expect_output(print(f1), "variances from 0.005.* to 0.0499.* \\(known\\)")
-    o1 <- objective(f1, cluster = sh)
-    expect_same_objective(o1, o0, o0$par)
-    expect_same_objective(o1, o0, o0$par - 0.1)
-    o1$release()
-    expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
-    expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+    expect_rows_on_workers(f1, sh, f0, o0, shift = -0.1)
     # with prior weights too: variances s2 / w, as in one process
     if (length(ends) == 2L) {
       set.seed(5)
@@ -733,12 +735,7 @@ test_that("subset and offset on shards are evaluated on the workers", {
     expect_equal(unname(f1$shards$y), c(mean(f0$y), var(f0$y)), tolerance = 1e-12)
     expect_equal(f1$params, f0$params, tolerance = 1e-8)
     expect_lt(abs(f1$bound - f0$bound), 1e-8 * abs(f0$bound))
-    o1 <- objective(f1, cluster = sh)
-    expect_same_objective(o1, o0, o0$par)
-    expect_same_objective(o1, o0, o0$par + 0.1)
-    o1$release()
-    expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
-    expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+    expect_rows_on_workers(f1, sh, f0, o0)
     # predictions at new data add the offset there, as in one process
     expect_equal(predict(f1, d[1:5, ]), predict(f0, d[1:5, ]), tolerance = 1e-10)
     # pgpr with a subset
