@@ -164,9 +164,13 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
 # Residuals of a classifier (residuals() of pgpr and svgp fits): the 0/1
 # labels minus the probabilities of the positive class, divided by
 # sqrt(p (1 - p)) for type = "pearson"; padded for na.exclude.
-.residuals_classifier <- function(object, type = c("response", "pearson")) {
-  .shards_refuse(object, "residuals()", "predict(fit, newdata, type = \"prob\") at the rows")
+.residuals_classifier <- function(object, type = c("response", "pearson"), cluster = NULL) {
   type <- match.arg(type)
+  # a fit on shards: computed on the workers (cluster = its shards)
+  if (!is.null(object$shards)) {
+    return(.shards_fit_values(object, cluster, "residuals", list(type = type)))
+  }
+  .no_cluster_residuals(cluster)
   p <- .predict_classifier(object, NULL, "prob", "quadrature", "none", 0.95, FALSE, FALSE,
                            pad = FALSE)
   r <- object$y - p
@@ -175,9 +179,20 @@ pg_kl <- function(c) .pg_map(c, "c", .ffi_pg_kl)
   stats::naresid(object$na.action, r)
 }
 
+# The error of residuals(fit, cluster =) for a fit whose rows are here.
+.no_cluster_residuals <- function(cluster) {
+  if (!is.null(cluster)) {
+    stop("'cluster' in residuals() is for fits on shards(): the residuals of this fit are computed here",
+         call. = FALSE)
+  }
+  invisible()
+}
+
 # Training-set probabilities (padded for the rows that na.exclude dropped).
 .fitted_classifier <- function(object, method, cluster = NULL) {
-  .shards_refuse(object, "fitted()", "predict(fit, newdata, type = \"prob\") at the rows")
+  if (!is.null(object$shards)) {
+    return(.shards_fit_values(object, cluster, "fitted", list(method = method)))
+  }
   .predict_classifier(object, NULL, "prob", method, cluster = cluster)
 }
 

@@ -393,7 +393,10 @@ coef.sparsevgp <- function(object, ...) {
 #' @param parm,level arguments of \code{\link[stats]{confint}}; not used.
 #' @param cluster for \code{fitted()}: a cluster from
 #'   \code{parallel::makeCluster()} over whose workers the training inputs
-#'   are split (see \code{\link{scaling}}); by default \code{NULL}.
+#'   are split (see \code{\link{scaling}}); by default \code{NULL}. For a
+#'   fit on \code{\link{shards}()} (of any model), the shards of its data:
+#'   \code{fitted()} and \code{residuals()} are computed on the workers and
+#'   their \eqn{N} values returned in worker order.
 #' @param ... not used.
 #' @return \code{logLik()}: an object of class \code{"logLik"} with
 #'   attributes \code{df}, \code{nobs} and \code{kind}. \code{deviance()},
@@ -480,10 +483,7 @@ residuals.sparsevgp <- function(object, type = c("response", "pearson"), cluster
     if (type != "response") stop("the residuals of a fit on shards are of type \"response\"", call. = FALSE)
     return(.shards_values(object, cluster, "residuals"))
   }
-  if (!is.null(cluster)) {
-    stop("'cluster' in residuals() is for fits on shards(): the residuals of this fit are computed here",
-         call. = FALSE)
-  }
+  .no_cluster_residuals(cluster)
   inp <- .prediction_inputs(object)
   pm <- .predict_moments(object, inp, noise = type == "pearson")
   r <- object$y - (pm$mean - if (is.null(object$offset)) 0 else object$offset)

@@ -104,12 +104,21 @@
                  known = 1,
                  model = exp(drop(nm$Phi %*% params$noise_coef)))
   if (!is.null(nm$lambda)) return(base * nm$lambda)
+  # a fit on shards() keeps the minimum, mean and maximum of its rows'
+  # factors (prior weights, known variances), which stay on the workers
+  if (compact && !is.null(nm$rows)) return(base * nm$rows[c("min", "max")])
   if (compact && length(base) == 1L) base else rep_len(base, N)
 }
 
 # The mean noise variance at the training inputs (no vector of length N for
 # one shared variance).
-.noise_mean <- function(fit, params) mean(.noise_lambda(fit, params, compact = TRUE))
+.noise_mean <- function(fit, params) {
+  rows <- fit$noise_model$rows
+  if (!is.null(rows) && is.null(fit$noise_model$lambda) && fit$noise_model$kind != "model") {
+    return(rows[["mean"]] * (if (fit$noise_model$kind == "constant") params$noise else 1))
+  }
+  mean(.noise_lambda(fit, params, compact = TRUE))
+}
 
 # The chain rule from the adjoint glambda = dF/dlambda to the noise
 # parameters: list(noise) or list(noise_coef), or nothing for known noise.

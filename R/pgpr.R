@@ -675,9 +675,9 @@ predict.pgpr <- function(object, newdata = NULL, type = c("link", "prob", "class
 }
 
 #' @export
-residuals.pgpr <- function(object, type = c("response", "pearson"), ...) {
+residuals.pgpr <- function(object, type = c("response", "pearson"), cluster = NULL, ...) {
   .check_dots("residuals", ...)
-  .residuals_classifier(object, type)
+  .residuals_classifier(object, type, cluster)
 }
 
 #' @export

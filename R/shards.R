@@ -92,14 +92,24 @@
 #' \eqn{\sigma^2 / w_n}{sigma^2 / w_n}, as in one process; the weights stay on
 #' the workers (and with the rows of the subsample), and the greedy
 #' selection maximises \eqn{w_n d_n / \sigma^2}{w_n d_n / sigma^2} over all rows, so the fit is
-#' that of one process with the same weights. Known per-row noise variances
-#' in a column \code{s2} give the model of \code{noise = s2} in one process
-#' (the same bound at the same parameters) as \code{weights = 1 / s2,
-#' noise = 1, fixed = "noise"} (one process's start search for known
-#' variances differs, so the optimiser may end at a slightly different
-#' point). \code{subset}, \code{offset}, a vector of known variances and
-#' noise formulas are not available with shards, nor are weights for
-#' \code{pgpr()} and \code{svgp()} (which take none in one process either).
+#' that of one process with the same weights.
+#'
+#' \strong{Known noise variances, subset and offset.} The same holds for
+#' the other arguments that \code{lm()} evaluates in \code{data}:
+#' \code{sgpr(y ~ x1 + x2, data = sh, noise = s2)} with \code{s2} a column
+#' of the workers' data (or an expression in their columns, such as
+#' \code{s^2}) takes the known per-point noise variances of each row from
+#' its worker, the fit of \code{noise = s2} in one process on the
+#' concatenated rows (with \code{weights = w} too, the variances are
+#' \code{s2 / w}); \code{subset = keep & x1 > 0} selects rows on each worker,
+#' and the counts, means and ranges that scale the fit are those of the kept
+#' rows; \code{offset = o} and \code{offset()} terms in the formula are
+#' subtracted from the response on the workers (\code{sgpr()}), and
+#' \code{predict(fit, newdata)} adds them at the new rows, as in one process.
+#' \code{subset} works for \code{pgpr()} and \code{svgp()} too. A vector of
+#' variances (or weights) in this process, noise formulas, and weights or an
+#' offset for \code{pgpr()} and \code{svgp()} are refused with an error of
+#' class \code{"sparsevgp_shards_error"}.
 #'
 #' What the fit needs from the data comes without them: the scaling of the
 #' optimiser, the starting noise and mean from counts, means, sums of
@@ -137,12 +147,31 @@
 #' Adam on minibatches of all rows (the row numbers drawn in this process
 #' from R's random numbers). pgpr's \eqn{c} stay on the workers while the
 #' model is fitted; \code{objective(fit, cluster = sh)} recomputes them
-#' from the fit's \eqn{q(f)}. \code{svgp()} with several classes has no
-#' cluster path: it is fitted in this process on the gathered rows, so on
-#' at most 20 000 of them, as are natural-gradient steps
-#' (\code{control$optimizer = "natgrad"}). \code{fitted()},
-#' \code{residuals()} and \code{plot()} of these fits refuse and point to
-#' \code{predict(fit, newdata)}.
+#' from the fit's \eqn{q(f)}. \code{svgp()} with several classes is fitted
+#' in this process on the gathered rows up to 20 000 rows (the fit of one
+#' process; \code{svgp(cluster =)} does not take several classes), and
+#' beyond as with two classes: the subsample's fit, then \eqn{q(u)} at its
+#' conditional optimum (or Adam on minibatches) on all rows on the workers
+#' with the subsample's Monte Carlo draws of the softmax.
+#' Natural-gradient steps (\code{control$optimizer = "natgrad"}) are fitted
+#' in this process on at most 20 000 rows. \code{fitted(fit, cluster = sh)}
+#' and \code{residuals(fit, type, cluster = sh)} of these fits are computed
+#' on the workers, each on its own rows, as one process computes them (the
+#' probabilities of the positive class by \code{method}, a matrix of class
+#' probabilities for several classes, \code{"response"} and
+#' \code{"pearson"} residuals); only the result, \eqn{N} numbers, comes to
+#' this process, so ask for it when \eqn{N} numbers fit here (to keep the
+#' values on the workers, compute what you need from them there, for
+#' example with \code{predict(fit, newdata)} inside \code{load} or
+#' \code{parallel::clusterCall()}). \code{plot()} of these fits refuses and
+#' points to \code{predict(fit, newdata)}.
+#'
+#' \strong{Memory.} \code{shards()} asks each worker for its host's name
+#' (\code{Sys.info()[["nodename"]]}), and the workers of one host share the
+#' fit's \code{control$memory}: each worker's budget for its chunks and its
+#' part of the greedy selection is \code{control$memory} divided by the
+#' number of workers on its host, so that the workers of a host together
+#' stay within the budget (see \code{\link{scaling}}).
 #'
 #' \strong{Faults.} A worker that dies, or that lost its rows, stops the
 #' fit with an error of class \code{sparsevgp_cluster_error}; this process
@@ -163,8 +192,9 @@
 #' @param ... further arguments of \code{load}.
 #' @return An object of class \code{"sparsevgp_shards"}: the cluster, a key
 #'   under which the workers keep their data, the number of rows and the
-#'   columns on each worker, and \code{load} with its arguments (to load
-#'   the rows again on another cluster).
+#'   columns on each worker, \code{load} with its arguments (to load
+#'   the rows again on another cluster), the host of each worker
+#'   (\code{hosts}) and the number of workers on it (\code{per_host}).
 #' @seealso \code{\link{scaling}}, \code{\link{sgpr}}, \code{\link{pgpr}},
 #'   \code{\link{svgp}}
 #' @examples
@@ -209,9 +239,35 @@ shards <- function(cl, load, ...) {
     })
   n <- vapply(info, function(r) as.double(r$n), 0)
   cols <- info[[which.max(c(n > 0, TRUE))[1L]]]$columns
+  # the workers of one host share its memory budget: each one's is
+  # control$memory divided by the number of workers on its host
+  hosts <- vapply(info, `[[`, "", "host")
+  per_host <- as.vector(table(hosts)[hosts])
+  .cluster_call(list(cl = cl, key = key), ".shard_per_host", list(), as.list(per_host))
   structure(list(cl = cl, key = key, n = n, columns = cols, load = load, args = list(...),
-                 columns_by_worker = lapply(info, `[[`, "columns")),
+                 columns_by_worker = lapply(info, `[[`, "columns"), hosts = hosts,
+                 per_host = per_host),
             class = "sparsevgp_shards")
+}
+
+# The name of the host of this process (the option sparsevgp.nodename
+# stands in for it in tests of several hosts on one machine).
+.shard_nodename <- function() {
+  host <- getOption("sparsevgp.nodename")
+  if (is.null(host)) Sys.info()[["nodename"]] else as.character(host)
+}
+
+# On a worker: the number of workers on its host, which divide its memory.
+.shard_per_host <- function(s, a, each) {
+  s$per_host <- each
+  TRUE
+}
+
+# A worker's memory budget: control$memory divided by the number of
+# workers `per_host` on its host (NULL: not on shards, the whole budget).
+.host_memory <- function(memory, per_host) {
+  if (is.null(per_host) || !is.numeric(memory) || length(memory) != 1L) return(memory)
+  memory / per_host
 }
 
 #' @export
@@ -221,6 +277,12 @@ print.sparsevgp_shards <- function(x, ...) {
               paste(format(x$n, big.mark = ",", trim = TRUE), collapse = ", ")))
   cols <- names(x$columns)
   cat(sprintf("Columns: %s\n", paste(sprintf("%s (%s)", cols, x$columns), collapse = ", ")))
+  if (!is.null(x$hosts)) {
+    tab <- table(factor(x$hosts, levels = unique(x$hosts)))
+    cat(sprintf("Hosts: %s (each worker's memory budget is control$memory divided by the workers of its host)\n",
+                paste(sprintf("%s (%d worker%s)", names(tab), tab, ifelse(tab == 1L, "", "s")),
+                      collapse = ", ")))
+  }
   invisible(x)
 }
 
@@ -236,7 +298,7 @@ print.sparsevgp_shards <- function(x, ...) {
                  .describe_value(d), i), call. = FALSE)
   }
   .shard_store(list(data = d), a$key)
-  list(n = nrow(d), columns = vapply(d, function(v) class(v)[1L], ""))
+  list(n = nrow(d), columns = vapply(d, function(v) class(v)[1L], ""), host = .shard_nodename())
 }
 
 # ---- the formula on the workers ----------------------------------------------
@@ -245,7 +307,7 @@ print.sparsevgp_shards <- function(x, ...) {
 # dropped), with the classes and levels of its variables.
 .shard_frame <- function(s, a, each = NULL) {
   mf <- .shard_model_frame(a$formula, s$data, a$weights, na.action = stats::na.omit,
-                           drop.unused.levels = TRUE)
+                           drop.unused.levels = TRUE, extra = a$extra)
   vars <- vapply(mf, function(v) class(v)[1L], "")
   levels <- lapply(mf, function(v) {
     if (is.factor(v)) levels(v) else if (is.character(v)) sort(unique(v))
@@ -264,24 +326,41 @@ print.sparsevgp_shards <- function(x, ...) {
 # On a worker: the model frame of `formula` on its rows `data`, with the
 # prior weights `weights` (an expression in the columns of the data, as the
 # call's weights = w is for model.frame(), or NULL) and the other arguments
-# of model.frame() in `...`. The expression is evaluated in the data only:
-# a variable that is not a column of the worker's data is an error.
-.shard_model_frame <- function(formula, data, weights = NULL, ...) {
-  if (is.null(weights)) return(stats::model.frame(formula, data, ...))
-  miss <- setdiff(all.vars(weights), names(data))
-  if (length(miss)) {
-    stop(sprintf("with data = shards() 'weights' is computed from the columns of the workers' data, and %s %s not a column there",
-                 paste(miss, collapse = ", "), if (length(miss) > 1L) "are" else "is"),
-         call. = FALSE)
+# of model.frame() in `...`. `extra` holds the call's other expressions in
+# the columns (.shards_extra()): `subset` (a logical expression selecting
+# rows), `offset` and `noise` (known per-row noise variances, the column
+# "(noise)"); each NULL when absent. The expressions are evaluated in the
+# data only: a variable that is not a column of the worker's data is an
+# error.
+.shard_model_frame <- function(formula, data, weights = NULL, ..., extra = NULL) {
+  ex <- c(list(weights = weights), extra)
+  ex <- ex[!vapply(ex, is.null, TRUE)]
+  if (!length(ex)) return(stats::model.frame(formula, data, ...))
+  for (a in names(ex)) {
+    miss <- setdiff(all.vars(ex[[a]]), names(data))
+    if (length(miss)) {
+      stop(sprintf("with data = shards() '%s' is computed from the columns of the workers' data, and %s %s not a column there",
+                   a, paste(miss, collapse = ", "), if (length(miss) > 1L) "are" else "is"),
+           call. = FALSE)
+    }
   }
   # (the data by name, so that the call never holds the rows)
-  mfc <- as.call(c(list(quote(stats::model.frame), formula = formula, data = quote(data),
-                        weights = weights), list(...)))
+  mfc <- as.call(c(list(quote(stats::model.frame), formula = formula, data = quote(data)), ex,
+                   list(...)))
   mf <- eval(mfc)
   w <- stats::model.weights(mf)
-  if (!is.numeric(w) || any(!is.finite(w)) || any(w <= 0)) {
+  if (!is.null(w) && (!is.numeric(w) || any(!is.finite(w)) || any(w <= 0))) {
     stop("'weights' must be positive finite numbers, one per observation (leave out observations of zero weight in 'load')",
          call. = FALSE)
+  }
+  s2 <- mf[["(noise)"]]
+  if (!is.null(s2) && (!is.numeric(s2) || any(!is.finite(s2)) || any(s2 <= 0))) {
+    stop("'noise' must be positive finite variances, one per observation, in the workers' data",
+         call. = FALSE)
+  }
+  off <- mf[["(offset)"]]
+  if (!is.null(off) && (!is.numeric(off) || any(!is.finite(off)))) {
+    stop("'offset' must be finite numbers, one per observation, in the workers' data", call. = FALSE)
   }
   mf
 }
@@ -319,7 +398,8 @@ print.sparsevgp_shards <- function(x, ...) {
 # whether all are finite, of every input column and of y.
 .shard_design <- function(s, a, each = NULL) {
   mf <- .shard_model_frame(a$formula, s$data, a$weights, xlev = a$xlevels,
-                           na.action = stats::na.omit, drop.unused.levels = FALSE)
+                           na.action = stats::na.omit, drop.unused.levels = FALSE,
+                           extra = a$extra)
   tt <- attr(mf, "terms")
   attr(tt, "intercept") <- 0L
   x <- stats::model.matrix(tt, mf)
@@ -334,14 +414,28 @@ print.sparsevgp_shards <- function(x, ...) {
   # labels (a classifier's response) stay as they are, coded later with
   # the coding of the whole fit (.shard_adopt())
   if (is.numeric(y)) y <- as.double(y)
+  # an offset (offset() terms and the call's offset): the target is y minus
+  # it, as sgpr() fits it in one process
+  off <- stats::model.offset(mf)
+  if (!is.null(off)) {
+    if (!is.numeric(y)) stop("an offset needs a numeric response", call. = FALSE)
+    y <- y - as.double(off)
+  }
   storage.mode(x) <- "double"
   fit <- structure(list(x = x, y = y), class = c("sgpr", "sparsevgp"))
+  # known per-row noise variances (noise = s2): the worker's factors of the
+  # noise variances are s2 / w (.shard_rel())
+  if (!is.null(mf[["(noise)"]])) fit$noise_var <- as.double(mf[["(noise)"]])
+  # the workers on its host (which share control$memory, .host_memory())
+  fit$per_host <- s$per_host
   # prior weights: the worker's noise variances are sigma^2 / w
   # (.shard_configure())
   if (!is.null(a$weights)) fit$weights <- as.double(stats::model.weights(mf))
   .shard_store(list(fit = fit), a$fit_key)
   ym <- .shard_moments(cbind(y = if (is.numeric(y)) y else rep(0, length(y))))
-  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = ym)
+  rel <- .rows_rel(fit$weights, fit$noise_var)
+  list(n = nrow(x), colnames = colnames(x), x = .shard_moments(x), y = ym,
+       rel = if (!is.null(rel)) c(sum = sum(rel), min = min(c(Inf, rel)), max = max(c(-Inf, rel))))
 }
 
 # Count, means, sums of squared deviations, minima, maxima and numbers of
@@ -379,8 +473,10 @@ print.sparsevgp_shards <- function(x, ...) {
 # the combined statistics. Returns list(h (the cluster handle of the
 # workers with rows), terms, xlevels, N, colnames, x (.col_stats() rows),
 # y (c(mean, var))). `weights` is the expression of the prior weights in
-# the workers' columns (NULL: none).
-.shards_design <- function(sh, formula, xlev = NULL, labels = FALSE, weights = NULL) {
+# the workers' columns (NULL: none), `extra` the other expressions of
+# .shards_extra() (subset, offset, known noise variances).
+.shards_design <- function(sh, formula, xlev = NULL, labels = FALSE, weights = NULL,
+                           extra = NULL) {
   if (!inherits(sh, "sparsevgp_shards")) stop("'data' must be the result of shards()", call. = FALSE)
   if (!inherits(formula, "formula") || length(formula) != 3L) {
     stop("'formula' must be a two-sided formula such as y ~ x1 + x2", call. = FALSE)
@@ -390,7 +486,7 @@ print.sparsevgp_shards <- function(x, ...) {
   environment(formula) <- globalenv()
   all <- list(cl = sh$cl, key = sh$key, n = sh$n)
   if (is.null(xlev)) {
-    frames <- .cluster_call(all, ".shard_frame", list(formula = formula, weights = weights))
+    frames <- .cluster_call(all, ".shard_frame", list(formula = formula, weights = weights, extra = extra))
     xlev <- .shards_levels(frames)
     pv <- unique(vapply(frames[vapply(frames, `[[`, 0, "n") > 0], `[[`, "", "predvars"))
     if (length(pv) > 1L) {
@@ -402,7 +498,7 @@ print.sparsevgp_shards <- function(x, ...) {
   fit_key <- .shard_key()
   d <- tryCatch(.cluster_call(all, ".shard_design",
                               list(formula = formula, xlevels = xlev, fit_key = fit_key,
-                                   labels = labels, weights = weights)),
+                                   labels = labels, weights = weights, extra = extra)),
                 error = function(e) {
                   .cluster_release(list(cl = sh$cl, key = fit_key))
                   stop(e)
@@ -436,9 +532,15 @@ print.sparsevgp_shards <- function(x, ...) {
   colnames(xs) <- d[[which(keep)[1L]]]$colnames
   mf_terms <- stats::terms(formula)
   tt <- stats::delete.response(mf_terms)
+  # the range and mean of the rows' factors of the noise variances (s2 / w)
+  rel <- lapply(d[keep], `[[`, "rel")
+  rel <- if (!is.null(rel[[1L]])) {
+    c(min = min(vapply(rel, `[[`, 0, "min")), mean = sum(vapply(rel, `[[`, 0, "sum")) / N,
+      max = max(vapply(rel, `[[`, 0, "max")))
+  }
   list(h = h, terms = .shards_terms(formula), xlevels = xlev[intersect(names(xlev), all.vars(tt))],
        N = N, colnames = colnames(xs), x = xs,
-       y = c(mean = ys["mean", 1L], var = ys["sd", 1L]^2))
+       y = c(mean = ys["mean", 1L], var = ys["sd", 1L]^2), rel = rel)
 }
 
 # The terms of the fit as .formula_data() records them (no intercept), from
@@ -452,24 +554,35 @@ print.sparsevgp_shards <- function(x, ...) {
 # On a worker: the rows `each` (of its share of the fit) of the inputs and
 # targets.
 .shard_rows <- function(s, a, each) {
-  list(x = s$fit$x[each, , drop = FALSE], y = s$fit$y[each], w = s$fit$weights[each])
+  list(x = s$fit$x[each, , drop = FALSE], y = s$fit$y[each], w = s$fit$weights[each],
+       s2 = s$fit$noise_var[each])
 }
 
 # The rows `rows` (increasing numbers into the rows of all workers in
 # order) fetched from the workers of the handle h, with their prior
-# weights w (NULL: none).
+# weights w and known noise variances s2 (NULL: none).
 .shards_gather <- function(h, rows) {
   r <- .cluster_rows(h, ".shard_rows", list(), batch = rows)
   list(x = do.call(rbind, lapply(r, `[[`, "x")), y = unlist(lapply(r, `[[`, "y")),
-       w = unlist(lapply(r, `[[`, "w")))
+       w = unlist(lapply(r, `[[`, "w")), s2 = unlist(lapply(r, `[[`, "s2")))
+}
+
+# The factors of the noise variances of rows with prior weights w and known
+# variances s2 (NULL: none; NULL when both are): s2 / w.
+.rows_rel <- function(w, s2) {
+  if (is.null(w) && is.null(s2)) return(NULL)
+  (if (is.null(s2)) 1 else s2) / (if (is.null(w)) 1 else w)
 }
 
 # On a worker: the kernel, control and noise model of the fit in its share.
-# With prior weights, its rows' factor of the noise variances is 1 / w (the
-# fit on the master keeps none: .noise_setup() with weights).
+# With prior weights or known variances, its rows' factors of the noise
+# variances are s2 / w (.rows_rel(); the fit on the master keeps none).
 .shard_configure <- function(s, a, each = NULL) {
   for (f in names(a)) s$fit[[f]] <- a[[f]]
-  if (!is.null(s$fit$weights)) s$fit$noise_model$lambda <- 1 / s$fit$weights
+  # (its share of the memory budget of its host)
+  if (!is.null(a$control)) s$fit$control$memory <- .host_memory(a$control$memory, s$fit$per_host)
+  rel <- .rows_rel(s$fit$weights, s$fit$noise_var)
+  if (!is.null(rel)) s$fit$noise_model$lambda <- rel
   TRUE
 }
 
@@ -496,22 +609,24 @@ print.sparsevgp_shards <- function(x, ...) {
     stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr() and svgp() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
                  model, model), call. = FALSE)
   }
-  # prior weights (sgpr): an expression in the workers' columns, evaluated
-  # on the workers as model.frame() evaluates weights = w in the data
-  for (a in c("subset", if (model != "sgpr") "weights", "offset")) {
+  # prior weights (sgpr), subset, offset (sgpr) and known noise variances
+  # (sgpr): expressions in the workers' columns, evaluated on the workers
+  # as model.frame() evaluates them in the data (.shards_extra())
+  for (a in if (model != "sgpr") c("weights", "offset")) {
     if (!is.null(call[[a]])) {
-      stop(sprintf("'%s' is not available with data = shards()%s: select, weight or offset the rows in 'load'",
-                   a, if (a == "weights") sprintf(" in %s() (sgpr() takes it)", model) else ""),
-           call. = FALSE)
+      .shards_stop(sprintf("'%s' is not available with data = shards() in %s() (sgpr() takes it): %s the rows in 'load'",
+                           a, model, if (a == "weights") "weight" else "offset"))
     }
   }
+  extra <- .shards_extra(call, sh)
   if (!is.null(call$na.action) &&
       !(deparse(call$na.action) %in% c("na.omit", "na.exclude", "stats::na.omit"))) {
     stop("with data = shards() rows with missing values are dropped (na.action = na.omit)",
          call. = FALSE)
   }
   .interrupt_clear()
-  args <- list(...)
+  # (known noise variances named by a column stay unevaluated here)
+  args <- .shards_dots(if (!is.null(extra$noise)) "noise", ...)
   if (!is.null(args$cluster)) {
     # the rows loaded anew on the workers of `cluster` by the load function
     # of the shards (update(fit, cluster = new_cl) after a failure); they
@@ -521,9 +636,47 @@ print.sparsevgp_shards <- function(x, ...) {
     args$cluster <- NULL
   }
   .call <- .formula_call(call, model)
-  if (model != "sgpr") return(do.call(.shards_model, c(list(model, formula, sh), args, list(.call = .call)), quote = TRUE))
-  do.call(.shards_sgpr, c(list(formula, sh), args, list(.call = .call, .weights = call$weights)),
+  if (model != "sgpr") {
+    return(do.call(.shards_model, c(list(model, formula, sh), args,
+                                    list(.call = .call, .extra = extra)), quote = TRUE))
+  }
+  do.call(.shards_sgpr, c(list(formula, sh), args,
+                          list(.call = .call, .weights = call$weights, .extra = extra)),
           quote = TRUE)
+}
+
+# The expressions of a call with data = shards() that the workers evaluate
+# in their columns, as model.frame() does in the data of one process:
+# list(subset, offset, noise), each NULL when absent. `noise` is there when
+# the call's noise = names columns of the shards (known per-row variances,
+# noise = s2 or an expression in columns such as s^2); any other noise
+# (a number, a formula) is evaluated here as usual.
+.shards_extra <- function(call, sh) {
+  ne <- call$noise
+  cols <- names(sh$columns)
+  known <- is.language(ne) && !(is.call(ne) && identical(ne[[1L]], as.name("~"))) &&
+    length(all.vars(ne)) > 0L && all(all.vars(ne) %in% cols)
+  list(subset = call$subset, offset = call$offset, noise = if (known) ne)
+}
+
+# The arguments in `...` as a named list, without those named in `skip`
+# (left unevaluated: they name columns of the workers' data).
+.shards_dots <- function(skip, ...) {
+  n <- ...length()
+  nm <- names(match.call(expand.dots = FALSE)$...)
+  if (is.null(nm)) nm <- character(n)
+  keep <- which(!(nm %in% skip))
+  out <- vector("list", length(keep))
+  for (j in seq_along(keep)) out[j] <- list(...elt(keep[j]))
+  names(out) <- nm[keep]
+  out
+}
+
+# The error of something data = shards() does not do (yet): a condition of
+# class "sparsevgp_shards_error".
+.shards_stop <- function(msg) {
+  stop(structure(class = c("sparsevgp_shards_error", "error", "condition"),
+                 list(message = msg, call = NULL)))
 }
 
 # The shards `sh` loaded again on the workers of the cluster `cl` with the
@@ -540,11 +693,13 @@ print.sparsevgp_shards <- function(x, ...) {
 .shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
                          optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, .call = NULL, .weights = NULL) {
-  if (!is.null(noise) && !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) &&
-                           noise > 0)) {
-    stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet; prior weights, weights = w with w a column of the workers' data, divide it per row)",
-         call. = FALSE)
+                         start = NULL, .call = NULL, .weights = NULL, .extra = NULL) {
+  # known per-row variances: noise = s2 names columns of the workers' data
+  # (.shards_extra()), evaluated there; `noise` is then unset here
+  known <- !is.null(.extra$noise)
+  if (!known && !is.null(noise) &&
+      !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) && noise > 0)) {
+    .shards_stop("with data = shards() 'noise' is one starting variance, or known per-point variances named by a column of the workers' data (noise = s2, or an expression in their columns); a vector of variances in this process and noise formulas are not available")
   }
   kernel <- .check_kernel(kernel)
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
@@ -552,7 +707,7 @@ print.sparsevgp_shards <- function(x, ...) {
   control <- .collapsed_control(control)
   .check_start(start, "sgpr")
   weighted <- !is.null(.weights)
-  dz <- .shards_design(sh, formula, weights = .weights)
+  dz <- .shards_design(sh, formula, weights = .weights, extra = .extra)
   if (!is.null(start)) {
     .check_start(start, "sgpr", matrix(0, 0L, length(dz$colnames)))
   }
@@ -583,6 +738,7 @@ print.sparsevgp_shards <- function(x, ...) {
     dz$x <- .col_stats(g$x)
     dz$y <- c(mean = mean(g$y), var = stats::var(g$y))
     spec <- .inducing_spec(inducing, M, threshold, g$x, auto_kl = .auto_kl)
+    if (known) noise <- g$s2
     st <- .start_collapsed(kernel, g$x, g$y, noise, spec, search)
     kernel <- st$kernel
     nz <- .noise_setup(noise, g$x, g$y, NULL, start = st$noise, weights = g$w)
@@ -616,17 +772,17 @@ print.sparsevgp_shards <- function(x, ...) {
                                                 if (is.finite(vy) && vy > 0) vy else 1), x4, y4)
     kernel <- st$kernel
     if (is.null(st$noise)) st$noise <- if (is.finite(vy) && vy > 0) vy / 10 else 0.1
-    # (with prior weights, each worker's selection weights are w / sigma^2
-    # at its rows: .shard_greedy_start())
-    nz <- .noise_setup(noise, xs, ys, NULL, start = st$noise,
-                       weights = if (weighted) rep(1, nrow(xs)))
-    sel_weights <- 1 / nz$params[["noise"]]
+    # (with prior weights or known variances, each worker's selection
+    # weights are w / (sigma^2 s2) at its rows: .shard_greedy_start())
+    nz <- .noise_setup(if (known) g$s2[match(i1000, rows)] else noise, xs, ys, NULL,
+                       start = st$noise, weights = if (weighted) rep(1, nrow(xs)))
+    sel_weights <- if (known) 1 else 1 / nz$params[["noise"]]
     # ("gv" is the selection without weights, its threshold on the
     # unweighted trace, as .select_by_spec_run() makes it)
     gv <- identical(spec$method, "gv")
     Z <- if (spec$method == "given") spec$Z else
       .shards_greedy(h, kernel, spec, if (gv) 1 else sel_weights, control$memory, dz$colnames,
-                     weighted = weighted && !gv)
+                     weighted = (weighted || known) && !gv)
     if (warn_short && !is.na(spec$M) && nrow(Z) < spec$M) {
       warning(sprintf("greedy selection stopped at %d of the M = %d inducing inputs asked for: every other row is explained by them to double precision (fewer distinct inputs, or a kernel numerically low-rank at them)",
                       nrow(Z), spec$M), call. = FALSE)
@@ -635,6 +791,8 @@ print.sparsevgp_shards <- function(x, ...) {
   # the per-row factors 1 / w stay on the workers (.shard_configure()) and
   # with the rows of a subsample (.shards_subsample())
   nz$model$lambda <- NULL
+  # (their minimum, mean and maximum: what the master reports, .noise_lambda())
+  nz$model$rows <- dz$rel
   mn <- .mean_start(mean, dz$y[["mean"]])
   params <- c(.kern_params(kernel), nz$params, list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
@@ -650,7 +808,7 @@ print.sparsevgp_shards <- function(x, ...) {
                                selection = spec[intersect(names(spec),
                                                           c("method", "M", "threshold", "auto"))],
                                shards = list(N = N, n = h$n, x = dz$x, y = dz$y,
-                                             weights = .weights)))
+                                             weights = .weights, extra = .extra)))
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   .cluster_call(h, ".shard_configure",
@@ -776,7 +934,7 @@ print.sparsevgp_shards <- function(x, ...) {
   x <- s$fit$x
   n <- nrow(x)
   # the factor and a few vectors per row within the budget, at least 10 M rows
-  nc <- .budget_rows(a$memory, 8 * (a$cap + 2 * ncol(x) + 6), n = n,
+  nc <- .budget_rows(.host_memory(a$memory, s$fit$per_host), 8 * (a$cap + 2 * ncol(x) + 6), n = n,
                      at_least = min(n, 10 * a$cap))
   rows <- if (nc < n) sort(.with_seed(each, sample.int(n, nc))) else seq_len(n)
   g <- new.env(parent = emptyenv())
@@ -790,7 +948,7 @@ print.sparsevgp_shards <- function(x, ...) {
   g$scale <- n / max(1, length(rows))
   # the selection weights of its rows (NULL: one for all), so that it
   # maximises w_n d_n (Passerello 2022), as select_inducing(weights =)
-  g$w <- if (!is.null(a$weight)) a$weight * s$fit$weights[rows]
+  g$w <- if (!is.null(a$weight)) a$weight / .rows_rel(s$fit$weights, s$fit$noise_var)[rows]
   s$greedy <- g
   .shard_greedy_proposal(g)
 }
@@ -875,10 +1033,9 @@ print.sparsevgp_shards <- function(x, ...) {
   sub$y <- g$y
   # prior weights: the subsample's rows' factors of the noise variances, as
   # .subsample_fit() keeps them in one process
-  if (!is.null(g$w)) {
-    sub$weights <- g$w
-    sub$noise_model$lambda <- 1 / g$w
-  }
+  if (!is.null(g$w)) sub$weights <- g$w
+  rel <- .rows_rel(g$w, g$s2)
+  if (!is.null(rel)) sub$noise_model$lambda <- rel
   sub$cluster <- NULL
   sub$shards <- NULL
   list(fit = sub, all_rows = all)
@@ -938,7 +1095,7 @@ print.sparsevgp_shards <- function(x, ...) {
   }
   labels <- inherits(fit, c("pgpr", "svgp"))
   dz <- .shards_design(sh, stats::formula(fit$terms), xlev = fit$xlevels, labels = labels,
-                       weights = fit$shards$weights)
+                       weights = fit$shards$weights, extra = fit$shards$extra)
   h <- dz$h
   N <- .nobs(fit)
   if (dz$N != N || !identical(dz$colnames, colnames(fit$x))) {
@@ -976,36 +1133,44 @@ print.sparsevgp_shards <- function(x, ...) {
   all <- list(cl = sh$cl, key = sh$key, n = sh$n)
   .cluster_call(all, ".shard_fitted", list(fit = a, terms = fit$terms, xlevels = fit$xlevels,
                                            formula = stats::formula(fit$terms),
-                                           weights = fit$shards$weights))
+                                           weights = fit$shards$weights,
+                                           extra = fit$shards$extra))
+}
+
+# On a worker: the model frame of a fit's formula a$formula (terms
+# a$terms, levels a$xlevels, the call's expressions a$weights and a$extra)
+# on its rows, missing values dropped as when fitting, and its inputs:
+# list(mf, x).
+.shard_fit_frame <- function(s, a) {
+  f <- a$formula
+  environment(f) <- globalenv()
+  mf <- .shard_model_frame(f, s$data, a$weights, xlev = a$xlevels, na.action = stats::na.omit,
+                           drop.unused.levels = FALSE, extra = a$extra)
+  x <- stats::model.matrix(a$terms, mf)
+  attr(x, "assign") <- attr(x, "contrasts") <- NULL
+  rownames(x) <- NULL
+  list(mf = mf, x = x)
 }
 
 # On a worker: the latent predictive at its rows (missing values dropped as
 # when fitting) and their response.
 .shard_fitted <- function(s, a, each = NULL) {
-  f <- a$formula
-  environment(f) <- globalenv()
   # (rows with missing prior weights were dropped too)
-  mf <- .shard_model_frame(f, s$data, a$weights, xlev = a$xlevels, na.action = stats::na.omit,
-                           drop.unused.levels = FALSE)
-  x <- stats::model.matrix(a$terms, mf)
-  attr(x, "assign") <- attr(x, "contrasts") <- NULL
-  rownames(x) <- NULL
+  r <- .shard_fit_frame(s, a)
+  mf <- r$mf
+  x <- r$x
   if (nrow(x) == 0L) return(list(mean = numeric(0), var = numeric(0), y = numeric(0)))
   p <- .predict_latent(a$fit, x, FALSE)
+  # the fitted values with the offset, as fitted() gives them in one process
+  off <- stats::model.offset(mf)
+  if (!is.null(off)) p$mean <- p$mean + off
   list(mean = p$mean, var = p$var, y = as.double(stats::model.response(mf)))
 }
 
 # fitted() and residuals() of a fit whose rows are on the workers of `sh`
 # (NULL: not given, an error saying how).
 .shards_values <- function(object, sh, what) {
-  if (is.null(sh)) {
-    stop(sprintf("this fit's rows are on the workers of its shards: %s(fit, cluster = sh) computes the values there, with sh the shards() the fit was made on (or new shards of the same data)",
-                 what), call. = FALSE)
-  }
-  if (!inherits(sh, "sparsevgp_shards")) {
-    stop(sprintf("'cluster' must be the shards() of this fit's data for %s() of a fit on shards", what),
-         call. = FALSE)
-  }
+  .shards_values_check(sh, what)
   r <- .shards_predict_rows(object, sh)
   m <- unlist(lapply(r, `[[`, "mean"), use.names = FALSE)
   if (length(m) != object$shards$N) {
@@ -1014,4 +1179,66 @@ print.sparsevgp_shards <- function(x, ...) {
   }
   if (what == "fitted") return(m)
   unlist(lapply(r, `[[`, "y"), use.names = FALSE) - m
+}
+
+# The shards `sh` given to fitted() or residuals() (`what`) of a fit on
+# shards: an error unless they are shards.
+.shards_values_check <- function(sh, what) {
+  if (is.null(sh)) {
+    stop(sprintf("this fit's rows are on the workers of its shards: %s(fit, cluster = sh) computes the values there, with sh the shards() the fit was made on (or new shards of the same data)",
+                 what), call. = FALSE)
+  }
+  if (!inherits(sh, "sparsevgp_shards")) {
+    stop(sprintf("'cluster' must be the shards() of this fit's data for %s() of a fit on shards", what),
+         call. = FALSE)
+  }
+  invisible()
+}
+
+# fitted() or residuals() (`what`, with the arguments `args` of the
+# method) of a pgpr or svgp fit whose rows are on the workers of the
+# shards `sh`: each worker makes the fit with its own rows (the formula
+# applied as when fitting, the labels coded as the fit codes them) and
+# runs the method of one process on it (.shard_values()). The values come
+# back in worker order: a vector (a matrix of class probabilities for
+# several classes) of N numbers, O(N) in this process.
+.shards_fit_values <- function(object, sh, what, args) {
+  .shards_values_check(sh, what)
+  if (is.null(object$terms)) {
+    stop("the values at the rows of shards need a fit made with a formula", call. = FALSE)
+  }
+  template <- object
+  template[c("shards", "cluster", "na.action", "frame")] <- NULL
+  all <- list(cl = sh$cl, key = sh$key, n = sh$n)
+  r <- .cluster_call(all, ".shard_values",
+                     list(fit = template, what = what, args = args, terms = object$terms,
+                          xlevels = object$xlevels, formula = stats::formula(object$terms),
+                          weights = object$shards$weights, extra = object$shards$extra))
+  r <- r[!vapply(r, is.null, TRUE)]
+  v <- if (any(vapply(r, is.matrix, TRUE))) do.call(rbind, r) else unlist(r, use.names = FALSE)
+  if (NROW(v) != object$shards$N) {
+    stop(sprintf("the workers of 'cluster' hold %d rows, not the %.0f this fit was made on",
+                 NROW(v), object$shards$N), call. = FALSE)
+  }
+  v
+}
+
+# On a worker: fitted() or residuals() (a$what, with a$args) of the fit
+# a$fit given the worker's rows (NULL without rows).
+.shard_values <- function(s, a, each = NULL) {
+  r <- .shard_fit_frame(s, a)
+  mf <- r$mf
+  x <- r$x
+  if (nrow(x) == 0L) return(NULL)
+  storage.mode(x) <- "double"
+  local <- a$fit
+  local$x <- x
+  if (a$what == "residuals") {
+    coded <- .shards_code(local, stats::model.response(mf))
+    for (v in names(coded)) local[[v]] <- coded[[v]]
+  }
+  fun <- if (a$what == "fitted") stats::fitted else stats::residuals
+  out <- do.call(fun, c(list(local), a$args))
+  if (is.matrix(out)) rownames(out) <- NULL else names(out) <- NULL
+  out
 }

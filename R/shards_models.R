@@ -19,17 +19,26 @@
 #     .pgpr_train_large()), svgp q(u) at its conditional optimum
 #     (.uc_train_large()), or for minibatch svgp Adam on all rows from the
 #     subsample's starts (the minibatch row numbers drawn here, O(batch)).
-# Several classes (svgp's softmax) have no cluster path: they are fitted
-# in this process on the gathered rows, so only up to that many rows.
+# Several classes (svgp's softmax) up to that many rows are fitted in this
+# process on the gathered rows (svgp(cluster =) takes no several classes);
+# beyond, like two classes (the labels coded on the workers as the index
+# of their class, .shards_code(); the softmax's Monte Carlo draws travel
+# with the likelihood, so the workers' sums are those of one process).
 # The fit keeps no rows and no per-row state: pgpr's c live on the workers
 # while it is fitted, and objective(fit, cluster = sh) recomputes them from
 # the fit's q(f) (one closed-form update).
 
 # The formula interface of pgpr() and svgp() with data = shards().
-.shards_model <- function(model, formula, sh, ..., .call = NULL) {
+.shards_model <- function(model, formula, sh, ..., .call = NULL, .extra = NULL) {
   args <- list(...)
   optimize <- .check_flag(if (is.null(args$optimize)) TRUE else args$optimize, "optimize")
-  dz <- .shards_design(sh, formula, labels = TRUE)
+  if (!is.null(.extra$noise)) {
+    .shards_stop(sprintf("%s() takes no known noise variances ('noise' names columns of the workers' data)",
+                         model))
+  }
+  # (subset = an expression in the workers' columns, .shards_extra())
+  dz <- .shards_design(sh, formula, labels = TRUE, extra = .extra)
+  dz$extra <- .extra
   h <- dz$h
   on.exit(.cluster_release(h), add = TRUE)
   # a failed worker: the fit on the subsample (more rows than it) to resume
@@ -56,8 +65,8 @@
   if (N <= n_sub) {
     g <- .shards_gather(h, seq_len(N))
     colnames(g$x) <- dz$colnames
-    # svgp's several classes and natural-gradient steps have no cluster
-    # path: the gathered rows are fitted here
+    # svgp's several classes (svgp(cluster =) refuses them) and
+    # natural-gradient steps: the gathered rows are fitted here
     here <- identical(model, "svgp") &&
       (.shards_multiclass(g$y, args$likelihood) || identical(args$control$optimizer, "natgrad"))
     fit <- do.call(fun, c(list(g$x, g$y), args, list(cluster = if (!here) held)), quote = TRUE)
@@ -66,10 +75,6 @@
     rows <- sort(if (n_sub <= N / 2) sample.int(N, n_sub, useHash = TRUE) else sample.int(N, n_sub))
     g <- .shards_gather(h, rows)
     colnames(g$x) <- dz$colnames
-    if (identical(model, "svgp") && .shards_multiclass(g$y, args$likelihood)) {
-      stop(sprintf("svgp() with several classes has no cluster path: with data = shards() it fits at most %d rows (gathered into this process); fit on a subsample",
-                   n_sub), call. = FALSE)
-    }
     if (identical(model, "svgp") && identical(args$control$optimizer, "natgrad")) {
       stop("natural-gradient steps (control$optimizer = \"natgrad\") need the whole N x M cross-covariance and do not run on the workers of shards: use \"lbfgsb\" or \"adam\"",
            call. = FALSE)
@@ -159,7 +164,7 @@
   fit <- .shards_drop_rows(fit, c("ypm", "target", "c", "theta"))
   if (!is.null(fit$selection$perm)) fit$selection$perm <- NULL
   fit$cluster <- NULL
-  fit$shards <- list(N = dz$N, n = dz$h$n, x = xs, y = dz$y)
+  fit$shards <- list(N = dz$N, n = dz$h$n, x = xs, y = dz$y, extra = dz$extra)
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   fit$call <- .call
@@ -202,6 +207,8 @@
   coded <- .shards_code(local, s$fit$y)
   local$x <- x
   for (f in names(coded)) local[[f]] <- coded[[f]]
+  # (its share of the memory budget of its host)
+  local$control$memory <- .host_memory(local$control$memory, s$fit$per_host)
   if (inherits(local, "pgpr")) local$c <- if (is.null(each)) rep(local$control$c_init, n) else each
   share <- .share(local)(seq_len(n))
   rm(list = ls(s, all.names = TRUE), envir = s)
@@ -217,6 +224,15 @@
   if (is.null(lab)) {
     if (!is.numeric(y)) stop("the response must be numeric for this likelihood", call. = FALSE)
     return(list(y = y, target = y))
+  }
+  # several classes: the index of each label among the fit's classes
+  if (identical(lab$type, "multiclass")) {
+    k <- match(as.character(y), lab$levels)
+    if (anyNA(k)) {
+      stop(sprintf("a worker holds labels other than the classes of the fit (%s)",
+                   paste(lab$levels, collapse = ", ")), call. = FALSE)
+    }
+    return(list(y = k, target = as.double(k)))
   }
   v <- if (identical(lab$type, "numeric")) as.character(as.numeric(y)) else as.character(y)
   known <- if (identical(lab$type, "numeric")) as.character(lab$values) else lab$levels
@@ -234,11 +250,6 @@
 # parameters c, which the fit does not keep, are the closed-form update
 # c_n = sqrt(mu_n^2 + s_n^2) under the fit's q(f) (.pgpr_update_c()).
 .shards_attach_model <- function(fit, h) {
-  if (!is.null(fit$labels) && identical(fit$labels$type, "multiclass")) {
-    .cluster_release(h)
-    stop("fits of several classes are not evaluated on shards: they have no cluster path",
-         call. = FALSE)
-  }
   h <- tryCatch(.shards_adopt(structure(h, class = "sparsevgp_held"), fit), error = function(e) {
     .cluster_release(h)
     stop(e)

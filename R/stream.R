@@ -250,7 +250,14 @@
 #' \code{objective(fit, cluster = sh)} run on the workers. Each worker
 #' keeps its data frame and the inputs built from it (about twice its
 #' rows) and, during selection, an \eqn{n_i \times M}{n_i x M} factor within
-#' \code{control$memory}. Two hosts, with PSOCK over ssh (the package
+#' its budget. The workers of one host share \code{control$memory}: each
+#' worker's budget (for its chunks and its factor) is \code{control$memory}
+#' divided by the number of workers on its host, which \code{shards()}
+#' counts from the host names the workers report. Known per-point noise
+#' variances (\code{noise = s2}), prior weights, \code{subset} and
+#' \code{offset} are expressions in the workers' columns, evaluated there;
+#' \code{fitted(fit, cluster = sh)} and \code{residuals(fit, cluster = sh)}
+#' (of classifiers too) bring \eqn{N} numbers to the master. Two hosts, with PSOCK over ssh (the package
 #' installed on each, each host reading its own files):
 #' \preformatted{cl <- parallel::makeCluster(c("host1", "host2"))
 #' sh <- shards(cl, function(i) readRDS(sprintf("/data/part-\%03d.rds", i)))

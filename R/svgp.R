@@ -765,7 +765,10 @@ predict.svgp <- function(object, newdata = NULL, type = NULL, method = NULL,
 #' @export
 fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
   .check_dots("fitted", ...)
-  .shards_refuse(object, "fitted()", "predict(fit, newdata) at the rows")
+  # a fit on shards: computed on the workers (cluster = its shards)
+  if (!is.null(object$shards)) {
+    return(.shards_fit_values(object, cluster, "fitted", list(method = method)))
+  }
   if (!is.null(object$labels)) {
     return(predict(object, type = "prob", method = method, cluster = cluster))
   }
@@ -778,16 +781,19 @@ fitted.svgp <- function(object, method = NULL, cluster = NULL, ...) {
 # (.lik_moments(): for the Gaussian, that of the latent function and the
 # noise together, as for the other models).
 #' @export
-residuals.svgp <- function(object, type = c("response", "pearson"), ...) {
+residuals.svgp <- function(object, type = c("response", "pearson"), cluster = NULL, ...) {
   lik <- .lik_of(object)
   if (lik$latent > 1L) {
     stop("residuals() is not defined for multiclass fits: compare predict(fit, type = \"prob\") with the classes",
          call. = FALSE)
   }
   .check_dots("residuals", ...)
-  .shards_refuse(object, "residuals()", "predict(fit, newdata) at the rows")
-  if (!is.null(object$labels)) return(.residuals_classifier(object, type))
+  if (!is.null(object$labels)) return(.residuals_classifier(object, type, cluster))
   type <- match.arg(type)
+  if (!is.null(object$shards)) {
+    return(.shards_fit_values(object, cluster, "residuals", list(type = type)))
+  }
+  .no_cluster_residuals(cluster)
   inp <- .prediction_inputs(object)
   p <- .predict_moments(object, inp)
   m <- .lik_moments(lik, p$mean, p$var, object$params)

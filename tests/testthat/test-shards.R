@@ -48,6 +48,18 @@ expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
   expect_lt(max(abs(g1 - g0)), tol * max(1, abs(g0)))
 }
 
+# the bound and gradient on the workers (at o0's parameters and moved by
+# `shift`), and the fitted values and residuals at the workers' rows, of a
+# fit f1 on the shards sh against one process's fit f0 with objective o0
+expect_rows_on_workers <- function(f1, sh, f0, o0, shift = 0.1) {
+  o1 <- objective(f1, cluster = sh)
+  on.exit(o1$release())
+  expect_same_objective(o1, o0, o0$par)
+  expect_same_objective(o1, o0, o0$par + shift)
+  expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
+  expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+}
+
 # the bound and gradient of a fit on shards, evaluated on the workers,
 # against one process on all rows d at the fit's parameters and near them
 # (`...`: the one process's weights)
@@ -81,8 +93,13 @@ test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   expect_error(osgpr(y ~ x1, data = sh), "osgpr\\(\\) does not take data held by shards")
   expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' must be positive finite")
   expect_error(sgpr(y ~ x1, data = sh, weights = wt), "'weights' .* wt is not a column")
-  expect_error(sgpr(y ~ x1, data = sh, subset = x1 > 0), "'subset' is not available")
-  expect_error(pgpr(y ~ x1, data = sh, weights = x1), "'weights' is not available .* in pgpr\\(\\)")
+  expect_error(sgpr(y ~ x1, data = sh, subset = x9 > 0), "'subset' .* x9 is not a column")
+  expect_error(pgpr(y ~ x1, data = sh, weights = x1), "'weights' is not available .* in pgpr\\(\\)",
+               class = "sparsevgp_shards_error")
+  expect_error(svgp(y ~ x1, data = sh, offset = x2), "'offset' is not available .* in svgp\\(\\)",
+               class = "sparsevgp_shards_error")
+  expect_error(sgpr(y ~ x1, data = sh, noise = c(0.1, 0.2)), "one starting variance",
+               class = "sparsevgp_shards_error")
   expect_error(sgpr(y ~ x1, data = sh, noise = ~ x1), "one starting variance")
   expect_error(sgpr(y ~ x1, data = sh, noise = rep(0.1, 40)), "known per-point variances")
   expect_error(sgpr(y ~ x1, data = sh, cluster = 1), "'cluster' must be a cluster")
@@ -183,13 +200,8 @@ test_that("prior weights from a column of the workers' data give the weighted fi
     expect_null(f1$weights)
     expect_null(f1$noise_model$lambda)
     # bound and gradient on the workers with their weights, at the fit's
-    # parameters and away from them
-    o1 <- objective(f1, cluster = sh)
-    expect_same_objective(o1, o0, o0$par)
-    expect_same_objective(o1, o0, o0$par + 0.1)
-    o1$release()
-    expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
-    expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
+    # parameters and away from them; fitted values and residuals
+    expect_rows_on_workers(f1, sh, f0, o0)
     parallel::stopCluster(cl)
   }
   # the weights matter: the unweighted fit is another one
@@ -423,7 +435,7 @@ test_that("pgpr on 2 and 3 shards is the fit of one process on the concatenated 
     o1$release()
     parallel::stopCluster(cl)
   }
-  expect_error(fitted(f1), "fitted\\(\\) reads the rows")
+  expect_error(fitted(f1), "fitted\\(fit, cluster = sh\\) computes the values there")
   expect_error(plot(f1), "on the workers of its shards")
 })
 
@@ -473,7 +485,7 @@ test_that("svgp on shards: two classes, a Gaussian likelihood, minibatches and s
   expect_equal(predict(m1, iris[c(1, 60, 140), ], type = "prob"),
                predict(m0, iris[c(1, 60, 140), ], type = "prob"), tolerance = 1e-10)
   expect_equal(nrow(m1$x), 0L)
-  expect_error(fitted(b), "fitted\\(\\) reads the rows")
+  expect_error(fitted(b), "fitted\\(fit, cluster = sh\\) computes the values there")
   # a warm start on the same shards reproduces the fit
   at <- update(a, optimize = FALSE)
   bt <- update(b, optimize = FALSE)
@@ -550,8 +562,227 @@ test_that("more rows than the subsample: pgpr and svgp start on a subsample and 
   expect_equal(b1$optim$subsample, 200L)
   expect_true(is.finite(b1$bound))
   # what has no path on the workers says so
+  # several classes: the subsample's fit, then q(u) at its optimum on all
+  # rows on the workers (the ELBO of one process there, with the fit's
+  # Monte Carlo draws of the softmax)
   ir <- shards(cl, function(i) iris[rep(1:150, 2)[(i - 1) * 100 + 1:100], ])
-  expect_error(svgp(Species ~ ., data = ir, inducing = 5), "several classes has no cluster path")
+  set.seed(2)
+  expect_warning(m1 <- svgp(Species ~ ., data = ir, inducing = 6, control = list(maxit = 30)),
+                 "limit of 30 iterations")
+  expect_equal(m1$optim$subsample, 200L)
+  expect_true("all_data_q" %in% names(m1$optim$stages))
+  expect_equal(nobs(m1), 300)
+  expect_equal(nrow(m1$x), 0L)
+  i2 <- iris[rep(1:150, 2), ]
+  m0 <- svgp(Species ~ ., data = i2, inducing = m1$params$Z, optimize = FALSE)
+  m0$params <- m1$params
+  m0$lik <- m1$lik
+  o0 <- objective(m0)
+  expect_lt(abs(-o0$fn(o0$par) - m1$bound), 1e-10 * abs(m1$bound))
+  o1 <- objective(m1, cluster = ir)
+  expect_same_objective(o1, o0, o0$par + 0.01)
+  o1$release()
+  q <- sparsevgp:::.uc_q_optimum(m0, m0$params, tol = 0, iters = 3L)
+  expect_lt(q$value - m1$bound, 1e-4 * 300)
+  m0$posterior <- m1$posterior
+  p1 <- fitted(m1, cluster = ir)
+  expect_equal(colnames(p1), levels(iris$Species))
+  expect_equal(unname(p1), unname(fitted(m0)), tolerance = 1e-10)
+  # Adam on minibatches of all rows
+  set.seed(2)
+  b2 <- svgp(Species ~ ., data = ir, inducing = 6, batch_size = 30,
+             control = list(maxit = 20, lr = 0.05))
+  expect_equal(b2$optim$subsample, 200L)
+  expect_true(is.finite(b2$bound))
   expect_error(svgp(cls ~ x1, data = sh, inducing = 5, control = list(optimizer = "natgrad")),
                "do not run on the workers")
+})
+
+test_that("fitted() and residuals() of classifiers on shards are computed on the workers", {
+  skip_on_cran()
+  d <- shards_labels(300)
+  set.seed(5)
+  f0 <- pgpr(cls ~ x1 + x2, data = d)
+  for (ends in list(c(120, 300), c(100, 101, 300))) {
+    cl <- local_cluster(length(ends))
+    sh <- make_shards(cl, d, ends)
+    set.seed(5)
+    f1 <- pgpr(cls ~ x1 + x2, data = sh)
+    # one process at the parameters and q(f) of the fit on shards
+    f0c <- f0
+    f0c[c("params", "posterior")] <- f1[c("params", "posterior")]
+    for (m in c("quadrature", "probit", "plugin")) {
+      expect_equal(fitted(f1, method = m, cluster = sh), unname(fitted(f0c, method = m)),
+                   tolerance = 1e-10)
+    }
+    for (type in c("response", "pearson")) {
+      expect_equal(residuals(f1, type = type, cluster = sh),
+                   unname(residuals(f0c, type = type)), tolerance = 1e-10)
+    }
+    # (the values differ from those of another fit: the test can fail)
+    expect_gt(max(abs(fitted(f1, cluster = sh) - 0.5)), 0.1)
+    parallel::stopCluster(cl)
+  }
+  expect_error(residuals(f1), "residuals\\(fit, cluster = sh\\) computes the values there")
+  expect_error(residuals(f0, cluster = sh), "'cluster' in residuals\\(\\) is for fits on shards")
+  # svgp: two classes, a Gaussian likelihood, several classes
+  cl <- local_cluster(3)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(150, 150, 300))
+  for (lik in c("bernoulli", "gaussian")) {
+    f <- if (lik == "gaussian") y ~ x1 + x2 else cls ~ x1 + x2
+    set.seed(4)
+    b <- svgp(f, data = sh, likelihood = lik, inducing = 8)
+    a <- svgp(f, data = d, likelihood = lik, inducing = b$params$Z, optimize = FALSE)
+    a[c("params", "posterior")] <- b[c("params", "posterior")]
+    expect_equal(fitted(b, cluster = sh), unname(fitted(a)), tolerance = 1e-10)
+    for (type in c("response", "pearson")) {
+      expect_equal(residuals(b, type = type, cluster = sh), unname(residuals(a, type = type)),
+                   tolerance = 1e-10)
+    }
+  }
+  ir <- shards(cl, function(i) iris[list(1:70, integer(0), 71:150)[[i]], ])
+  set.seed(2)
+  m0 <- suppressWarnings(svgp(Species ~ ., data = iris, inducing = 6, control = list(maxit = 30)))
+  set.seed(2)
+  m1 <- suppressWarnings(svgp(Species ~ ., data = ir, inducing = 6, control = list(maxit = 30)))
+  p1 <- fitted(m1, cluster = ir)
+  expect_equal(dim(p1), c(150L, 3L))
+  expect_equal(unname(p1), unname(fitted(m0)), tolerance = 1e-10)
+  expect_error(residuals(m1, cluster = ir), "not defined for multiclass fits")
+})
+
+test_that("known per-point noise variances from a column of the workers' data", {
+  skip_on_cran()
+  d <- shards_data(300)
+  set.seed(9)
+  d$s2 <- runif(300, 0.005, 0.05)
+  d$w <- runif(300, 0.5, 2)
+  d$s2[11] <- NA
+  dd <- d[-11, ]
+  set.seed(5)
+  f0 <- sgpr(y ~ x1 + x2, data = dd, noise = dd$s2)
+  o0 <- objective(f0)
+  for (ends in list(c(120, 300), c(100, 101, 300), c(150, 150, 300))) {
+    cl <- local_cluster(length(ends))
+    sh <- make_shards(cl, d, ends)
+    set.seed(5)
+    f1 <- sgpr(y ~ x1 + x2, data = sh, noise = s2)
+    # the row of a missing variance is dropped on its worker
+    expect_equal(nobs(f1), 299)
+    expect_equal(f1$params, f0$params, tolerance = 1e-8)
+    expect_lt(abs(f1$bound - f0$bound), 1e-8 * abs(f0$bound))
+    expect_equal(f1$noise_model$kind, "known")
+    expect_null(f1$noise_model$lambda)
+    expect_output(print(f1), "variances from 0.005.* to 0.0499.* \\(known\\)")
+    expect_rows_on_workers(f1, sh, f0, o0, shift = -0.1)
+    # with prior weights too: variances s2 / w, as in one process
+    if (length(ends) == 2L) {
+      set.seed(5)
+      g0 <- sgpr(y ~ x1 + x2, data = dd, noise = dd$s2, weights = w)
+      set.seed(5)
+      g1 <- sgpr(y ~ x1 + x2, data = sh, noise = s2, weights = w)
+      # (the optimiser's path follows the order of the sums: its end agrees
+      # to about 1e-7 here; the bound and gradient at given parameters to
+      # 1e-10)
+      expect_equal(g1$params, g0$params, tolerance = 1e-6)
+      expect_lt(abs(g1$bound - g0$bound), 1e-8 * abs(g0$bound))
+      expect_workers_objective(g1, sh, dd, noise = dd$s2, weights = dd$w)
+      expect_gt(abs(g1$bound - f1$bound), 1)
+      # an expression in the columns: the variances of noise = s^2
+      sh2 <- shards(cl, function(i, d, ends) {
+        d$s <- sqrt(d$s2)
+        d[seq_len(ends[i] - c(0, ends)[i]) + c(0, ends)[i], ]
+      }, d = d, ends = ends)
+      set.seed(5)
+      h1 <- sgpr(y ~ x1 + x2, data = sh2, noise = s^2)
+      expect_equal(h1$params, f0$params, tolerance = 1e-8)
+    }
+    parallel::stopCluster(cl)
+  }
+  # more rows than the subsample: selection weighted by 1 / s2 over all
+  # rows on the workers, then the kernel and mean on all rows there
+  cl <- local_cluster(2)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(150, 300))
+  old <- options(sparsevgp.shards_subsample = 120)
+  on.exit(options(old), add = TRUE)
+  set.seed(3)
+  f2 <- sgpr(y ~ x1 + x2, data = sh, noise = s2, inducing = 15)
+  expect_equal(nrow(f2$params$Z), 15L)
+  expect_workers_objective(f2, sh, dd, noise = dd$s2)
+})
+
+test_that("subset and offset on shards are evaluated on the workers", {
+  skip_on_cran()
+  d <- shards_labels(300)
+  d$o <- d$x1 / 3
+  d$keep <- d$x2 > -2
+  set.seed(5)
+  f0 <- sgpr(y ~ x1 + x2 + offset(x2 / 4), data = d, subset = keep & x1 > -2.5, offset = o)
+  o0 <- objective(f0)
+  set.seed(5)
+  p0 <- pgpr(cls ~ x1 + x2, data = d, subset = keep)
+  for (ends in list(c(120, 300), c(100, 101, 300))) {
+    cl <- local_cluster(length(ends))
+    sh <- make_shards(cl, d, ends)
+    set.seed(5)
+    f1 <- sgpr(y ~ x1 + x2 + offset(x2 / 4), data = sh, subset = keep & x1 > -2.5, offset = o)
+    expect_equal(nobs(f1), nobs(f0))
+    expect_lt(nobs(f1), 300)
+    # the scaling statistics count the kept rows only, of y minus the offset
+    expect_equal(f1$shards$x, sparsevgp:::.col_stats(f0$x), tolerance = 1e-12)
+    expect_equal(unname(f1$shards$y), c(mean(f0$y), var(f0$y)), tolerance = 1e-12)
+    expect_equal(f1$params, f0$params, tolerance = 1e-8)
+    expect_lt(abs(f1$bound - f0$bound), 1e-8 * abs(f0$bound))
+    expect_rows_on_workers(f1, sh, f0, o0)
+    # predictions at new data add the offset there, as in one process
+    expect_equal(predict(f1, d[1:5, ]), predict(f0, d[1:5, ]), tolerance = 1e-10)
+    # pgpr with a subset
+    set.seed(5)
+    p1 <- pgpr(cls ~ x1 + x2, data = sh, subset = keep)
+    expect_equal(nobs(p1), nobs(p0))
+    expect_equal(p1$params, p0$params, tolerance = 1e-8)
+    p0c <- p0
+    p0c[c("params", "posterior")] <- p1[c("params", "posterior")]
+    expect_equal(fitted(p1, cluster = sh), unname(fitted(p0c)), tolerance = 1e-10)
+    # svgp with a subset: the kept rows' statistics
+    set.seed(5)
+    v1 <- svgp(cls ~ x1 + x2, data = sh, subset = keep, inducing = 8, optimize = FALSE)
+    expect_equal(nobs(v1), nobs(p0))
+    expect_equal(v1$shards$x, sparsevgp:::.col_stats(p0$x), tolerance = 1e-12)
+    parallel::stopCluster(cl)
+  }
+  # without the offset the fit is another one
+  expect_gt(abs(sgpr(y ~ x1 + x2, data = d, subset = keep & x1 > -2.5)$bound - f0$bound), 1)
+})
+
+test_that("the workers of one host share control$memory", {
+  skip_on_cran()
+  cl <- local_cluster(3)
+  on.exit(parallel::stopCluster(cl))
+  d <- shards_labels(200)
+  # all on this machine: one host of three workers
+  sh <- make_shards(cl, d, c(70, 140, 200))
+  expect_equal(sh$per_host, c(3, 3, 3))
+  # a stand-in for two hosts: workers 1 and 2 on "a", worker 3 on "b"
+  parallel::clusterApply(cl, c("a", "a", "b"), function(h) options(sparsevgp.nodename = h))
+  sh <- make_shards(cl, d, c(70, 140, 200))
+  expect_equal(sh$hosts, c("a", "a", "b"))
+  expect_equal(sh$per_host, c(2, 2, 1))
+  expect_output(print(sh), "Hosts: a \\(2 workers\\), b \\(1 worker\\)")
+  budget <- function(h) {
+    unlist(parallel::clusterCall(h$cl, function(key) {
+      get(key, envir = sparsevgp:::.shards)$fit$control$memory
+    }, h$key))
+  }
+  for (model in c("sgpr", "pgpr")) {
+    f <- if (model == "sgpr") y ~ x1 + x2 else cls ~ x1 + x2
+    fit <- do.call(model, list(f, data = sh, inducing = 10, control = list(memory = 6e8)))
+    h <- sparsevgp:::.shards_attach(fit, sh)
+    expect_equal(budget(h), c(3e8, 3e8, 6e8))
+    sparsevgp:::.cluster_release(h)
+  }
+  expect_equal(sparsevgp:::.host_memory(6e8, 4), 1.5e8)
+  expect_equal(sparsevgp:::.host_memory(6e8, NULL), 6e8)
 })
