@@ -499,13 +499,13 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 # fit with the new c and `bound` evaluated there.
 # On a cluster the workers update their own c, and only the largest change
 # comes back; fit$c is then stale until .pgpr_sync_c().
-.pgpr_update_c <- function(fit, iters, tol = 0) {
+.pgpr_update_c <- function(fit, iters, tol = 0, keep = FALSE) {
   .stage_mark("updates of c", fit$x)
   r <- .evaluate(fit, fit$params, grad = FALSE)
   # Ctrl-C ends the updates with the last one completed (each update is
   # whole: c changes only once it is computed; on a cluster the workers'
   # answers always arrive, R/cluster.R)
-  fit <- .interruptible(.pgpr_update_c_run(fit, r, iters, tol), "the updates of the local parameters c",
+  fit <- .interruptible(.pgpr_update_c_run(fit, r, iters, tol, keep), "the updates of the local parameters c",
                         function() {
                           fit$bound <- r$value
                           fit
@@ -513,7 +513,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
   fit
 }
 
-.pgpr_update_c_run <- function(fit, r, iters, tol) {
+.pgpr_update_c_run <- function(fit, r, iters, tol, keep = FALSE) {
   for (i in seq_len(iters)) {
     before <- r$value
     .interrupt_point("c_update")
@@ -532,6 +532,7 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
     if (done || r$value - before < tol) break
   }
   fit$bound <- r$value
+  if (keep) fit$last_evaluation <- r
   fit
 }
 

@@ -375,7 +375,8 @@
   tol <- .pgpr_tol(fit) / 10
   at <- function(a) {
     f <- .pgpr_scaled(fit, a, free_mean, tol)
-    f$bernoulli <- .pgpr_bernoulli_bound(f)
+    f$bernoulli <- .pgpr_bernoulli_bound(f, f$last_evaluation)
+    f$last_evaluation <- NULL
     f
   }
   base <- fit
@@ -404,23 +405,26 @@
 # The fit with its latent function's prior scaled by a (kernel variance
 # a^2 sigma^2, a free mean a m) and c from a c (q(f) scales with a, and
 # c = sqrt(mu^2 + s^2) with it), then updated to their optimum; c are
-# synced from the workers of a cluster.
+# synced from the workers of a cluster. The last evaluation of the updates
+# (at the returned parameters and c) comes along as f$last_evaluation, so
+# that the Bernoulli bound does not evaluate the PG bound again.
 .pgpr_scaled <- function(fit, a, free_mean, tol, iters = max(fit$control$ci_iters, 10L)) {
   f <- fit
   f$params$variance <- fit$params$variance * a^2
   if (free_mean) f$params$mean <- fit$params$mean * a
   f$c <- fit$c * a
   if (!is.null(f$cluster)) .pgpr_sync_c(f, push = TRUE)
-  f <- .pgpr_update_c(f, iters, tol)
+  f <- .pgpr_update_c(f, iters, tol, keep = TRUE)
   .pgpr_sync_c(f)
 }
 
 # The Bernoulli bound sum_n E[log sigma(y_n f_n)] - KL[q(u) || p(u)] of the
 # fit's q(u) (optimal for its c): the PG bound plus the sum over n of
 # E[log sigma(y_n f_n)] (Gauss-Hermite, 20 nodes) minus the Jaakkola-Jordan
-# bound at c_n under q(f_n) (see .pgpr_amplitude()).
-.pgpr_bernoulli_bound <- function(fit) {
-  r <- .evaluate(fit, fit$params, grad = FALSE)
+# bound at c_n under q(f_n) (see .pgpr_amplitude()). `r` is the evaluation
+# of the PG bound at the fit's parameters and c when the caller has it.
+.pgpr_bernoulli_bound <- function(fit, r = NULL) {
+  if (is.null(r)) r <- .evaluate(fit, fit$params, grad = FALSE)
   if (is.null(fit$cluster)) {
     gap <- .pg_bernoulli_gap(fit, r$posterior, fit$x, fit$ypm, fit$c)
   } else {

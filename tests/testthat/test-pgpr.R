@@ -647,6 +647,13 @@ test_that("the latent amplitude is chosen by the Bernoulli bound, computed as a 
   expect_gte(a$pg_bound_before, fit$bound - 1e-8)
   b <- sparsevgp:::.pgpr_bernoulli_bound(fit)
   expect_equal(b, a$bernoulli_bound, tolerance = 1e-10)
+  # each factor tried reuses the last evaluation of its updates of c, which
+  # is the evaluation at its parameters and c
+  f <- sparsevgp:::.pgpr_scaled(fit, 1.25, sparsevgp:::.pgpr_free(fit, "mean"), 1e-4)
+  expect_equal(f$last_evaluation$value,
+               sparsevgp:::.evaluate(f, f$params, grad = FALSE)$value, tolerance = 1e-12)
+  expect_equal(sparsevgp:::.pgpr_bernoulli_bound(f, f$last_evaluation),
+               sparsevgp:::.pgpr_bernoulli_bound(f), tolerance = 1e-12)
   # the dense reference: q(u) = N(m, S) from the predictive at Z, p(u) =
   # N(mean, Kzz); E[log sigma(y f)] by integrate() under each q(f_n)
   Z <- fit$params$Z
