@@ -418,7 +418,8 @@
 # parameters in `a`, in chunks of the fit's budget. Pass 1 returns the
 # statistics; pass 2 the contracted gradient pieces, sum Abar A' and the
 # model's gradient blocks of its rows (.targets_grad()). Pass 2 recomputes
-# pass 1 (the factors of the chunks are not kept between calls).
+# pass 1 (nothing is kept between calls), keeping its records for the
+# adjoints when they fit (.vif_keep()).
 .shard_vif <- function(s, a, each = NULL) {
   fit <- s$fit
   t <- .targets(fit, a$params)

@@ -64,7 +64,10 @@
  *
  * Cost per point: the local Gram A_S'A_S (M (K+1)^2 / 2), the factor of
  * G (K^3 / 6) and O(M K) for the rest; per block the solves with L
- * (M^2 per column) and the M x M products of the adjoint pass.
+ * (M^2 per column) and the M x M products of the adjoint pass. Pass 2
+ * forms the Gram and the factor again unless the caller kept pass 1's
+ * records ((K+1)(K+2)/2 + 1 doubles per point; R/vif.R decides by
+ * control$memory).
  */
 #include <math.h>
 #include <string.h>
