@@ -96,26 +96,48 @@
 }
 
 # Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
-# sums, n)), and `held`, the kernel matrices of a single block (reused by
-# pass 2). `t`: the model's targets on the rows of the space (.targets(),
-# R/stream.R).
-.vif_pass1 <- function(k, Z, L, sp, t, rows) {
+# sums, n)), `held`, the kernel matrices of a single block (reused by pass
+# 2), and `recs`, the blocks' records of the local regressions (the factor
+# of each point's neighbour block G_i, t_i and d_i: (K+1)(K+2)/2 + 1
+# doubles per point) when they are kept for pass 2. `t`: the model's
+# targets on the rows of the space (.targets(), R/stream.R). keep = NA
+# keeps the records when they fit in the `memory` (bytes) that a chunk of
+# `rows` leaves (.vif_keep()); TRUE or FALSE decides (the tests compare the
+# two routes).
+.vif_pass1 <- function(k, Z, L, sp, t, rows, memory = NULL, keep = NA) {
   blocks <- .nb_blocks(sp$index, sp$spatial, rows, nrow(sp$x))
+  one <- length(blocks) == 1L
+  if (is.na(keep)) keep <- .vif_keep(memory, rows, nrow(Z), nrow(sp$index), ncol(sp$index))
+  recs <- if (keep && !one) vector("list", length(blocks))
   s <- NULL
   held <- NULL
-  for (b in blocks) {
-    xb <- if (length(blocks) == 1L && identical(b$U, seq_len(nrow(sp$x)))) sp$x else
-      sp$x[b$U, , drop = FALSE]
+  for (i in seq_along(blocks)) {
+    b <- blocks[[i]]
+    xb <- if (one && identical(b$U, seq_len(nrow(sp$x)))) sp$x else sp$x[b$U, , drop = FALSE]
     Kuf <- .ffi_kern_matrix(k, Z, xb)
     Kloc <- .kern_local(k, xb, b$nbl)
-    one <- length(blocks) == 1L
     tb <- .targets_rows(t, b$U)
-    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one)
+    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
     if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
+    else if (keep) recs[[i]] <- sb$recs
     sb$recs <- NULL
+    rm(Kuf, Kloc)
     s <- if (is.null(s)) sb else .stream_add(s, sb)
   }
-  list(stats = s, held = held, blocks = blocks)
+  list(stats = s, held = held, blocks = blocks, recs = recs)
+}
+
+# Whether the records of the local regressions of N points (K neighbours,
+# (K+1)(K+2)/2 + 1 doubles each) fit in `memory` bytes beside a chunk of
+# `rows` rows (the budget of .vif_rows()): then pass 2 reads them instead
+# of forming each point's neighbour Gram matrix A_S'A_S and its factor
+# again (at M = 100, K = 20 about a third of pass 2's work). The chunks
+# stay those of .vif_rows(), so both routes add the same terms in the same
+# order.
+.vif_keep <- function(memory, rows, M, K, N) {
+  if (is.null(memory)) memory <- .default_memory()
+  chunk <- rows * 8 * (8 * max(1, M) + 2 * (K + 1)^2)
+  N * 8 * ((K + 1) * (K + 2) / 2 + 1) <= memory - chunk
 }
 
 # Pass 2: the contracted gradient of the blocks' Kuf and local blocks
@@ -128,7 +150,8 @@
   glambda <- gytil <- numeric(nu)
   gk <- NULL
   AA <- 0
-  for (b in p1$blocks) {
+  for (i in seq_along(p1$blocks)) {
+    b <- p1$blocks[[i]]
     recs <- NULL
     if (!is.null(p1$held)) {
       xb <- p1$held$x
@@ -138,7 +161,10 @@
     } else {
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
-      Kloc <- .kern_local(k, xb, b$nbl)
+      # with the records of pass 1 the local kernel blocks are not read
+      # (the kernel gradient evaluates the kernel as it goes)
+      if (!is.null(p1$recs)) recs <- p1$recs[[i]]
+      Kloc <- if (is.null(recs)) .kern_local(k, xb, b$nbl)
     }
     tb <- .targets_rows(t, b$U)
     a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, recs)
@@ -147,12 +173,14 @@
                    want_W = want_W)
     th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,
                                                  if (!.is_combo(k)) Kloc))
+    rm(Kuf, Kloc, recs)
     g$variance <- g$variance + th$variance
     g$lengthscale <- g$lengthscale + th$lengthscale
     gk <- if (is.null(gk)) g else .stream_add(gk, g)
     glambda[b$U] <- glambda[b$U] + a$glambda
     gytil[b$U] <- gytil[b$U] + a$gytil
     AA <- AA + a$AbarA
+    rm(a, g)
   }
   list(gk = gk, AA = AA,
        adj = list(glambda = sum(glambda), gytil = sum(gytil),
@@ -182,7 +210,7 @@
     t <- .targets(fit, params)
     sp <- .vif_space(fit)
     rows <- .vif_rows(fit$control$memory, nrow(Z), fit$neighbours$K)
-    p1 <- .vif_pass1(k, Z, ch$L, sp, t, rows)
+    p1 <- .vif_pass1(k, Z, ch$L, sp, t, rows, fit$control$memory, keep = if (grad) NA else FALSE)
     s <- p1$stats
   } else {
     s <- Reduce(.stream_add, .cluster_call(fit$cluster, ".shard_vif", a))
@@ -390,13 +418,15 @@
 # parameters in `a`, in chunks of the fit's budget. Pass 1 returns the
 # statistics; pass 2 the contracted gradient pieces, sum Abar A' and the
 # model's gradient blocks of its rows (.targets_grad()). Pass 2 recomputes
-# pass 1 (the factors of the chunks are not kept between calls).
+# pass 1 (nothing is kept between calls), keeping its records for the
+# adjoints when they fit (.vif_keep()).
 .shard_vif <- function(s, a, each = NULL) {
   fit <- s$fit
   t <- .targets(fit, a$params)
   sp <- list(x = fit$x, index = s$index, spatial = s$spatial)
   rows <- .vif_rows(fit$control$memory, nrow(a$Z), s$K)
-  p1 <- .vif_pass1(a$k, a$Z, a$L, sp, t, rows)
+  p1 <- .vif_pass1(a$k, a$Z, a$L, sp, t, rows, fit$control$memory,
+                   keep = if (a$pass == 1L) FALSE else NA)
   if (a$pass == 1L) return(p1$stats)
   p2 <- .vif_pass2(a$k, a$Z, a$L, a$v, sp, t, p1, a$want_W)
   list(gk = p2$gk, AA = p2$AA, blocks = .targets_grad(fit, a$params, t, p2$adj))

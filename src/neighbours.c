@@ -42,6 +42,8 @@ typedef struct {
     int D;
     const double *x;    /* D x n coordinates, one point per column */
     int *idx;           /* the points, permuted into leaf order */
+    double *xl;         /* their coordinates in leaf order (D x n): a leaf's
+                         * points are contiguous in memory */
     int nnode;
     int *lo, *hi;       /* node ranges [lo, hi) in idx */
     int *left, *right;  /* children, -1 for a leaf */
@@ -200,6 +202,9 @@ static void nb_build(nb_tree *t, const double *x, int D, const int *ids, int n)
     t->bmin = (double *) R_alloc(cap * D, sizeof(double));
     t->bmax = (double *) R_alloc(cap * D, sizeof(double));
     t->nnode = n > 0 ? nb_build_node(t, 0, 0, n) : 0;
+    t->xl = (double *) R_alloc((size_t) D * n + 1, sizeof(double));
+    for (int i = 0; i < n; i++)
+        memcpy(t->xl + (size_t) D * i, x + (size_t) D * t->idx[i], (size_t) D * sizeof(double));
 }
 
 static inline double nb_box_d2(const nb_tree *t, int node, const double *q)
@@ -226,7 +231,7 @@ static void nb_search(const nb_tree *t, int node, const double *q, int limit,
         for (int i = t->lo[node]; i < t->hi[node]; i++) {
             const int id = t->idx[i];
             if ((limit >= 0 && id >= limit) || id == skip) continue;
-            nb_heap_push(h, sqdist(t->x + (size_t) D * id, q, D), id);
+            nb_heap_push(h, sqdist(t->xl + (size_t) D * i, q, D), id);
         }
         return;
     }
@@ -293,10 +298,15 @@ SEXP ffi_nb_ordered(SEXP x, SEXP Kc, SEXP order)
         const void *vmax = vmaxget();
         nb_tree t;
         nb_build(&t, xs, D, ids, e);
-        for (int p = s; p < e; p++) {
-            if ((p & 1023) == 1023) R_CheckUserInterrupt();
+        /* the queries in the tree's leaf order, so that consecutive
+         * searches walk the same nodes and leaves (in cache); each query's
+         * result does not depend on the order */
+        for (int i = 0; i < e; i++) {
+            if ((i & 1023) == 1023) R_CheckUserInterrupt();
+            const int p = t.idx[i];
+            if (p < s) continue;
             h.n = 0;
-            nb_search(&t, 0, xs + (size_t) D * p, p, -1, &h);
+            nb_search(&t, 0, t.xl + (size_t) D * i, p, -1, &h);
             nb_heap_sorted(&h, o + (size_t) K * p);
         }
         vmaxset(vmax);

@@ -64,7 +64,10 @@
  *
  * Cost per point: the local Gram A_S'A_S (M (K+1)^2 / 2), the factor of
  * G (K^3 / 6) and O(M K) for the rest; per block the solves with L
- * (M^2 per column) and the M x M products of the adjoint pass.
+ * (M^2 per column) and the M x M products of the adjoint pass. Pass 2
+ * forms the Gram and the factor again unless the caller kept pass 1's
+ * records ((K+1)(K+2)/2 + 1 doubles per point; R/vif.R decides by
+ * control$memory).
  */
 #include <math.h>
 #include <string.h>
@@ -237,9 +240,10 @@ static void vf_status_error(int st)
  * two measure how much of the prior variance neither the inducing points
  * nor the neighbours explain (the conditional variances of the residual
  * signal against the kernel's variances); the points' records into recs
- * (no x vf_rec_size(K)). */
+ * (no x vf_rec_size(K)) when keep is 1, else recs is one record's
+ * workspace. */
 static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
-                    double *recs)
+                    double *recs, int keep)
 {
     const int M = b->M, no = b->no;
     const size_t rs = vf_rec_size(b->K);
@@ -251,7 +255,7 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
     memset(w, 0, (size_t) M * sizeof(double));
     for (int c = 0; c < no; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        double *rec = recs + rs * c;
+        double *rec = keep ? recs + rs * c : recs;
         int k;
         const int st = vf_regress(b, c, &wk, rec, 0, &k);
         if (st != VF_OK) return st;
@@ -280,106 +284,119 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
     return VF_OK;
 }
 
+/* Points per batch of pass 2: the batch's gathered features (M (K+1) each)
+ * stay in cache between the two loops over it, and its Bm^-1 C is one
+ * matrix product. */
+#define VF_BATCH 64
+
 /* Pass 2 of block b given Binv = Bm^-1 (M x M, full), vt and the points'
  * records (from pass 1, or NULL: computed here): Abar (M x nu, zeroed by
  * the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and gytil
- * (nu, zeroed by the caller). The c of all points first, so that
- * Bm^-1 C is one matrix product; then per point the products with the
- * gathered features A_S go through BLAS (M x (K+1) matrix-vector and
- * rank-two products), which the scalar loops over M ran at a fraction of
- * the speed. */
+ * (nu, zeroed by the caller). In batches of VF_BATCH points: the c of the
+ * batch's points first (gathering each point's features A_S once), so
+ * that Bm^-1 C is one matrix product; then per point the products with
+ * the gathered features go through BLAS (M x (K+1) matrix-vector and
+ * rank-two products). Workspace O(VF_BATCH M K), whatever the block's
+ * size. */
 static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
                        const double *recs_in, double *Abar, double *Gloc,
                        double *glambda, double *gytil)
 {
     const int M = b->M, K = b->K, K1 = K + 1, no = b->no, ione = 1;
     const double one = 1.0, mone = -1.0, zero = 0.0;
-    const size_t rs = vf_rec_size(K);
+    const size_t rs = vf_rec_size(K), wsz = (size_t) M * K1;
+    const int nbt = no < VF_BATCH ? (no > 0 ? no : 1) : VF_BATCH;
+    int *Sb = (int *) R_alloc((size_t) K1 * nbt, sizeof(int));
+    int *kb = (int *) R_alloc((size_t) nbt, sizeof(int));
+    double *Wb = la_alloc(wsz * nbt);
+    double *own = recs_in == NULL ? la_alloc(rs * nbt) : NULL;
     vf_work wk;
-    vf_work_alloc(&wk, M, K);
-    int *S = wk.S;
-    double *W = wk.W;
-    const double *recs = recs_in;
-    double *own = NULL;
-    if (recs == NULL) {
-        own = la_alloc(rs * no);
-        memset(own, 0, rs * no * sizeof(double));
-        recs = own;
-    }
-    double *C = la_alloc((size_t) M * no), *e = la_alloc((size_t) no);
-    for (int c = 0; c < no; c++) {
-        if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        const double *rec = recs + rs * c;
-        int k;
-        if (own != NULL) {
-            /* the regression gathers A_S into W */
-            const int st = vf_regress(b, c, &wk, own + rs * c, 0, &k);
-            if (st != VF_OK) return st;
-        } else {
-            k = vf_set(b, c, S);
-            for (int q = 0; q <= k; q++)
-                memcpy(W + (size_t) M * q, b->A + (size_t) M * S[q], (size_t) M * sizeof(double));
-        }
-        la_gemv('N', W, M, k + 1, rec, C + (size_t) M * c);
-        double ee = 0.0;
-        for (int q = 0; q <= k; q++) ee += b->ytil[S[q]] * rec[q];
-        e[c] = ee;
-    }
-    /* BC = Bm^-1 C: M x no */
-    double *BC = la_alloc((size_t) M * no);
-    la_gemm_nn(Binv, M, M, C, no, BC);
+    wk.R = la_alloc((size_t) K1 * K1);
+    double *C = la_alloc((size_t) M * nbt), *BC = la_alloc((size_t) M * nbt);
+    double *e = la_alloc((size_t) nbt);
     /* X = (z, c) and Y = (t, -beta~)': the update of A_S is X Y' (M x n1) */
     double *X = la_alloc((size_t) 2 * M), *Y = la_alloc((size_t) 2 * K1);
-    double *Wbar = la_alloc((size_t) M * K1);
+    double *Wbar = la_alloc(wsz);
     double *cbar = la_alloc((size_t) M), *z = X;
     double *beta = la_alloc((size_t) K1);
-    for (int c = 0; c < no; c++) {
-        if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        const int k = vf_set(b, c, S), n1 = k + 1;
-        const double *rec = recs + rs * c, *t = rec, *P = rec + K1 + 1;
-        const double d = rec[K1];
-        const double *cc = C + (size_t) M * c, *bc = BC + (size_t) M * c;
-        const double q = F77_CALL(ddot)(&M, cc, &ione, bc, &ione);
-        const double mu = F77_CALL(ddot)(&M, cc, &ione, vt, &ione);
-        const double r = (e[c] - mu) / d;
-        const double dbar = 0.5 * (r * r - 1.0 / d + q / (d * d));
-        const double id = -1.0 / d, tdb = -2.0 * dbar;
-        for (int m = 0; m < M; m++) {
-            cbar[m] = id * bc[m] + r * vt[m];
-            z[m] = cbar[m] + tdb * cc[m];
+    for (int c0 = 0; c0 < no; c0 += nbt) {
+        R_CheckUserInterrupt();
+        const int nc = no - c0 < nbt ? no - c0 : nbt;
+        if (own != NULL) memset(own, 0, rs * nc * sizeof(double));
+        for (int j = 0; j < nc; j++) {
+            const int c = c0 + j;
+            int *S = Sb + (size_t) K1 * j;
+            double *W = Wb + wsz * j;
+            const double *rec;
+            int k;
+            if (own != NULL) {
+                /* the regression gathers A_S into W */
+                wk.S = S;
+                wk.W = W;
+                const int st = vf_regress(b, c, &wk, own + rs * j, 0, &k);
+                if (st != VF_OK) return st;
+                rec = own + rs * j;
+            } else {
+                k = vf_set(b, c, S);
+                for (int q = 0; q <= k; q++)
+                    memcpy(W + (size_t) M * q, b->A + (size_t) M * S[q], (size_t) M * sizeof(double));
+                rec = recs_in + rs * c;
+            }
+            kb[j] = k;
+            la_gemv('N', W, M, k + 1, rec, C + (size_t) M * j);
+            double ee = 0.0;
+            for (int q = 0; q <= k; q++) ee += b->ytil[S[q]] * rec[q];
+            e[j] = ee;
         }
-        /* beta = G^-1 bbar, bbar = -A_N' cbar + r ytil_N; z = cbar - 2 dbar c
-         * - A_N beta */
-        for (int j = 0; j < k; j++) {
-            memcpy(W + (size_t) M * j, b->A + (size_t) M * S[j], (size_t) M * sizeof(double));
-            beta[j] = r * b->ytil[S[j]];
-        }
-        beta[k] = 0.0;
-        if (k > 0) {
-            F77_CALL(dgemv)("T", &M, &k, &mone, W, &M, cbar, &ione, &one, beta, &ione FCONE);
-            vf_solve_packed(P, k, beta);
-            vf_solve_packed_t(P, k, beta);
-            F77_CALL(dgemv)("N", &M, &k, &mone, W, &M, beta, &ione, &one, z, &ione FCONE);
-        }
-        /* Abar_S += z t' - c beta~'; H = dbar t t' + (beta~ t' + t beta~')/2 */
-        memcpy(X + M, cc, (size_t) M * sizeof(double));
-        for (int j = 0; j < n1; j++) {
-            Y[j] = t[j];
-            Y[K1 + j] = -beta[j];
-        }
-        const int two = 2;
-        F77_CALL(dgemm)("N", "T", &M, &n1, &two, &one, X, &M, Y, &K1, &zero, Wbar, &M
-                        FCONE FCONE);
-        double *H = Gloc + (size_t) K1 * K1 * c;
-        for (int j = 0; j < n1; j++) {
-            F77_CALL(daxpy)(&M, &one, Wbar + (size_t) M * j, &ione,
-                            Abar + (size_t) M * S[j], &ione);
-            const double tj = t[j], bj = beta[j];
-            double *Hj = H + (size_t) K1 * j;
-            for (int i = 0; i < n1; i++)
-                Hj[i] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
-            glambda[S[j]] += dbar * tj * tj + bj * tj;
-            gytil[S[j]] -= r * tj;
+        /* BC = Bm^-1 C: M x nc */
+        la_gemm_nn(Binv, M, M, C, nc, BC);
+        for (int j = 0; j < nc; j++) {
+            const int c = c0 + j, k = kb[j], n1 = k + 1;
+            const int *S = Sb + (size_t) K1 * j;
+            const double *W = Wb + wsz * j;
+            const double *rec = own != NULL ? own + rs * j : recs_in + rs * c;
+            const double *t = rec, *P = rec + K1 + 1;
+            const double d = rec[K1];
+            const double *cc = C + (size_t) M * j, *bc = BC + (size_t) M * j;
+            const double q = F77_CALL(ddot)(&M, cc, &ione, bc, &ione);
+            const double mu = F77_CALL(ddot)(&M, cc, &ione, vt, &ione);
+            const double r = (e[j] - mu) / d;
+            const double dbar = 0.5 * (r * r - 1.0 / d + q / (d * d));
+            const double id = -1.0 / d, tdb = -2.0 * dbar;
+            for (int m = 0; m < M; m++) {
+                cbar[m] = id * bc[m] + r * vt[m];
+                z[m] = cbar[m] + tdb * cc[m];
+            }
+            /* beta = G^-1 bbar, bbar = -A_N' cbar + r ytil_N; z = cbar - 2 dbar c
+             * - A_N beta (A_N: the first k gathered columns) */
+            for (int i = 0; i < k; i++) beta[i] = r * b->ytil[S[i]];
+            beta[k] = 0.0;
+            if (k > 0) {
+                F77_CALL(dgemv)("T", &M, &k, &mone, W, &M, cbar, &ione, &one, beta, &ione FCONE);
+                vf_solve_packed(P, k, beta);
+                vf_solve_packed_t(P, k, beta);
+                F77_CALL(dgemv)("N", &M, &k, &mone, W, &M, beta, &ione, &one, z, &ione FCONE);
+            }
+            /* Abar_S += z t' - c beta~'; H = dbar t t' + (beta~ t' + t beta~')/2 */
+            memcpy(X + M, cc, (size_t) M * sizeof(double));
+            for (int i = 0; i < n1; i++) {
+                Y[i] = t[i];
+                Y[K1 + i] = -beta[i];
+            }
+            const int two = 2;
+            F77_CALL(dgemm)("N", "T", &M, &n1, &two, &one, X, &M, Y, &K1, &zero, Wbar, &M
+                            FCONE FCONE);
+            double *H = Gloc + (size_t) K1 * K1 * c;
+            for (int i2 = 0; i2 < n1; i2++) {
+                F77_CALL(daxpy)(&M, &one, Wbar + (size_t) M * i2, &ione,
+                                Abar + (size_t) M * S[i2], &ione);
+                const double tj = t[i2], bj = beta[i2];
+                double *Hj = H + (size_t) K1 * i2;
+                for (int i = 0; i < n1; i++)
+                    Hj[i] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
+                glambda[S[i2]] += dbar * tj * tj + bj * tj;
+                gytil[S[i2]] -= r * tj;
+            }
         }
     }
     return VF_OK;
@@ -388,7 +405,8 @@ static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
 /* ---- .Call entry points ------------------------------------------------ */
 
 /* The checks of a block: L (M x M factor), Kuf (M x nu), Kloc ((K+1)^2 x
- * no), nbl (K x no), lambda and ytil (nu). */
+ * no; NULL only where the caller allows it: pass 2 with the records of
+ * pass 1 does not read it), nbl (K x no), lambda and ytil (nu). */
 static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                           SEXP ytil, vf_block *b)
 {
@@ -400,10 +418,12 @@ static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     chk_finite(Kuf, "Kuf");
     chk_local_index(nbl, "nbl", nu);
     const int K = nrows(nbl), no = ncols(nbl);
-    chk_real_matrix(Kloc, "Kloc", no);
-    if (nrows(Kloc) != (K + 1) * (K + 1))
-        error("'Kloc' must have %d rows", (K + 1) * (K + 1));
-    chk_finite(Kloc, "Kloc");
+    if (!isNull(Kloc)) {
+        chk_real_matrix(Kloc, "Kloc", no);
+        if (nrows(Kloc) != (K + 1) * (K + 1))
+            error("'Kloc' must have %d rows", (K + 1) * (K + 1));
+        chk_finite(Kloc, "Kloc");
+    }
     chk_real_vector(lambda, "lambda", nu);
     chk_real_vector(ytil, "ytil", nu);
     chk_finite(lambda, "lambda");
@@ -412,7 +432,7 @@ static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
         if (REAL(lambda)[i] < 0.0)
             error("noise variances 'lambda' must not be negative");
     b->M = M; b->K = K; b->nu = nu; b->no = no;
-    b->Kloc = REAL(Kloc); b->nbl = INTEGER(nbl);
+    b->Kloc = isNull(Kloc) ? NULL : REAL(Kloc); b->nbl = INTEGER(nbl);
     b->lambda = REAL(lambda); b->ytil = REAL(ytil);
 }
 
@@ -442,6 +462,7 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                   SEXP ytil, SEXP keep)
 {
     vf_block b;
+    if (isNull(Kloc)) error("'Kloc' must be a numeric matrix");
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     vf_positive_noise(&b);
     const int kp = chk_flag(keep, "keep");
@@ -457,11 +478,11 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
         recs = PROTECT(allocMatrix(REALSXP, (int) rs, b.no)); nprot++;
         prec = REAL(recs);
     } else {
-        prec = la_alloc(rs * b.no);
+        prec = la_alloc(rs);     /* one record at a time */
     }
     /* the slots a point with fewer than K neighbours leaves unused */
-    memset(prec, 0, rs * b.no * sizeof(double));
-    const int st = vf_stats(&b, REAL(BB), REAL(w), REAL(sums), prec);
+    memset(prec, 0, rs * (kp ? b.no : 1) * sizeof(double));
+    const int st = vf_stats(&b, REAL(BB), REAL(w), REAL(sums), prec, kp);
     vf_status_error(st);
     chk_result(REAL(BB), (size_t) b.M * b.M, "Vecchia statistic Bm");
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
@@ -540,11 +561,14 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
 
 /* Pass 2 over one block: list(Guf = L^-T Abar (M x nu), Gloc ((K+1)^2 x
  * no), glambda, gytil (nu), AbarA = Abar A' (M x M)). recs: the records of
- * pass 1 at the same parameters, or NULL. */
+ * pass 1 at the same parameters, or NULL; with them Kloc is not read and
+ * may be NULL. */
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
 {
     vf_block b;
+    if (isNull(Kloc) && isNull(recs))
+        error("'Kloc' must be a numeric matrix (it may be NULL only with 'recs')");
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     const int M = b.M, nu = b.nu, K1 = b.K + 1;
     vf_positive_noise(&b);
@@ -606,6 +630,7 @@ SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP full)
 {
     vf_block b;
+    if (isNull(Kloc)) error("'Kloc' must be a numeric matrix");
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     const int M = b.M, no = b.no;
     vf_posterior_args(Binv, vt, M);

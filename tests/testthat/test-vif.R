@@ -243,6 +243,50 @@ test_that("chunks of rows give the one-piece likelihood and gradient", {
   }
 })
 
+test_that("pass 2 reading the records of pass 1 equals pass 2 forming them again", {
+  ns <- asNamespace("sparsevgp")
+  d <- vif_data(N = 60)
+  cases <- list(list(k = kernel_matern32(c(0.3, 0.4), 1.2), nz = 0.05),
+                list(k = kernel_rbf(0.2, 0.5) + kernel_matern52(c(0.6, 0.4), 0.5), nz = ~ x2),
+                list(k = kernel_rbf(c(0.3, 0.5), 1) * kernel_matern32(0.5), nz = 0.03))
+  mem <- 7 * 8 * (8 * 6 + 2 * 49)
+  for (cs in cases) {
+    set.seed(5)
+    fit <- sgpr(d$x, d$y, kernel = cs$k, inducing = d$Z, noise = cs$nz, neighbours = 6,
+                optimize = FALSE, optimize_inducing = TRUE, control = list(memory = mem))
+    p <- fit$params
+    k <- ns$.kernel_at(fit$kernel, p)
+    L <- ns$.stream_chol(ns$.ffi_kern_matrix(k, p$Z), fit$control)$L
+    t <- ns$.targets(fit, p)
+    sp <- ns$.vif_space(fit)
+    rows <- ns$.vif_rows(fit$control$memory, 6, 6)
+    # the chunks take the whole budget: the records are not kept
+    expect_false(ns$.vif_keep(fit$control$memory, rows, 6, 6, 60))
+    kept <- ns$.vif_pass1(k, p$Z, L, sp, t, rows, keep = TRUE)
+    again <- ns$.vif_pass1(k, p$Z, L, sp, t, rows, keep = FALSE)
+    expect_gt(length(kept$blocks), 2)
+    expect_length(kept$recs, length(kept$blocks))
+    expect_null(again$recs)
+    expect_identical(kept$stats, again$stats)
+    v <- ns$.ffi_vf_value(kept$stats, 60, TRUE)
+    g1 <- ns$.vif_pass2(k, p$Z, L, v, sp, t, kept, TRUE)
+    g2 <- ns$.vif_pass2(k, p$Z, L, v, sp, t, again, TRUE)
+    expect_equal(g1, g2, tolerance = 1e-12)
+    expect_gt(max(abs(unlist(g2))), 1e-3)
+  }
+  # the budget: at M = 100, K = 20 and 2 GB, chunks of 32 768 rows leave room
+  # for the records of 1e5 points (186 MB), not for those of 1e6 (1.86 GB)
+  expect_true(ns$.vif_keep(2^31, 32768, 100, 20, 1e5))
+  expect_false(ns$.vif_keep(2^31, 32768, 100, 20, 1e6))
+  # the local kernel blocks may be left out only when the records are given
+  b <- kept$blocks[[1L]]
+  tb <- ns$.targets_rows(t, b$U)
+  Kuf <- ns$.ffi_kern_matrix(k, p$Z, fit$x[b$U, , drop = FALSE])
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil),
+               "'Kloc' must be a numeric matrix")
+  expect_error(ns$.ffi_vf_stats(L, Kuf, NULL, b$nbl, tb$lambda, tb$ytil), "'Kloc'")
+})
+
 test_that("the ordered neighbour search equals brute force, ties to the earlier point", {
   ns <- asNamespace("sparsevgp")
   brute <- function(xs, Kc) {
