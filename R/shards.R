@@ -537,17 +537,18 @@ print.sparsevgp_shards <- function(x, ...) {
   do.call(shards, c(list(cl, sh$load), sh$args), quote = TRUE)
 }
 
-.shards_sgpr <- function(formula, sh, kernel = kernel_rbf(), inducing = "greedy", M = NULL,
+.shards_sgpr <- function(formula, sh, kernel = NULL, inducing = "greedy", M = NULL,
                          threshold = NULL, noise = NULL, mean = "constant", optimize = TRUE,
-                         optimize_inducing = TRUE, fixed = NULL, control = list(),
-                         start = NULL, .call = NULL, .weights = NULL) {
+                         optimize_inducing = NULL, fixed = NULL, control = list(),
+                         start = NULL, neighbours = "auto", .call = NULL, .weights = NULL) {
   if (!is.null(noise) && !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) &&
                            noise > 0)) {
     stop("with data = shards() 'noise' is one starting variance (known per-point variances and noise formulas are not available yet; prior weights, weights = w with w a column of the workers' data, divide it per row)",
          call. = FALSE)
   }
-  kernel <- .check_kernel(kernel)
-  optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
+  kernel_default <- is.null(kernel)
+  if (!kernel_default) kernel <- .check_kernel(kernel)
+  if (!is.null(optimize_inducing)) .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
   .check_start(start, "sgpr")
@@ -561,6 +562,9 @@ print.sparsevgp_shards <- function(x, ...) {
   N <- dz$N
   D <- length(dz$colnames)
   x0 <- matrix(0, 0L, D, dimnames = list(NULL, dz$colnames))
+  # neighbours (R/shards_vif.R) and the default kernel, as in one process
+  nbr <- .shards_vif_neighbours(neighbours, N, start)
+  if (kernel_default) kernel <- .shards_vif_kernel(nbr$K, start)
   if (!is.null(start)) {
     kernel <- .warm_kernel(kernel, start$params, D)
     # a fit stopped by a failed cluster resumes at its inducing inputs
@@ -574,7 +578,8 @@ print.sparsevgp_shards <- function(x, ...) {
   h$checkpoint <- new.env(parent = emptyenv())
   warn_short <- !is.null(M) || is.numeric(inducing)
   search <- optimize && is.null(start) && control$schedule != "joint"
-  if (N <= .shards_subsample_rows()) {
+  small <- N <= .shards_subsample_rows()
+  if (small) {
     # few rows: this process gathers them all (no more than the subsample
     # of larger data) and starts and selects as one process does on them
     g <- .shards_gather(h, seq_len(N))
@@ -582,7 +587,8 @@ print.sparsevgp_shards <- function(x, ...) {
     h$checkpoint$rows <- g
     dz$x <- .col_stats(g$x)
     dz$y <- c(mean = mean(g$y), var = stats::var(g$y))
-    spec <- .inducing_spec(inducing, M, threshold, g$x, auto_kl = .auto_kl)
+    spec <- .vif_cap_spec(.inducing_spec(inducing, M, threshold, g$x, auto_kl = .auto_kl), N,
+                          nbr$K)
     st <- .start_collapsed(kernel, g$x, g$y, noise, spec, search)
     kernel <- st$kernel
     nz <- .noise_setup(noise, g$x, g$y, NULL, start = st$noise, weights = g$w)
@@ -591,7 +597,7 @@ print.sparsevgp_shards <- function(x, ...) {
     Z <- .select_by_spec(spec, g$x, kernel, sel_weights, warn_short = warn_short,
                          memory = control$memory)
   } else {
-    spec <- .shards_spec(inducing, M, threshold, N, x0)
+    spec <- .vif_cap_spec(.shards_spec(inducing, M, threshold, N, x0), N, nbr$K)
     # the rows of the start search and of the default lengthscales, evenly
     # spaced over all rows as in one process (R/start.R, .kern_init())
     i1000 <- unique(round(seq(1, N, length.out = min(N, 1000L))))
@@ -632,10 +638,34 @@ print.sparsevgp_shards <- function(x, ...) {
                       nrow(Z), spec$M), call. = FALSE)
     }
   }
+  mn <- .mean_start(mean, dz$y[["mean"]])
+  # neighbours = "auto": the trial of one process on the rows gathered here
+  # (R/shards_vif.R), and the selection again at the parameters it keeps
+  if (nbr$auto) {
+    select_at <- function(spec, kernel, nz) {
+      if (small) {
+        return(.select_by_spec(spec, g$x, kernel,
+                               1 / .noise_lambda(list(noise_model = nz$model, x = g$x), nz$params),
+                               memory = control$memory))
+      }
+      gv <- identical(spec$method, "gv")
+      .shards_greedy(h, kernel, spec, if (gv) 1 else 1 / nz$params[["noise"]], control$memory,
+                     dz$colnames, weighted = weighted && !gv)
+    }
+    a <- .shards_vif_auto(h, if (small) g, N, dz$colnames, if (!kernel_default) kernel, noise,
+                          spec, Z, control, mean, optimize, kernel, nz, mn, optimize_inducing,
+                          select_at)
+    nbr$K <- a$K
+    kernel <- a$kernel
+    nz <- a$nz
+    mn <- a$mn
+    spec <- a$spec
+    Z <- a$Z
+  }
+  if (is.null(optimize_inducing)) optimize_inducing <- !isTRUE(nbr$K > 0L)
   # the per-row factors 1 / w stay on the workers (.shard_configure()) and
   # with the rows of a subsample (.shards_subsample())
   nz$model$lambda <- NULL
-  mn <- .mean_start(mean, dz$y[["mean"]])
   params <- c(.kern_params(kernel), nz$params, list(mean = mn$value, Z = Z))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
                   mean = "identity", Z = "identity")
@@ -650,14 +680,20 @@ print.sparsevgp_shards <- function(x, ...) {
                                selection = spec[intersect(names(spec),
                                                           c("method", "M", "threshold", "auto"))],
                                shards = list(N = N, n = h$n, x = dz$x, y = dz$y,
-                                             weights = .weights)))
+                                             weights = .weights),
+                               auto_neighbours = if (nbr$auto) a$report))
+  if (isTRUE(nbr$K > 0L)) fit <- .shards_vif_setup(fit, nbr$K, length(h$cl))
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   .cluster_call(h, ".shard_configure",
                 list(kernel = kernel, control = control, noise_model = nz$model))
   h$checkpoint$params <- fit$params
   fit$cluster <- h
-  fit <- tryCatch(.build_or_fit(fit, optimize), sparsevgp_cluster_error = function(e) {
+  fit <- tryCatch({
+    # with neighbours the workers choose their rows' sets (R/shards_vif.R)
+    if (.has_neighbours(fit)) fit <- .shards_vif_choose(fit, fit$params)
+    .build_or_fit(fit, optimize)
+  }, sparsevgp_cluster_error = function(e) {
     partial <- fit
     partial$cluster <- NULL
     partial$params <- h$checkpoint$params
@@ -950,6 +986,7 @@ print.sparsevgp_shards <- function(x, ...) {
   if (labels) return(.shards_attach_model(fit, h))
   .cluster_call(h, ".shard_configure",
                 list(kernel = fit$kernel, control = fit$control, noise_model = fit$noise_model))
+  if (.has_neighbours(fit)) return(.shards_vif_attach(fit, h))
   h
 }
 
@@ -966,17 +1003,20 @@ print.sparsevgp_shards <- function(x, ...) {
 # The latent mean (and variance) at the rows of each worker of the shards
 # `sh` under the formula of `fit`, computed on the workers: a list of the
 # workers' list(mean, var), in worker order.
-.shards_predict_rows <- function(fit, sh, want = c("mean", "var", "y")) {
+# (With neighbours, R/shards_vif.R: each worker conditions on its own rows;
+# with `newx`, the predictions at those new inputs instead.)
+.shards_predict_rows <- function(fit, sh, want = c("mean", "var", "y"), newx = NULL) {
   if (is.null(fit$terms)) {
     stop("the values at the rows of shards need a fit made with a formula", call. = FALSE)
   }
   a <- unclass(fit)[intersect(c("kernel", "params", "posterior", "whiten", "likelihood"),
                               names(fit))]
   class(a) <- class(fit)
+  if (.has_neighbours(fit)) a <- .shards_vif_args(fit)
   all <- list(cl = sh$cl, key = sh$key, n = sh$n)
   .cluster_call(all, ".shard_fitted", list(fit = a, terms = fit$terms, xlevels = fit$xlevels,
                                            formula = stats::formula(fit$terms),
-                                           weights = fit$shards$weights))
+                                           weights = fit$shards$weights, newx = newx))
 }
 
 # On a worker: the latent predictive at its rows (missing values dropped as
@@ -990,6 +1030,10 @@ print.sparsevgp_shards <- function(x, ...) {
   x <- stats::model.matrix(a$terms, mf)
   attr(x, "assign") <- attr(x, "contrasts") <- NULL
   rownames(x) <- NULL
+  if (.has_neighbours(a$fit)) {
+    a$fit <- .shard_vif_local(a, x, mf)
+    if (!is.null(a$newx)) return(.vif_local_predict(a$fit, a$newx))
+  }
   if (nrow(x) == 0L) return(list(mean = numeric(0), var = numeric(0), y = numeric(0)))
   p <- .predict_latent(a$fit, x, FALSE)
   list(mean = p$mean, var = p$var, y = as.double(stats::model.response(mf)))
