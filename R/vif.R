@@ -362,8 +362,8 @@
   nb <- fit$neighbours
   fit$summary_extra <- list(
     "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
-    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points (random order)",
-                           nb$K, nb$candidates))
+    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points%s (random order)",
+                           nb$K, nb$candidates, if (isTRUE(nb$shards)) " of its shard" else ""))
   if (!is.null(fit$auto_neighbours)) {
     fit$summary_extra[["Neighbours"]] <- paste(fit$summary_extra[["Neighbours"]], "-",
                                                .vif_auto_line(fit$auto_neighbours))
