@@ -13,20 +13,6 @@ vif_shards_data <- function(N, seed = 1) {
   d
 }
 
-local_cluster <- function(n) {
-  old <- Sys.getenv("_R_CHECK_LIMIT_CORES_", unset = NA)
-  Sys.setenv("_R_CHECK_LIMIT_CORES_" = "false")
-  on.exit(if (is.na(old)) Sys.unsetenv("_R_CHECK_LIMIT_CORES_") else
-    Sys.setenv("_R_CHECK_LIMIT_CORES_" = old))
-  parallel::makeCluster(n)
-}
-
-make_shards <- function(cl, d, ends) {
-  starts <- c(0, head(ends, -1))
-  parts <- Map(function(a, b) d[seq_len(b - a) + a, , drop = FALSE], starts, ends)
-  shards(cl, function(i, parts) parts[[i]], parts = parts)
-}
-
 # the shard of each row for the split at `ends`
 shard_of <- function(ends) rep(seq_along(ends), diff(c(0, ends)))
 
@@ -161,24 +147,11 @@ test_that("with neighbours, large data on shards fit a subsample first; a dead w
   load <- function(i, d) d[if (i == 1) 1:150 else 151:300, ]
   cl <- local_cluster(2)
   sh <- shards(cl, load, d = d)
-  pids <- unlist(parallel::clusterCall(cl, Sys.getpid))
-  killed <- FALSE
   # the worker dies during the runs on all rows, after the subsample's fit
-  old <- options(sparsevgp.shards_subsample = 150L, sparsevgp.evaluation_hook = function(i) {
-    f <- dynGet("fit", ifnotfound = NULL)
-    if (!killed && !is.null(f$shards)) {
-      tools::pskill(pids[2])
-      Sys.sleep(0.5)
-      killed <<- TRUE
-    }
-  })
   set.seed(9)
-  e <- tryCatch(sgpr(y ~ x1 + x2, data = sh, neighbours = 4, inducing = 10),
-                error = function(e) e)
-  options(old)
-  try(parallel::stopCluster(cl), silent = TRUE)
-  for (node in cl) try(close(node$con), silent = TRUE)
-  expect_true(killed)
+  k <- shards_kill_during(cl, sgpr(y ~ x1 + x2, data = sh, neighbours = 4, inducing = 10), 150L)
+  e <- k$result
+  expect_true(k$killed)
   expect_s3_class(e, "sparsevgp_cluster_error")
   expect_match(conditionMessage(e), "update\\(e\\$fit")
   expect_equal(e$fit$neighbours$K, 4L)
