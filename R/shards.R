@@ -707,7 +707,7 @@ print.sparsevgp_shards <- function(x, ...) {
                                shards = list(N = N, n = h$n, x = dz$x, y = dz$y,
                                              weights = .weights),
                                auto_neighbours = if (nbr$auto) a$report))
-  if (isTRUE(nbr$K > 0L)) fit <- .shards_vif_setup(fit, nbr$K, length(h$cl))
+  if (isTRUE(nbr$K > 0L)) fit <- .shards_vif_setup(fit, nbr$K, h$n, from = start)
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
   .cluster_call(h, ".shard_configure",
@@ -715,8 +715,12 @@ print.sparsevgp_shards <- function(x, ...) {
   h$checkpoint$params <- fit$params
   fit$cluster <- h
   fit <- tryCatch({
-    # with neighbours the workers choose their rows' sets (R/shards_vif.R)
-    if (.has_neighbours(fit)) fit <- .shards_vif_choose(fit, fit$params)
+    # with neighbours the workers choose their rows' sets (R/shards_vif.R;
+    # those of a warm start where it chose them)
+    if (.has_neighbours(fit)) {
+      fit <- .shards_vif_choose(fit, if (is.null(fit$neighbours$at)) fit$params else
+        fit$neighbours$at)
+    }
     .build_or_fit(fit, optimize)
   }, sparsevgp_cluster_error = function(e) {
     partial <- fit

@@ -48,13 +48,20 @@
 # parameters and lengthscales at which the workers last chose the sets;
 # the sets themselves stay on the workers), the objective a likelihood and
 # the label, as .vif_setup() makes them. The seeds are drawn as .nb_new()
-# draws those of groups, one per worker with rows.
-.shards_vif_setup <- function(fit, K, nw) {
+# draws those of groups, one per worker with rows; a warm start `from` on
+# shards of as many rows per worker keeps its seeds and where its sets were
+# chosen, so that update(fit, optimize = FALSE) reproduces the fit.
+.shards_vif_setup <- function(fit, K, n, from = NULL) {
   N <- .nobs(fit)
-  fit$neighbours <- list(K = as.integer(K),
-                         candidates = as.integer(min(N - 1L, .nb_candidate_factor * K)),
-                         seeds = sample.int(.Machine$integer.max, nw), shards = TRUE,
-                         index = NULL, spatial = NULL, lengthscale = NULL, at = NULL)
+  nb <- from$neighbours
+  if (isTRUE(nb$shards) && identical(nb$K, as.integer(K)) && identical(from$shards$n, n)) {
+    fit$neighbours <- nb
+  } else {
+    fit$neighbours <- list(K = as.integer(K),
+                           candidates = as.integer(min(N - 1L, .nb_candidate_factor * K)),
+                           seeds = sample.int(.Machine$integer.max, length(n)), shards = TRUE,
+                           index = NULL, spatial = NULL, lengthscale = NULL, at = NULL)
+  }
   fit$loglik_kind <- "likelihood"
   fit$model <- sub("^Sparse GP regression \\(SGPR\\)",
                    sprintf("Sparse GP regression with a Vecchia residual (VIF, K = %d neighbours from the same shard)", K),

@@ -133,6 +133,10 @@ test_that("sgpr with neighbours on 2 and 3 shards (uneven, one empty) is one pro
     expect_equal(unname(p1$mean), p0$mean, tolerance = 1e-9)
     expect_equal(unname(p1$var), p0$var, tolerance = 1e-9)
     expect_error(predict(f1, xn, full_cov = TRUE, cluster = sh), "full_cov = TRUE is not available")
+    # a warm start keeps the workers' orders and sets: the same fit
+    f2 <- update(f1, optimize = FALSE)
+    expect_equal(f2$neighbours$seeds, f1$neighbours$seeds)
+    expect_lt(abs(f2$bound - f1$bound), 1e-10 * abs(f1$bound))
     expect_error(sgpr(y ~ x1 + x2, data = sh, neighbours = 200), "must be less than N = 200")
     parallel::stopCluster(cl)
   }
