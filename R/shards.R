@@ -159,9 +159,9 @@
 #' data. Measured on the volcano surface (\code{inst/bench/bench_shards_vif.R},
 #' 4246 training cells, \eqn{K = 10}, three splits): test NLPD 0.849 in one
 #' process, 0.853 with the two spatial halves as shards, 0.981 with two
-#' random halves, and 1.569 without neighbours. \code{neighbours = "auto"} runs the trial of one process
-#' on the gathered rows (at most 20 000, a random subsample beyond). The
-#' fit's values at the workers' rows (\code{fitted()}, \code{residuals()})
+#' random halves, and 1.569 without neighbours. \code{neighbours = "auto"}
+#' runs the trial of one process on the gathered rows (at most 20 000, a
+#' random subsample beyond). The fit's values at the workers' rows (\code{fitted()}, \code{residuals()})
 #' condition each row on its own shard; \code{predict(fit, newdata,
 #' cluster = sh)} computes predictions at new points on the workers, each
 #' point from the shard that holds the training row nearest to it (in the
