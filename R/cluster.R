@@ -364,6 +364,10 @@
 # The latent predictive at xnew in this process, or split over the workers
 # of `cluster` (the covariance, full_cov = TRUE, is computed here).
 .predict_latent_on <- function(object, xnew, full_cov, cluster = NULL) {
+  # a fit with neighbours on shards predicts on their workers (R/shards_vif.R)
+  if (!is.null(object$shards) && .has_neighbours(object)) {
+    return(.shards_vif_predict(object, xnew, full_cov, cluster))
+  }
   if (is.null(cluster) || full_cov) return(.predict_latent(object, xnew, full_cov))
   .cluster_predict(object, xnew, cluster)
 }

@@ -55,10 +55,44 @@
 }
 
 # A new neighbour structure for N points: K, the random order, and no sets
-# yet (.nb_choose() fills them).
-.nb_new <- function(N, K) {
-  list(K = as.integer(K), candidates = as.integer(min(N - 1L, .nb_candidate_factor * K)),
-       order = sample.int(N), index = NULL, spatial = NULL, lengthscale = NULL)
+# yet (.nb_choose() fills them). With `groups` (the group of each point, a
+# vector of length N) a point's neighbours are chosen among the earlier
+# points of its own group only: each group has its own random order, drawn
+# from a seed of its own (the seeds are drawn here, one per group with
+# points, in increasing order of the groups). This is what a fit on
+# shards() does, each worker on its own rows (R/shards_vif.R), and the
+# groups let one process give the same model (for tests: the option
+# sparsevgp.neighbour_groups, read by .vif_setup()).
+.nb_new <- function(N, K, groups = NULL) {
+  nb <- list(K = as.integer(K), candidates = as.integer(min(N - 1L, .nb_candidate_factor * K)),
+             order = NULL, index = NULL, spatial = NULL, lengthscale = NULL)
+  if (is.null(groups)) {
+    nb$order <- sample.int(N)
+    return(nb)
+  }
+  g <- sort(unique(groups))
+  nb$seeds <- sample.int(.Machine$integer.max, length(g))
+  nb$groups <- match(groups, g)
+  nb$orders <- lapply(seq_along(g), function(i) .nb_order(sum(nb$groups == i), nb$seeds[i]))
+  nb
+}
+
+# The random order of n points drawn from `seed` (R's stream is left as
+# it was): a group's, or a worker's on shards.
+.nb_order <- function(n, seed) .with_seed(seed, sample.int(n))
+
+# The candidates of .nb_choose() with groups: for each point the Kc nearest
+# earlier points of its group in the group's order (rows of all points, 0
+# for none), as .ffi_nb_ordered() gives them within each group.
+.nb_group_candidates <- function(xs, nb, Kc) {
+  cand <- matrix(0L, Kc, nrow(xs))
+  for (i in seq_along(nb$orders)) {
+    r <- which(nb$groups == i)
+    o <- nb$orders[[i]]
+    cg <- .ffi_nb_ordered(xs[r[o], , drop = FALSE], Kc, o)
+    cand[, r] <- ifelse(cg > 0L, r[pmax(cg, 1L)], 0L)
+  }
+  cand
 }
 
 # The structure restricted to the rows `rows` (a subsample): the order is
@@ -107,7 +141,8 @@
     return(nb)
   }
   Kc <- max(K, nb$candidates)
-  cand <- .ffi_nb_ordered(xs[nb$order, , drop = FALSE], Kc, nb$order)
+  cand <- if (is.null(nb$groups)) .ffi_nb_ordered(xs[nb$order, , drop = FALSE], Kc, nb$order) else
+    .nb_group_candidates(xs, nb, Kc)
   if (Kc == K || selection == "distance") {
     nb$index <- cand[seq_len(K), , drop = FALSE]
     return(nb)

@@ -272,7 +272,10 @@
 #' full batch or minibatches) take shards: the classifiers start, select
 #' and run their schedule on the same subsample, then update \eqn{c}
 #' (pgpr) or \eqn{q(u)} (svgp) on all rows on the workers, or run Adam on
-#' minibatches of all rows (see \code{\link{shards}}). Measured
+#' minibatches of all rows (see \code{\link{shards}}). \code{sgpr(neighbours
+#' = K)} on shards takes each row's neighbours from its own shard (each
+#' worker orders and searches its own rows) and predicts new points on the
+#' workers, \code{predict(fit, newdata, cluster = sh)}. Measured
 #' (\code{inst/bench/bench_shards.R}, \eqn{N = 10^6}{N = 1e6}, \eqn{D = 8}, two
 #' local workers, OpenBLAS on one thread): the master peaked at 194 MB, each
 #' worker at 1.7--1.8 GB; the default fit took 42 s elapsed and 76 s of CPU

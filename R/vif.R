@@ -39,7 +39,7 @@
       identical(unname(from$x), unname(fit$x))) {
     fit$neighbours <- from$neighbours
   } else {
-    fit$neighbours <- .nb_new(nrow(fit$x), K)
+    fit$neighbours <- .nb_new(nrow(fit$x), K, .nb_groups_option(nrow(fit$x)))
     fit$neighbours <- .nb_choose(fit, fit$params)
   }
   # logLik(), anova(), print() and summary() read it (R/anova.R)
@@ -205,7 +205,7 @@
   ch <- .stream_chol(Kuu, fit$control)
   want_W <- .any_free(fit, "Z")
   a <- list(k = k, Z = Z, L = ch$L, params = params, pass = 1L)
-  N <- nrow(fit$x)
+  N <- .nobs(fit)
   if (is.null(fit$cluster)) {
     t <- .targets(fit, params)
     sp <- .vif_space(fit)
@@ -254,6 +254,8 @@
 # overlap). With full_cov, the covariance C' Bm^-1 C + diag(d): the local
 # residuals of distinct new points are independent given the data.
 .vif_predict <- function(fit, xnew, full_cov) {
+  # rows on the workers of shards() (R/shards_vif.R)
+  if (!is.null(fit$shards)) .shards_vif_refuse_predict()
   params <- fit$params
   k <- .kernel_at(fit$kernel, params)
   Z <- params$Z
@@ -332,6 +334,8 @@
 .vif_train_subsample <- 10000L
 
 .train_vif <- function(fit) {
+  # rows on the workers of shards(): R/shards_vif.R
+  if (!is.null(fit$shards)) return(.shards_train_vif(fit))
   start <- proc.time()[["elapsed"]]
   N <- nrow(fit$x)
   reports <- list()
@@ -386,8 +390,8 @@
   nb <- fit$neighbours
   fit$summary_extra <- list(
     "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
-    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points (random order)",
-                           nb$K, nb$candidates))
+    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points%s (random order)",
+                           nb$K, nb$candidates, if (isTRUE(nb$shards)) " of its shard" else ""))
   if (!is.null(fit$auto_neighbours)) {
     fit$summary_extra[["Neighbours"]] <- paste(fit$summary_extra[["Neighbours"]], "-",
                                                .vif_auto_line(fit$auto_neighbours))
@@ -422,6 +426,8 @@
 # adjoints when they fit (.vif_keep()).
 .shard_vif <- function(s, a, each = NULL) {
   fit <- s$fit
+  # (a worker of shards() without rows adds nothing)
+  if (nrow(fit$x) == 0L) return(if (a$pass == 1L) NULL else list(gk = NULL, AA = 0, blocks = NULL))
   t <- .targets(fit, a$params)
   sp <- list(x = fit$x, index = s$index, spatial = s$spatial)
   rows <- .vif_rows(fit$control$memory, nrow(a$Z), s$K)

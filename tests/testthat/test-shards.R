@@ -19,24 +19,7 @@ shards_labels <- function(N, seed = 1) {
   d
 }
 
-# A local PSOCK cluster of n workers. R CMD check --as-cran limits clusters
-# to two processes (_R_CHECK_LIMIT_CORES_); these tests run only where
-# NOT_CRAN is set (skip_on_cran()), and three light workers are what the
-# tests of three shards need, so the limit is lifted while the cluster starts.
-local_cluster <- function(n) {
-  old <- Sys.getenv("_R_CHECK_LIMIT_CORES_", unset = NA)
-  Sys.setenv("_R_CHECK_LIMIT_CORES_" = "false")
-  on.exit(if (is.na(old)) Sys.unsetenv("_R_CHECK_LIMIT_CORES_") else
-    Sys.setenv("_R_CHECK_LIMIT_CORES_" = old))
-  parallel::makeCluster(n)
-}
-
-# shards of the rows of d split at `ends` (cumulative row counts)
-make_shards <- function(cl, d, ends) {
-  starts <- c(0, head(ends, -1))
-  parts <- Map(function(a, b) d[seq_len(b - a) + a, , drop = FALSE], starts, ends)
-  shards(cl, function(i, parts) parts[[i]], parts = parts)
-}
+# (local_cluster() and make_shards(): helper-shards.R)
 
 # the objectives of two fits at the same parameters: value and gradient
 expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
