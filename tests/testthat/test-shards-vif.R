@@ -211,3 +211,31 @@ test_that("neighbours = \"auto\" on shards runs the trial of one process on the 
   expect_equal(f1$params, f0$params, tolerance = 1e-5)
   expect_lt(abs(f1$bound - f0$bound), 1e-9 * abs(f0$bound))
 })
+
+test_that("with neighbours on shards, known noise variances and an offset are those of one process", {
+  skip_on_cran()
+  d <- vif_shards_data(150, seed = 7)
+  d$s2 <- runif(150, 0.005, 0.03)
+  d$o <- 0.3 * d$x2
+  d$y <- d$y + d$o
+  ends <- c(70, 150)
+  cl <- local_cluster(2)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, ends)
+  groups <- shard_of(ends)
+  set.seed(2)
+  f1 <- sgpr(y ~ x1 + x2, data = sh, neighbours = 5, inducing = 8, noise = s2, offset = o,
+             optimize = FALSE)
+  set.seed(2)
+  f0 <- with_groups(groups, sgpr(y ~ x1 + x2, data = d, neighbours = 5, inducing = 8,
+                                 noise = d$s2, offset = o, optimize = FALSE))
+  expect_lt(abs(f1$bound - f0$bound), 1e-10 * abs(f0$bound))
+  o0 <- objective(f0)
+  o1 <- objective(f1, cluster = sh)
+  expect_same_objective(o1, o0, o0$par)
+  o1$release()
+  # fitted values condition each row on its shard and add the offset back
+  own <- sparsevgp:::.vif_predict_groups(f0, f0$x, groups, groups)
+  expect_equal(fitted(f1, cluster = sh), own$mean + d$o, tolerance = 1e-9)
+  expect_equal(residuals(f1, cluster = sh), d$y - own$mean - d$o, tolerance = 1e-9)
+})
