@@ -469,7 +469,8 @@
 #      likelihood on the subsample (the former rule, at most 100
 #      iterations), NLPD -1.135 in 14.5 s, and with 30 or 200 iterations
 #      -1.119 and -1.128 (the placement overfits the subsample); M = 106
-#      k-means centres, -1.141 in 14.0 s (GpGp: -1.116 in 14.1 s). By hand
+#      k-means centres, -1.141 in 14.2 s (GpGp: -1.116 in 14.1 s, equal
+#      within the run-to-run noise of about 1 s on a shared machine). By hand
 #      on split 0: k-means M = 60, 100, 150 (K = 20, no trial) gave
 #      -1.127, -1.148, -1.159 in 8, 11, 15 s; M = 200 with K = 30, -1.192
 #      in 29 s (GPBoost's VIF, M = 200, K = 30: -1.202 in 180 s). Power
