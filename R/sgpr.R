@@ -154,9 +154,12 @@
 #'     prior variance unexplained by both parts (the mean conditional
 #'     variance of the residual signal given the neighbours against the
 #'     kernel's variance: neighbours far apart for the lengthscales, as with
-#'     many inputs), the inducing inputs are placed by the likelihood: a
-#'     further fit on the subsample optimises them (at most 100 iterations),
-#'     and the full fit holds them there instead of re-selecting (unless
+#'     many inputs), the global part takes more inducing inputs, placed at
+#'     k-means centres of the inputs (as in GPBoost's full-scale Vecchia
+#'     approximation): as many as a budget of \eqn{6 \times 10^8}{6e8}
+#'     multiplications per evaluation allows (about 100 for
+#'     \eqn{N = 7373}{N = 7373}, \eqn{K = 20}; at most \eqn{N / 4}), or the
+#'     \code{M} given, and the full fit holds them there (unless
 #'     \code{optimize_inducing = FALSE} or the inducing inputs are given).
 #'     With \eqn{N} small enough that
 #'     the budget of the automatic \eqn{M} covers an inducing input for
@@ -374,7 +377,8 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
                       start0 = list(kernel = kernel, noise = nz$params[["noise"]],
                                     optimize_inducing = !isFALSE(optimize_inducing),
                                     place = !isFALSE(optimize_inducing) &&
-                                      spec$method != "given"))
+                                      spec$method != "given",
+                                    M = if (!isTRUE(spec$auto) && isTRUE(spec$M > 0L)) spec$M))
     nbr$K <- auto$K
     if (auto$K > 0L) {
       kernel <- auto$kernel
@@ -382,13 +386,15 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
       if (!is.null(nz$params[["noise"]])) nz$params[["noise"]] <- auto$params[["noise"]]
       if (!mn$fixed) mn$value <- auto$params$mean
       if (spec$method != "given") {
-        if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))
-        # the inducing inputs the trial placed by the likelihood (R/vif.R;
-        # with an automatic M, the trial's M within the same budget), else
-        # greedy selection at the trial's parameters
-        if (!is.null(auto$Z) && (isTRUE(spec$auto) || identical(nrow(auto$Z), as.integer(spec$M)))) {
+        # the k-means centres the trial chose where the neighbours leave
+        # much of the variance unexplained (R/vif.R; their number within a
+        # budget of their own, or the M given), else greedy selection at the
+        # trial's parameters
+        if (!is.null(auto$Z)) {
           Z <- auto$Z
+          spec$M <- nrow(Z)
         } else {
+          if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))
           Z <- .select_by_spec(spec, x, kernel,
                                1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
                                memory = control$memory)

@@ -79,8 +79,8 @@
 # neighbours cost besides. At least 30.
 .vif_budget <- 1e8
 
-.vif_max_inducing <- function(N, K) {
-  b <- .vif_budget / N
+.vif_max_inducing <- function(N, K, budget = .vif_budget) {
+  b <- budget / N
   c1 <- 1.5 * (K + 1)^2
   as.integer(min(N, max(30, floor((-c1 + sqrt(c1^2 + 4 * b)) / 2))))
 }
@@ -493,16 +493,26 @@
 #      conditional variance of the residual signal given the neighbours.
 #      Above .vif_auto_left the greedy inducing inputs leave structure
 #      that the neighbours cannot pick up (neighbours far apart for the
-#      lengthscales, as with many inputs), and a further fit on the
-#      subsample places the inducing inputs by the likelihood (at most
-#      .vif_auto_place_maxit iterations); the full fit holds them there.
-#      Measured on split 0 (bench_peers.R): kin8nm (8 inputs) 0.046 (0.059
-#      and 0.074 on splits 1 and 2), where with greedy inducing inputs held
-#      the full fit predicted 0.023 nats worse than without neighbours, and
-#      with them placed 0.015-0.059 better on the three splits, in 15
-#      instead of 12 CPU s; power 0.0022, volcano 0.0055, argo 0.0085, where
-#      placing them did not improve the test NLPD (power) and cost 2-9 s
-#      (inst/bench/results/bench_peers_vif2.txt).
+#      lengthscales, as with many inputs), and the global part takes more
+#      inducing inputs, at k-means centres of the inputs (as GPBoost's
+#      full-scale Vecchia approximation places them; Gyger, Furrer &
+#      Sigrist 2025): as many as .vif_max_inducing() allows with a budget
+#      of .vif_centres_budget (at most N / 4), or the M given; the full fit
+#      holds them there. Measured on kin8nm (8 inputs; share 0.046-0.074
+#      on splits 0-2; bench_peers.R, OpenBLAS, CPU s of fit and predict,
+#      means over splits 0-2): greedy inducing inputs held, 0.023 nats
+#      worse than without neighbours (split 0); M = 30 placed by the
+#      likelihood on the subsample (the former rule, at most 100
+#      iterations), NLPD -1.135 in 14.5 s, and with 30 or 200 iterations
+#      -1.119 and -1.128 (the placement overfits the subsample); M = 106
+#      k-means centres, -1.141 in 14.2 s (GpGp: -1.116 in 14.1 s, equal
+#      within the run-to-run noise of about 1 s on a shared machine). By hand
+#      on split 0: k-means M = 60, 100, 150 (K = 20, no trial) gave
+#      -1.127, -1.148, -1.159 in 8, 11, 15 s; M = 200 with K = 30, -1.192
+#      in 29 s (GPBoost's VIF, M = 200, K = 30: -1.202 in 180 s). Power
+#      0.0022, volcano 0.0055, argo 0.0085 stay below .vif_auto_left and
+#      keep the greedy inducing inputs (inst/bench/results/
+#      bench_peers_vif2.txt, bench_peers_vif3.txt).
 # Small data, where the budget covers an inducing input for
 # every observation, skip the trial (K = 0). With optimize = FALSE no trial
 # is run (K = 0). `kernel`: the user's kernel, or NULL for the default.
@@ -513,7 +523,11 @@
 .vif_auto_held <- 1000L
 .vif_auto_gain <- 0.01
 .vif_auto_left <- 0.02
-.vif_auto_place_maxit <- 100L
+# The budget (multiplications per evaluation, as .vif_budget) of the k-means
+# inducing inputs of step 4: twice the budget of the collapsed bound at its
+# automatic M (N M^2 <= 3e8, .auto_max_inducing()), since the
+# neighbours then carry less of the structure.
+.vif_centres_budget <- 6e8
 
 .vif_auto <- function(x, y, kernel, noise, spec, Z, control, mean, optimize, start0) {
   N <- nrow(x)
@@ -594,20 +608,15 @@
   if (keep) {
     left <- .vif_evaluate(scored, scored$params, grad = FALSE)$unexplained
     if (isTRUE(left > .vif_auto_left) && isTRUE(start0$place)) {
-      p <- trial$params
-      free <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = .kernel_at(trial$kernel, p),
-                         inducing = p$Z, noise = if (known) nzt else p[["noise"]],
-                         mean = p$mean, neighbours = K, optimize_inducing = TRUE,
-                         control = utils::modifyList(ctl, list(maxit = .vif_auto_place_maxit)))
-      if (is.null(free)) return(list(K = 0L, report = list(reason = "interrupted")))
-      won <- free
-      placed <- won$params$Z
+      Mc <- if (is.null(start0$M)) .vif_max_inducing(N, K, .vif_centres_budget) else start0$M
+      placed <- select_inducing(x, M = min(Mc, N %/% 4L), method = "kmeans", trace = FALSE)$Z
     }
   }
   list(K = if (keep) K else 0L, params = won$params, kernel = .kernel_at(won$kernel, won$params),
        Z = placed,
        report = list(reason = "trial", gain = gain, rows = n, held = V, K = K,
-                     M = c(Mt, nrow(Z0)), unexplained = left, placed = !is.null(placed)))
+                     M = c(Mt, nrow(Z0)), unexplained = left, placed = !is.null(placed),
+                     centres = if (!is.null(placed)) nrow(placed)))
 }
 
 # A trial fit of sgpr() with the arguments `...` (warnings muffled), or NULL
@@ -649,6 +658,6 @@
                      format(r$unexplained, digits = 3L),
                      if (isTRUE(r$placed)) "above" else "at most",
                      .vif_auto_left,
-                     if (isTRUE(r$placed)) "placed by the likelihood on the subsample" else
+                     if (isTRUE(r$placed)) sprintf("at %d k-means centres of the inputs", r$centres) else
                        "held where greedy selection put them")))
 }

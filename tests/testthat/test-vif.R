@@ -488,9 +488,9 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_true(r$unexplained > 0 && r$unexplained < sparsevgp:::.vif_auto_left)
   expect_false(r$placed)
   expect_output(print(summary(f)), "unexplained")
-  # with the threshold at 0 the trial places the inducing inputs by the
-  # likelihood and the full fit holds them there: off the data (greedy
-  # selection picks rows of x) and unchanged by the fit
+  # with the threshold at 0 the trial puts the inducing inputs at k-means
+  # centres of the inputs, as many as their budget allows (at most N / 4),
+  # and the full fit holds them there
   old <- sparsevgp:::.vif_auto_left
   assignInNamespace(".vif_auto_left", 0, "sparsevgp")
   on.exit(assignInNamespace(".vif_auto_left", old, "sparsevgp"), add = TRUE)
@@ -501,10 +501,24 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_identical(fp$neighbours$K, 20L)
   Zp <- fp$params$Z
   xs <- fp$x
+  Mc <- min(sparsevgp:::.vif_max_inducing(nrow(xs), 20L, sparsevgp:::.vif_centres_budget),
+            nrow(xs) %/% 4L)
+  expect_identical(nrow(Zp), as.integer(Mc))
+  expect_identical(fp$auto_neighbours$centres, nrow(Zp))
+  expect_identical(fp$selection$M, nrow(Zp))
+  # k-means centres: each is the mean of the inputs nearest to it (the
+  # fixed point of Lloyd's and Hartigan-Wong's iterations), and not a row
+  # of x
+  d2 <- outer(rowSums(xs^2), rowSums(Zp^2), "+") - 2 * xs %*% t(Zp)
+  near <- max.col(-d2, ties.method = "first")
+  for (j in seq_len(nrow(Zp))) {
+    expect_equal(Zp[j, ], colMeans(xs[near == j, , drop = FALSE]), tolerance = 1e-10,
+                 ignore_attr = TRUE)
+  }
   on_rows <- apply(Zp, 1L, function(z) any(colSums(abs(t(xs) - z)) < 1e-12))
   expect_false(all(on_rows))
   expect_true(all(fp$fixed[sparsevgp:::.block_mask(fp, "Z")]))
-  expect_output(print(summary(fp)), "placed by the likelihood")
+  expect_output(print(summary(fp)), sprintf("at %d k-means centres", nrow(Zp)))
   # a smooth function: the inducing points explain it, no neighbours, and
   # the fit is the one without them (the trial restores the random numbers)
   set.seed(5)
