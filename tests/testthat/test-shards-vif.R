@@ -2,7 +2,8 @@
 # orders its rows and chooses their neighbours among its own rows. Against
 # one process on the concatenated rows with the neighbour sets restricted to
 # the shards (the option sparsevgp.neighbour_groups), whose likelihood is
-# checked against the dense construction of its covariance; predictions,
+# checked against the dense construction of its covariance (vif_dense(),
+# helper-vif.R); predictions,
 # fitted values and residuals on the workers; uneven shards; the trial of
 # neighbours = "auto"; a dead worker and the resumption on a new cluster.
 
@@ -41,34 +42,6 @@ expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
   expect_lt(max(abs(o1$gr(par) - g0)), tol * max(1, abs(g0)))
 }
 
-# The log likelihood of a fit with neighbours from the dense covariance
-# Q + R~, R~ = B^-1 D B^-T the Vecchia approximation of R = Kff - Q + Lambda
-# on the fit's neighbour sets (test-vif.R has the same construction).
-dense_vif_ll <- function(fit) {
-  ns <- asNamespace("sparsevgp")
-  p <- fit$params
-  k <- ns$.kernel_at(fit$kernel, p)
-  N <- nrow(fit$x)
-  Kuu <- kernel_matrix(k, p$Z)
-  Kuu <- Kuu + diag(ns$.ffi_chol(Kuu, fit$control$jitter, fit$control$jitter_cap)$jitter, nrow(Kuu))
-  Kuf <- kernel_matrix(k, p$Z, fit$x)
-  Q <- crossprod(Kuf, solve(Kuu, Kuf))
-  R <- kernel_matrix(k, fit$x) - Q + diag(ns$.noise_lambda(fit, p), N)
-  B <- diag(N)
-  dd <- numeric(N)
-  for (i in seq_len(N)) {
-    nn <- fit$neighbours$index[, i]
-    nn <- nn[nn > 0]
-    b <- if (length(nn)) solve(R[nn, nn, drop = FALSE], R[nn, i]) else numeric(0)
-    B[i, nn] <- -b
-    dd[i] <- R[i, i] - sum(R[i, nn] * b)
-  }
-  Bi <- solve(B)
-  S <- Q + Bi %*% (dd * t(Bi))
-  yt <- fit$y - p$mean
-  -0.5 * N * log(2 * pi) - 0.5 * as.numeric(determinant(S)$modulus) - 0.5 * sum(yt * solve(S, yt))
-}
-
 test_that("neighbour sets restricted to groups: within the group, and the dense likelihood", {
   d <- vif_shards_data(120, seed = 3)
   groups <- rep(c(2, 5, 7), c(50, 66, 4))
@@ -81,7 +54,7 @@ test_that("neighbour sets restricted to groups: within the group, and the dense 
   # each group's first point has no neighbours; the group of 4 at most 3
   expect_equal(sum(colSums(idx > 0) == 0), 3L)
   expect_true(all(colSums(idx[, groups == 7] > 0) <= 3))
-  expect_lt(abs(f$bound - dense_vif_ll(f)) / abs(f$bound), 1e-10)
+  expect_lt(abs(f$bound - vif_dense(f)$ll) / abs(f$bound), 1e-10)
   # the predictions of one group are those of .vif_predict() on its rows
   xn <- cbind(x1 = c(-1, 0.5), x2 = c(2, -0.3))
   r <- groups == 5
@@ -181,7 +154,7 @@ test_that("with neighbours, large data on shards fit a subsample first; a dead w
   o1 <- objective(f, cluster = sh2)
   expect_same_objective(o1, o0, o0$par + 0.05)
   o1$release()
-  expect_lt(abs(dense_vif_ll(f0) + o0$fn(o0$par)), 1e-9 * abs(f$bound))
+  expect_lt(abs(vif_dense(f0)$ll + o0$fn(o0$par)), 1e-9 * abs(f$bound))
 })
 
 test_that("neighbours = \"auto\" on shards runs the trial of one process on the gathered rows", {
