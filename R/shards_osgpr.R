@@ -30,7 +30,7 @@
       !(is.numeric(noise) && length(noise) == 1L && is.finite(noise) && noise > 0))) {
     .shards_stop("with data = shards() osgpr()'s 'noise' is one starting variance: known per-point variances and noise formulas are not available (for known variances, weights = 1 / s2 with the noise fixed at 1 gives the same model)")
   }
-  if (!is.null(.extra$offset) || !is.null(attr(stats::terms(formula), "offset"))) {
+  if (!is.null(.extra$offset) || "offset" %in% all.names(formula)) {
     .shards_stop("an offset is not available with data = shards() in osgpr() (sgpr() takes it): offset the response in 'load'")
   }
   type <- match.arg(type)

@@ -67,6 +67,9 @@ test_that("osgpr on shards refuses what it cannot do there with the classed erro
   expect_error(osgpr(y ~ x1 + offset(x2), data = sh), "offset is not available",
                class = "sparsevgp_shards_error")
   expect_error(osgpr(y ~ x1, data = sh, weights = x1), "'weights' must be positive finite")
+  # `.` stands for the workers' columns
+  f <- osgpr(y ~ . - w - s2, data = sh, inducing = 2, orthogonal = 2, optimize = FALSE)
+  expect_equal(colnames(f$params$Z), c("x1", "x2"))
   # nothing is left on the workers but the shards' own data
   expect_equal(lengths(parallel::clusterCall(cl, function() ls(sparsevgp:::.shards))), c(1L, 1L))
   # subset selects rows on the workers, as in one process
