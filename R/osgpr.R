@@ -87,6 +87,15 @@
 #' classification use \code{\link{pgpr}()} or \code{\link{svgp}()}.
 #'
 #' @inheritParams sgpr
+#' @param data a data frame for the formula interface, or the data held by
+#'   the workers of a cluster, \code{\link{shards}(cl, load)}: the formula
+#'   (and \code{weights} and \code{subset}) are evaluated on the workers,
+#'   the start and both sets of inducing inputs are chosen on the rows this
+#'   process gathers (all of them up to 20 000 rows, which gives the fit of
+#'   one process; a random subsample beyond, then the kernel, noise and mean
+#'   on all rows on the workers), and \code{fitted(fit, cluster = sh)} and
+#'   \code{residuals(fit, cluster = sh)} are computed there. Known noise
+#'   variances, noise formulas and offsets are not available on shards.
 #' @param control as for \code{\link{gpr}()}, and \code{schedule}:
 #'   \code{"staged"} (the default, see Details) or \code{"joint"}, and
 #'   \code{memory}: the working memory of one evaluation beyond which the
@@ -183,9 +192,27 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   optimize_inducing <- .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
-  if (!is.null(.check_start(start, "osgpr", x))) {
+  .check_start(start, "osgpr", x)
+  fit <- .osgpr_build(call, x, y, kernel, inducing, orthogonal, type, bound, noise, mean,
+                      optimize, optimize_inducing, fixed, control, start, data = data,
+                      weights = wo$weights, extra = wo)
+  # with a cluster the data go to the workers once (R/cluster.R)
+  .cluster_fit(fit, optimize, cluster)
+}
+
+# The osgpr fit from its rows x, y (with `data` of a noise formula and prior
+# `weights`): the warm start from `start`, the start search, both sets, the
+# noise and the mean, as osgpr.default() makes them. On shards
+# (R/shards_osgpr.R) x and y are the rows gathered here, the fit is made
+# on `keep` (no rows), N counts all rows and `mean_y` is the mean of all
+# targets. `extra`: further fields of the fit.
+.osgpr_build <- function(call, x, y, kernel, inducing, orthogonal, type, bound, noise, mean,
+                         optimize, optimize_inducing, fixed, control, start, data = NULL,
+                         weights = NULL, N = nrow(x), mean_y = mean(y),
+                         keep = list(x = x, y = y), extra = NULL) {
+  if (!is.null(start)) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
-    if (nrow(start$params$Z) + nrow(start$params$O) <= nrow(x)) {
+    if (nrow(start$params$Z) + nrow(start$params$O) <= N) {
       inducing <- .osgpr_warm_set(inducing, start$params$Z)
       orthogonal <- .osgpr_warm_set(orthogonal, start$params$O)
     }
@@ -194,8 +221,8 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
                          optimize && is.null(start) && control$schedule != "joint")
   kernel <- st$kernel
   sets <- .osgpr_sets(inducing, orthogonal, x, kernel, control$memory)
-  nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
-  mn <- .mean_start(mean, mean(y))
+  nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = weights)
+  mn <- .mean_start(mean, mean_y)
   params <- c(.kern_params(kernel),
               nz$params, list(mean = mn$value, Z = sets$Z, O = sets$O))
   transforms <- c(variance = "log", lengthscale = "log", nz$transforms,
@@ -204,15 +231,13 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
     params <- .warm_params(params, start$params, skip = c("Z", "O", if (mn$fixed) "mean"))
   }
   label <- c(solve = "SOLVE-GPR", odvgp = "ODGPR")[[type]]
-  fit <- .new_fit("osgpr", call, x, y, kernel, params, transforms, fixed,
-                  always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
-                  control = control,
-                  label = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
-                                  if (bound == "union") "union (SGPR on Z and O together)" else
-                                    "family"),
-                  extra = c(list(noise_model = nz$model, type = type, bound_type = bound), wo))
-  # with a cluster the data go to the workers once (R/cluster.R)
-  .cluster_fit(fit, optimize, cluster)
+  .new_fit("osgpr", call, keep$x, keep$y, kernel, params, transforms, fixed,
+           always = c(if (mn$fixed) "mean", if (!optimize_inducing) c("Z", "O")),
+           control = control,
+           label = sprintf("Orthogonal SGPR (%s), %s noise, %s bound", label, nz$label,
+                           if (bound == "union") "union (SGPR on Z and O together)" else
+                             "family"),
+           extra = c(list(noise_model = nz$model, type = type, bound_type = bound), extra))
 }
 
 # Warm start: keep the previous set unless another one was asked for.
@@ -307,7 +332,7 @@ osgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL,
   b <- .collapsed_eval(fit, params, W, grad, M1 = M1, variant = variant)
   out <- list(value = b$bound,
               terms = c(fit = b$fit, logdet = b$logdet[[.bound_variants[[variant]] + 1L]],
-                        trace = -0.5 * b$trace, constant = -0.5 * length(fit$y) * log(2 * pi)),
+                        trace = -0.5 * b$trace, constant = -0.5 * .nobs(fit) * log(2 * pi)),
               jitter = max(b$jitter), jitter_scale = mean(diag(b$Kww)),
               posterior = .osgpr_posterior(b, M1, fit$type, b$Kww))
   if (!grad) return(out)

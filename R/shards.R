@@ -6,7 +6,7 @@
 #   shards(cl, load)      each worker i runs load(i) and keeps its data
 #                         frame; the master keeps the cluster, a key and
 #                         the row counts.
-#   sgpr(y ~ ., data = sh)
+#   sgpr(y ~ ., data = sh)  (osgpr: R/shards_osgpr.R, the same way)
 #                         the formula is applied on the workers (.shard_frame()
 #                         agrees the factor levels, .shard_design() builds
 #                         the inputs and targets with them and returns
@@ -62,7 +62,8 @@
 #' \code{sgpr(y ~ x1 + x2, data = shards(cl, load))}. Only summary
 #' statistics, a bounded subsample and the \eqn{M \times M}{M x M} statistics
 #' of each evaluation travel (see Details and \code{\link{scaling}}).
-#' \code{\link{pgpr}()} and \code{\link{svgp}()} take shards too.
+#' \code{\link{pgpr}()}, \code{\link{svgp}()} and \code{\link{osgpr}()} take
+#' shards too.
 #'
 #' \code{load(i, ...)} runs on worker \code{i} of \code{cl} (\code{i = 1,
 #' ..., length(cl)}) and returns that worker's rows as a data frame (a
@@ -73,8 +74,8 @@
 #' its environment sends them along).
 #'
 #' The result is passed as \code{data} to \code{\link{sgpr}()},
-#' \code{\link{pgpr}()} or \code{\link{svgp}()} (other models refuse it with
-#' an error for now). The formula is applied on the workers:
+#' \code{\link{pgpr}()}, \code{\link{svgp}()} or \code{\link{osgpr}()} (other
+#' models refuse it with an error for now). The formula is applied on the workers:
 #' the levels of factors are agreed across workers first (the union of the
 #' levels present on any worker, sorted for character columns, in order of
 #' appearance for factors), so that every worker builds the same columns.
@@ -166,6 +167,19 @@
 #' \code{parallel::clusterCall()}). \code{plot()} of these fits refuses and
 #' points to \code{predict(fit, newdata)}.
 #'
+#' \strong{Orthogonal inducing inputs.} \code{osgpr(y ~ x1 + x2, data = sh)}
+#' runs as \code{sgpr()} does: with at most 20 000 rows this process
+#' gathers them and starts, chooses the regular and the orthogonal inducing
+#' inputs and runs the schedule as one process does on the rows in worker
+#' order (the fit of one process, for both \code{type}s), with the final
+#' evaluation on the workers; with more rows the start, both sets and the
+#' schedule come from one random subsample of 20 000 rows (\code{set.seed()}
+#' reproduces it), then the kernel, noise and mean are fitted on all rows
+#' on the workers with both sets held. \code{weights = w} and \code{subset}
+#' are evaluated on the workers; known noise variances, noise formulas and
+#' offsets are refused with an error of class
+#' \code{"sparsevgp_shards_error"}.
+#'
 #' \strong{Memory.} \code{shards()} asks each worker for its host's name
 #' (\code{Sys.info()[["nodename"]]}), and the workers of one host share the
 #' fit's \code{control$memory}: each worker's budget for its chunks and its
@@ -221,7 +235,7 @@
 #'   the rows again on another cluster), the host of each worker
 #'   (\code{hosts}) and the number of workers on it (\code{per_host}).
 #' @seealso \code{\link{scaling}}, \code{\link{sgpr}}, \code{\link{pgpr}},
-#'   \code{\link{svgp}}
+#'   \code{\link{svgp}}, \code{\link{osgpr}}
 #' @examples
 #' \donttest{
 #' # a stand-in for two hosts that each read their own file
@@ -628,16 +642,17 @@ print.sparsevgp_shards <- function(x, ...) {
 # ---- sgpr on shards --------------------------------------------------------------
 
 # The formula interface with data = shards(): the model's fit on the
-# workers' rows (sgpr here, pgpr and svgp in R/shards_models.R).
+# workers' rows (sgpr here, pgpr and svgp in R/shards_models.R, osgpr in
+# R/shards_osgpr.R).
 .shards_formula <- function(model, call, formula, sh, ...) {
-  if (!(model %in% c("sgpr", "pgpr", "svgp"))) {
-    stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr() and svgp() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
+  if (!(model %in% c("sgpr", "pgpr", "svgp", "osgpr"))) {
+    stop(sprintf("%s() does not take data held by shards() yet: sgpr(), pgpr(), svgp() and osgpr() do. For %s(), collect the rows into one data frame (or fit on a subsample), or pass the data with cluster = cl",
                  model, model), call. = FALSE)
   }
-  # prior weights (sgpr), subset, offset (sgpr) and known noise variances
-  # (sgpr): expressions in the workers' columns, evaluated on the workers
+  # prior weights (sgpr, osgpr), subset, offset (sgpr) and known noise
+  # variances (sgpr): expressions in the workers' columns, evaluated on the workers
   # as model.frame() evaluates them in the data (.shards_extra())
-  for (a in if (model != "sgpr") c("weights", "offset")) {
+  for (a in if (model %in% c("pgpr", "svgp")) c("weights", "offset")) {
     if (!is.null(call[[a]])) {
       .shards_stop(sprintf("'%s' is not available with data = shards() in %s() (sgpr() takes it): %s the rows in 'load'",
                            a, model, if (a == "weights") "weight" else "offset"))
@@ -661,6 +676,11 @@ print.sparsevgp_shards <- function(x, ...) {
     args$cluster <- NULL
   }
   .call <- .formula_call(call, model)
+  if (model == "osgpr") {
+    return(do.call(.shards_osgpr, c(list(formula, sh), args,
+                                    list(.call = .call, .weights = call$weights, .extra = extra)),
+                   quote = TRUE))
+  }
   if (model != "sgpr") {
     return(do.call(.shards_model, c(list(model, formula, sh), args,
                                     list(.call = .call, .extra = extra)), quote = TRUE))
@@ -871,15 +891,25 @@ print.sparsevgp_shards <- function(x, ...) {
   fit$xlevels <- dz$xlevels
   .cluster_call(h, ".shard_configure",
                 list(kernel = kernel, control = control, noise_model = nz$model))
+  # with neighbours the workers choose their rows' sets (R/shards_vif.R;
+  # those of a warm start where it chose them)
+  prepare <- function(fit) {
+    if (!.has_neighbours(fit)) return(fit)
+    .shards_vif_choose(fit, if (is.null(fit$neighbours$at)) fit$params else fit$neighbours$at)
+  }
+  .shards_run_fit(fit, h, optimize, prepare)
+}
+
+# The fit `fit` of sgpr or osgpr trained (optimize = TRUE) or built on the
+# workers of the handle h, which hold its rows configured for it
+# (.shard_configure()), after prepare(fit). A failed worker stops it with
+# the classed cluster error, whose $fit holds the model at the parameters
+# of the last stage that ended (h$checkpoint), to resume from.
+.shards_run_fit <- function(fit, h, optimize, prepare = identity) {
   h$checkpoint$params <- fit$params
   fit$cluster <- h
   fit <- tryCatch({
-    # with neighbours the workers choose their rows' sets (R/shards_vif.R;
-    # those of a warm start where it chose them)
-    if (.has_neighbours(fit)) {
-      fit <- .shards_vif_choose(fit, if (is.null(fit$neighbours$at)) fit$params else
-        fit$neighbours$at)
-    }
+    fit <- prepare(fit)
     .build_or_fit(fit, optimize)
   }, sparsevgp_cluster_error = function(e) {
     partial <- fit
@@ -1082,7 +1112,9 @@ print.sparsevgp_shards <- function(x, ...) {
   N <- fit$shards$N
   all <- N <= n
   cp <- fit$cluster$checkpoint
-  if (all && is.environment(cp) && !is.null(cp$rows)) {
+  # (the rows gathered already: all of them, or osgpr's subsample of n
+  # rows, R/shards_osgpr.R)
+  if (is.environment(cp) && !is.null(cp$rows) && (all || length(cp$rows$y) == n)) {
     g <- cp$rows
     rm("rows", envir = cp)
   } else {

@@ -272,7 +272,8 @@
 #' full batch or minibatches) take shards: the classifiers start, select
 #' and run their schedule on the same subsample, then update \eqn{c}
 #' (pgpr) or \eqn{q(u)} (svgp) on all rows on the workers, or run Adam on
-#' minibatches of all rows (see \code{\link{shards}}). \code{sgpr(neighbours
+#' minibatches of all rows (see \code{\link{shards}}); \code{osgpr()} takes
+#' them as \code{sgpr()} does. \code{sgpr(neighbours
 #' = K)} on shards takes each row's neighbours from its own shard (each
 #' worker orders and searches its own rows) and predicts new points on the
 #' workers, \code{predict(fit, newdata, cluster = sh)}. Measured

@@ -1,4 +1,5 @@
-# Helpers of the tests of data on shards() (test-shards.R, test-shards-vif.R).
+# Helpers of the tests of data on shards() (test-shards.R, test-shards-vif.R,
+# test-shards-osgpr.R).
 
 # A local PSOCK cluster of n workers. R CMD check --as-cran limits clusters
 # to two processes (_R_CHECK_LIMIT_CORES_); the tests of shards run only
@@ -40,4 +41,24 @@ shards_kill_during <- function(cl, expr, sub) {
   try(parallel::stopCluster(cl), silent = TRUE)
   for (node in cl) try(close(node$con), silent = TRUE)
   list(result = r, killed = killed)
+}
+
+# the objectives of two fits at the same parameters: value and gradient
+expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
+  v0 <- o0$fn(par)
+  expect_lt(abs(o1$fn(par) - v0), tol * max(1, abs(v0)))
+  g0 <- o0$gr(par)
+  expect_lt(max(abs(o1$gr(par) - g0)), tol * max(1, abs(g0)))
+}
+
+# the bound and gradient on the workers (at o0's parameters and moved by
+# `shift`), and the fitted values and residuals at the workers' rows, of a
+# fit f1 on the shards sh against one process's fit f0 with objective o0
+expect_rows_on_workers <- function(f1, sh, f0, o0, shift = 0.1) {
+  o1 <- objective(f1, cluster = sh)
+  on.exit(o1$release())
+  expect_same_objective(o1, o0, o0$par)
+  expect_same_objective(o1, o0, o0$par + shift)
+  expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
+  expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
 }

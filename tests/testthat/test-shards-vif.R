@@ -35,12 +35,7 @@ with_sets_of <- function(f0, f1, groups) {
   f0
 }
 
-expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
-  v0 <- o0$fn(par)
-  expect_lt(abs(o1$fn(par) - v0), tol * max(1, abs(v0)))
-  g0 <- o0$gr(par)
-  expect_lt(max(abs(o1$gr(par) - g0)), tol * max(1, abs(g0)))
-}
+# (expect_same_objective(): helper-shards.R)
 
 test_that("neighbour sets restricted to groups: within the group, and the dense likelihood", {
   d <- vif_shards_data(120, seed = 3)

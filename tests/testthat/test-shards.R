@@ -19,29 +19,8 @@ shards_labels <- function(N, seed = 1) {
   d
 }
 
-# (local_cluster() and make_shards(): helper-shards.R)
-
-# the objectives of two fits at the same parameters: value and gradient
-expect_same_objective <- function(o1, o0, par, tol = 1e-10) {
-  v1 <- o1$fn(par)
-  v0 <- o0$fn(par)
-  expect_lt(abs(v1 - v0), tol * max(1, abs(v0)))
-  g1 <- o1$gr(par)
-  g0 <- o0$gr(par)
-  expect_lt(max(abs(g1 - g0)), tol * max(1, abs(g0)))
-}
-
-# the bound and gradient on the workers (at o0's parameters and moved by
-# `shift`), and the fitted values and residuals at the workers' rows, of a
-# fit f1 on the shards sh against one process's fit f0 with objective o0
-expect_rows_on_workers <- function(f1, sh, f0, o0, shift = 0.1) {
-  o1 <- objective(f1, cluster = sh)
-  on.exit(o1$release())
-  expect_same_objective(o1, o0, o0$par)
-  expect_same_objective(o1, o0, o0$par + shift)
-  expect_equal(fitted(f1, cluster = sh), unname(fitted(f0)), tolerance = 1e-10)
-  expect_equal(residuals(f1, cluster = sh), unname(residuals(f0)), tolerance = 1e-10)
-}
+# (local_cluster(), make_shards(), expect_same_objective() and
+# expect_rows_on_workers(): helper-shards.R)
 
 # the bound and gradient of a fit on shards, evaluated on the workers,
 # against one process on all rows d at the fit's parameters and near them
@@ -73,7 +52,8 @@ test_that("shards() loads each worker's rows and refuses bad loads clearly", {
   expect_error(shards(cl, function(i) if (i == 2) stop("no such file") else d),
                "load\\(2\\) failed on worker 2: no such file")
   expect_error(shards(cl, function(i) 1:3), "not a data frame")
-  expect_error(osgpr(y ~ x1, data = sh), "osgpr\\(\\) does not take data held by shards")
+  expect_error(osgpr(y ~ x1, data = sh, noise = ~ x1), "'noise' is one starting variance",
+               class = "sparsevgp_shards_error")
   expect_error(sgpr(y ~ x1, data = sh, weights = x2), "'weights' must be positive finite")
   expect_error(sgpr(y ~ x1, data = sh, weights = wt), "'weights' .* wt is not a column")
   expect_error(sgpr(y ~ x1, data = sh, subset = x9 > 0), "'subset' .* x9 is not a column")
