@@ -118,7 +118,9 @@
 # never chosen, or some lengthscale changed by more than .nb_refresh_change
 # since they were.
 .nb_stale <- function(nb, kernel, params, D) {
-  if (is.null(nb$index)) return(TRUE)
+  # (the lengthscales are recorded with the sets; on shards the sets stay
+  # on the workers and the master records only where they were chosen)
+  if (is.null(nb$lengthscale)) return(TRUE)
   ls <- .nb_lengthscales(.kernel_at(kernel, params), D)
   any(abs(log(ls / nb$lengthscale)) > log1p(.nb_refresh_change))
 }

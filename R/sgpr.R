@@ -333,20 +333,10 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   if (!is.null(wo$offset)) y <- y - wo$offset
   optimize <- .check_flag(optimize, "optimize")
   control <- .collapsed_control(control)
-  nbr <- .check_neighbours(neighbours, nrow(x))
   start <- .check_start(start, "sgpr", x)
-  # a warm start keeps the number of neighbours of the fit it starts from
-  if (nbr$auto && !is.null(start)) {
-    nbr <- list(K = if (is.null(start$neighbours)) 0L else start$neighbours$K, auto = FALSE)
-  }
-  # the default kernel: RBF, or Matern 5/2 with neighbours (R/vif.R), or a
-  # warm start's own
+  nbr <- .sgpr_neighbours(neighbours, nrow(x), start)
   kernel_default <- is.null(kernel)
-  if (kernel_default) {
-    kernel <- if (!is.null(start)) start$kernel else
-      if (isTRUE(nbr$K > 0L)) .vif_default_kernel() else kernel_rbf()
-  }
-  kernel <- .check_kernel(kernel)
+  kernel <- if (kernel_default) .sgpr_default_kernel(nbr$K, start) else .check_kernel(kernel)
   if (!is.null(start)) {
     kernel <- .warm_kernel(kernel, start$params, ncol(x))
     # the previous inducing inputs, when there are enough rows for them

@@ -763,9 +763,9 @@ print.sparsevgp_shards <- function(x, ...) {
   N <- dz$N
   D <- length(dz$colnames)
   x0 <- matrix(0, 0L, D, dimnames = list(NULL, dz$colnames))
-  # neighbours (R/shards_vif.R) and the default kernel, as in one process
-  nbr <- .shards_vif_neighbours(neighbours, N, start)
-  if (kernel_default) kernel <- .shards_vif_kernel(nbr$K, start)
+  # neighbours and the default kernel, as in one process (R/vif.R)
+  nbr <- .sgpr_neighbours(neighbours, N, start)
+  if (kernel_default) kernel <- .sgpr_default_kernel(nbr$K, start)
   if (!is.null(start)) {
     kernel <- .warm_kernel(kernel, start$params, D)
     # a fit stopped by a failed cluster resumes at its inducing inputs

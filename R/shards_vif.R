@@ -106,14 +106,6 @@
   TRUE
 }
 
-# Whether the workers' sets are stale for the fit's parameters: some
-# lengthscale changed by more than .nb_refresh_change since they were
-# chosen (as .nb_stale()).
-.shards_nb_stale <- function(fit) {
-  ls <- .nb_lengthscales(.kernel_at(fit$kernel, fit$params), ncol(fit$x))
-  any(abs(log(ls / fit$neighbours$lengthscale)) > log1p(.nb_refresh_change))
-}
-
 # The workers of a new handle h (objective(fit, cluster = sh)) choose the
 # fit's neighbour sets again, at the parameters where they were chosen:
 # the same sets (the orders come from the same seeds).
@@ -166,7 +158,7 @@
     reports[[sprintf("run_%d", round)]] <- fit$optim
     .shards_checkpoint(fit, fit$params)
     if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break
-    if (!.shards_nb_stale(fit)) break
+    if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
     fit <- .shards_vif_choose(fit, fit$params)
   }
   fit$fixed <- .fixed_from_spec(fit)
@@ -175,24 +167,6 @@
   if (N > nsub) fit$optim$subsample <- nsub
   fit$time <- proc.time()[["elapsed"]] - start
   fit
-}
-
-# ---- the arguments, as sgpr.default() reads them ------------------------------------
-
-# `neighbours` for N rows on shards: list(K, auto), a warm start keeping the
-# number of neighbours of the fit it starts from.
-.shards_vif_neighbours <- function(neighbours, N, start) {
-  nbr <- .check_neighbours(neighbours, N)
-  if (nbr$auto && !is.null(start)) {
-    nbr <- list(K = if (is.null(start$neighbours)) 0L else start$neighbours$K, auto = FALSE)
-  }
-  nbr
-}
-
-# The default kernel: a warm start's, Matern 5/2 with neighbours, else RBF.
-.shards_vif_kernel <- function(K, start) {
-  .check_kernel(if (!is.null(start)) start$kernel else
-    if (isTRUE(K > 0L)) .vif_default_kernel() else kernel_rbf())
 }
 
 # The automatic M within the budget of one evaluation with K neighbours.

@@ -459,6 +459,23 @@
 # bench_peers.R), while without them the inducing points smooth anyway.
 .vif_default_kernel <- function() kernel_matern52()
 
+# `neighbours` of sgpr() for N rows: list(K, auto), a warm start keeping the
+# number of neighbours of the fit it starts from (one process and shards).
+.sgpr_neighbours <- function(neighbours, N, start) {
+  nbr <- .check_neighbours(neighbours, N)
+  if (nbr$auto && !is.null(start)) {
+    nbr <- list(K = if (is.null(start$neighbours)) 0L else start$neighbours$K, auto = FALSE)
+  }
+  nbr
+}
+
+# sgpr()'s kernel when none is given: a warm start's, Matern 5/2 with
+# neighbours, else RBF.
+.sgpr_default_kernel <- function(K, start) {
+  .check_kernel(if (!is.null(start)) start$kernel else
+    if (isTRUE(K > 0L)) .vif_default_kernel() else kernel_rbf())
+}
+
 # neighbours = "auto": K = 0 (the collapsed bound of today's sgpr) or
 # .vif_auto_K, decided by how well each model predicts held-out rows, each
 # with the inducing inputs it can afford on all the data (a cost-aware
