@@ -1105,6 +1105,14 @@ print.sparsevgp_shards <- function(x, ...) {
 
 # ---- the subsample of the schedule ----------------------------------------------
 
+# n of the N rows of the workers' data drawn at random, in increasing order:
+# every subsample of a fit on shards is drawn here, so that set.seed()
+# gives the same rows on every route. (Hashing keeps a draw of a few rows
+# from a very large N from allocating N integers.)
+.shards_draw_rows <- function(N, n) {
+  sort(if (n <= N / 2) sample.int(N, n, useHash = TRUE) else sample.int(N, n))
+}
+
 # The fit on a random subsample of n rows of the workers' data (all rows
 # when there are at most n), fetched to this process, for the schedule of
 # .train_large(). `all_rows` says whether it is all of them.
@@ -1118,8 +1126,7 @@ print.sparsevgp_shards <- function(x, ...) {
     g <- cp$rows
     rm("rows", envir = cp)
   } else {
-    rows <- if (all) seq_len(N) else
-      sort(if (n <= N / 2) sample.int(N, n, useHash = TRUE) else sample.int(N, n))
+    rows <- if (all) seq_len(N) else .shards_draw_rows(N, n)
     g <- .shards_gather(fit$cluster, rows)
   }
   sub <- fit

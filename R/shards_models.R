@@ -72,7 +72,7 @@
     fit <- do.call(fun, c(list(g$x, g$y), args, list(cluster = if (!here) held)), quote = TRUE)
     xs <- .col_stats(g$x)
   } else {
-    rows <- sort(if (n_sub <= N / 2) sample.int(N, n_sub, useHash = TRUE) else sample.int(N, n_sub))
+    rows <- .shards_draw_rows(N, n_sub)
     g <- .shards_gather(h, rows)
     colnames(g$x) <- dz$colnames
     if (identical(model, "svgp") && identical(args$control$optimizer, "natgrad")) {

@@ -50,8 +50,7 @@
   # few, else a random subsample, which the schedule reuses (.shards_subsample())
   n_sub <- .shards_subsample_rows()
   small <- N <= n_sub
-  rows <- if (small) seq_len(N) else
-    sort(if (n_sub <= N / 2) sample.int(N, n_sub, useHash = TRUE) else sample.int(N, n_sub))
+  rows <- if (small) seq_len(N) else .shards_draw_rows(N, n_sub)
   g <- .shards_gather(h, rows)
   colnames(g$x) <- dz$colnames
   h$checkpoint <- new.env(parent = emptyenv())

@@ -197,8 +197,7 @@
     if (!optimize) return(c(out, list(report = list(reason = "not optimised"))))
     if (.auto_max_inducing(N) >= N) return(c(out, list(report = list(reason = "small"))))
     n <- .shards_subsample_rows()
-    g <- .shards_gather(h, sort(if (n <= N / 2) sample.int(N, n, useHash = TRUE) else
-      sample.int(N, n)))
+    g <- .shards_gather(h, .shards_draw_rows(N, n))
     colnames(g$x) <- colnames
   }
   auto <- .vif_auto(g$x, g$y, user_kernel, noise, spec, Z, control, mean, optimize, start0)
