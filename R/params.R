@@ -159,12 +159,16 @@
 .fixed_mask <- function(fixed, params, transforms, always = character()) {
   nm <- .par_names(params, transforms)
   block <- rep(names(params), vapply(params, length, 1L))
-  natural <- .par_names(params, transforms, natural = TRUE)
   fixed <- c(always, fixed)
   if (is.null(fixed) || length(fixed) == 0L) return(setNames(rep(FALSE, length(nm)), nm))
   if (!is.character(fixed)) {
     stop("'fixed' must be a character vector of parameter names", call. = FALSE)
   }
+  # (whole blocks, the usual case, need no names of single entries on the
+  # natural scale: with q(u) of several classes they are thousands, and
+  # the mask is formed at every stage of a fit)
+  if (all(fixed %in% names(params))) return(setNames(block %in% fixed, nm))
+  natural <- .par_names(params, transforms, natural = TRUE)
   known <- c(names(params), nm, natural)
   bad <- setdiff(fixed, known)
   if (length(bad)) {
