@@ -77,8 +77,20 @@ cpu <- function() {
   t[["user.self"]] + t[["sys.self"]] + t[["user.child"]] + t[["sys.child"]]
 }
 
+# A data set shipped with package `pkg` (or, with all = TRUE, the
+# environment with every object its file holds).
+pkg_data <- function(name, pkg, all = FALSE) {
+  e <- new.env()
+  utils::data(list = name, package = pkg, envir = e)
+  if (all) e else e[[name]]
+}
+
 # The split k of a data set, standardised on its training part.
 load_split <- function(set, k) {
+  # the sets without standard splits: a random test split of n_test rows
+  # (10% unless set) drawn with seed `seed`
+  tr <- NULL
+  n_test <- NULL
   if (set %in% c("kin8nm", "power", uci_small)) {
     dir <- file.path(data_dir, if (set == "power") "power-plant" else set)
     rd <- function(f) scan(file.path(dir, f), quiet = TRUE) + 1L
@@ -90,46 +102,37 @@ load_split <- function(set, k) {
   } else if (set == "volcano") {
     X <- cbind(row = c(row(datasets::volcano)), col = c(col(datasets::volcano))) + 0
     Y <- c(datasets::volcano) + 0
-    set.seed(100 + k)
-    te <- sample(nrow(X), 1000L)
-    tr <- setdiff(seq_len(nrow(X)), te)
+    seed <- 100 + k
+    n_test <- 1000L
   } else if (set == "argo") {
-    e <- new.env()
-    utils::data("argo2016", package = "GpGp", envir = e)
-    X <- as.matrix(e$argo2016[, c("lon", "lat", "day")])
-    Y <- e$argo2016$temp100
-    set.seed(200 + k)
-    te <- sample(nrow(X), round(0.1 * nrow(X)))
-    tr <- setdiff(seq_len(nrow(X)), te)
+    d <- pkg_data("argo2016", "GpGp")
+    X <- as.matrix(d[, c("lon", "lat", "day")])
+    Y <- d$temp100
+    seed <- 200 + k
   } else if (set == "jason3") {
     # all 18973 rows (no subsample needed: every peer manages them)
-    e <- new.env()
-    utils::data("jason3", package = "GpGp", envir = e)
-    X <- as.matrix(e$jason3[, c("lon", "lat", "time")])
-    Y <- e$jason3$windspeed
-    set.seed(300 + k)
-    te <- sample(nrow(X), round(0.1 * nrow(X)))
-    tr <- setdiff(seq_len(nrow(X)), te)
+    d <- pkg_data("jason3", "GpGp")
+    X <- as.matrix(d[, c("lon", "lat", "time")])
+    Y <- d$windspeed
+    seed <- 300 + k
   } else if (set == "rainfall") {
-    e <- new.env()
-    utils::data("NorthAmericanRainfall", package = "fields", envir = e)
-    r <- e$NorthAmericanRainfall
-    X <- cbind(lon = r$longitude, lat = r$latitude)
-    Y <- log(r$precip)
-    set.seed(400 + k)
-    te <- sample(nrow(X), round(0.1 * nrow(X)))
-    tr <- setdiff(seq_len(nrow(X)), te)
+    d <- pkg_data("NorthAmericanRainfall", "fields")
+    X <- cbind(lon = d$longitude, lat = d$latitude)
+    Y <- log(d$precip)
+    seed <- 400 + k
   } else if (set == "ato") {
     # 2000 designs x 10 replicates: 20000 rows, each replicate its own row
-    e <- new.env()
-    utils::data("ato", package = "hetGP", envir = e)
+    e <- pkg_data("ato", "hetGP", all = TRUE)
     X <- e$X[rep(seq_len(nrow(e$X)), ncol(e$Z)), , drop = FALSE]
     Y <- c(as.matrix(e$Z))
-    set.seed(500 + k)
-    te <- sample(nrow(X), round(0.1 * nrow(X)))
-    tr <- setdiff(seq_len(nrow(X)), te)
+    seed <- 500 + k
   } else {
     stop("unknown data set ", set)
+  }
+  if (is.null(tr)) {
+    set.seed(seed)
+    te <- sample(nrow(X), if (is.null(n_test)) round(0.1 * nrow(X)) else n_test)
+    tr <- setdiff(seq_len(nrow(X)), te)
   }
   x <- X[tr, , drop = FALSE]
   mx <- colMeans(x)
