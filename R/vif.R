@@ -97,7 +97,8 @@
 
 # Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
 # sums, n)), `held`, the kernel matrices of a single block (reused by pass
-# 2), and `recs`, the blocks' records of the local regressions (the factor
+# 2; the local blocks only for a sum or product of kernels: a single
+# kernel forms them in batches and keeps none), and `recs`, the blocks' records of the local regressions (the factor
 # of each point's neighbour block G_i, t_i and d_i: (K+1)(K+2)/2 + 1
 # doubles per point) when they are kept for pass 2. `t`: the model's
 # targets on the rows of the space (.targets(), R/stream.R). keep = NA
@@ -115,9 +116,18 @@
     b <- blocks[[i]]
     xb <- if (one && identical(b$U, seq_len(nrow(sp$x)))) sp$x else sp$x[b$U, , drop = FALSE]
     Kuf <- .ffi_kern_matrix(k, Z, xb)
-    Kloc <- .kern_local(k, xb, b$nbl)
     tb <- .targets_rows(t, b$U)
-    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
+    if (.is_combo(k)) {
+      # a sum or product of kernels forms its local blocks here (and a
+      # single block keeps them for pass 2)
+      Kloc <- .kern_local(k, xb, b$nbl)
+      sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
+    } else {
+      # a single kernel: the blocks are formed 64 points at a time in C, no
+      # (K+1)^2 doubles per row of the chunk (the same numbers)
+      Kloc <- NULL
+      sb <- .ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
+    }
     if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
     else if (keep) recs[[i]] <- sb$recs
     sb$recs <- NULL
@@ -162,17 +172,22 @@
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
       # with the records of pass 1 the local kernel blocks are not read
-      # (the kernel gradient evaluates the kernel as it goes)
+      # (the kernel gradient of a single kernel evaluates it as it goes)
       if (!is.null(p1$recs)) recs <- p1$recs[[i]]
       Kloc <- if (is.null(recs)) .kern_local(k, xb, b$nbl)
     }
     tb <- .targets_rows(t, b$U)
-    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, recs)
+    # with the records the adjoint pass does not read the local blocks; a
+    # single kernel takes the factors of the local adjoints (O(K) per point)
+    # rather than the blocks ((K+1)^2), a sum or product the blocks
+    fac <- !.is_combo(k)
+    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, if (is.null(recs)) Kloc, b$nbl, tb$lambda,
+                          tb$ytil, recs, fac = fac)
     a$glambda <- a$glambda * tb$lambda
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)
-    th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,
-                                                 if (!.is_combo(k)) Kloc))
+    th <- .kern_split_theta(k, if (fac) .ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gfac, Kloc)
+                               else .kern_grad_local(k, xb, b$nbl, a$Gloc))
     rm(Kuf, Kloc, recs)
     g$variance <- g$variance + th$variance
     g$lengthscale <- g$lengthscale + th$lengthscale
