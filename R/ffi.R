@@ -277,11 +277,17 @@
 
 # Pass 2 over one block: list(Guf, Gloc, glambda, gytil, AbarA); recs: the
 # records of pass 1 (or NULL). With fac = TRUE, Gfac (the factors of the
-# local adjoints, 2K + 3 doubles per point) in place of Gloc ((K+1)^2).
+# local adjoints, 2K + 3 doubles per point) in place of Gloc ((K+1)^2), and
+# with neither Kloc nor recs the local blocks of the single kernel `kernel`
+# formed from the block's rows x in batches of 64 points.
 .ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL,
-                             fac = FALSE) {
-  .Call(if (fac) ffi_vf_adjoints_fac else ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl,
-        as.double(lambda), as.double(ytil), recs)
+                             fac = FALSE, kernel = NULL, x = NULL) {
+  if (!fac) {
+    return(.Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda),
+                 as.double(ytil), recs))
+  }
+  .Call(ffi_vf_adjoints_fac, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil),
+        recs, if (!is.null(kernel)) .ffi_kernel(kernel), x)
 }
 
 # The VIF predictive at the first ncol(nbl) points of a block:

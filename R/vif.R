@@ -172,9 +172,10 @@
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
       # with the records of pass 1 the local kernel blocks are not read
-      # (the kernel gradient of a single kernel evaluates it as it goes)
+      # (the kernel gradient of a single kernel evaluates it as it goes);
+      # without them a single kernel's blocks are formed in batches in C
       if (!is.null(p1$recs)) recs <- p1$recs[[i]]
-      Kloc <- if (is.null(recs)) .kern_local(k, xb, b$nbl)
+      Kloc <- if (is.null(recs) && .is_combo(k)) .kern_local(k, xb, b$nbl)
     }
     tb <- .targets_rows(t, b$U)
     # with the records the adjoint pass does not read the local blocks; a
@@ -182,7 +183,7 @@
     # rather than the blocks ((K+1)^2), a sum or product the blocks
     fac <- !.is_combo(k)
     a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, if (is.null(recs)) Kloc, b$nbl, tb$lambda,
-                          tb$ytil, recs, fac = fac)
+                          tb$ytil, recs, fac = fac, kernel = k, x = xb)
     a$glambda <- a$glambda * tb$lambda
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)

@@ -636,11 +636,13 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
  * pass 1 at the same parameters, or NULL; with them Kloc is not read and
  * may be NULL. */
 static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
-                             SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, int fac)
+                             SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, int fac,
+                             SEXP kern, SEXP x)
 {
     vf_block b;
-    if (isNull(Kloc) && isNull(recs))
-        error("'Kloc' must be a numeric matrix (it may be NULL only with 'recs')");
+    if (isNull(Kloc) && isNull(recs) && isNull(kern))
+        error("'Kloc' must be a numeric matrix (it may be NULL only with 'recs'%s)",
+              fac ? " or 'kern'" : "");
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     const int M = b.M, nu = b.nu, K1 = b.K + 1;
     vf_positive_noise(&b);
@@ -649,6 +651,20 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
         chk_real_matrix(recs, "recs", b.no);
         if ((size_t) nrows(recs) != vf_rec_size(b.K))
             error("'recs' must have %d rows", (int) vf_rec_size(b.K));
+    }
+    /* without the blocks and the records: the blocks of a single kernel
+     * formed VF_BATCH points at a time as the regressions need them */
+    vf_kcache kc;
+    spv_kernel kk;
+    if (isNull(Kloc) && isNull(recs)) {
+        kc.xs = kern_local_args(kern, x, &kk);
+        if (nrows(x) != b.nu) error("'x' must have %d rows", b.nu);
+        kc.k = &kk;
+        kc.buf = la_alloc((size_t) K1 * K1 * VF_BATCH);
+        kc.r2 = la_alloc((size_t) K1 * K1 + 1);
+        kc.S = (int *) R_alloc((size_t) K1, sizeof(int));
+        kc.c0 = kc.c1 = 0;
+        b.kc = &kc;
     }
     double *A = vf_features(REAL(L), M, REAL(Kuf), nu);
     b.A = A;
@@ -697,15 +713,21 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
 {
-    return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 0);
+    return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 0,
+                            R_NilValue, R_NilValue);
 }
 
 /* The same with the factors of the local adjoints (Gfac) in place of
- * Gloc: 2K + 3 doubles per point instead of (K+1)^2. */
+ * Gloc: 2K + 3 doubles per point instead of (K+1)^2. With neither Kloc
+ * nor recs, the local kernel blocks of the single kernel `kern` are formed
+ * from the block's rows x (nu x D) in batches; kern and x are read only
+ * then. */
 SEXP ffi_vf_adjoints_fac(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
-                         SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
+                         SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, SEXP kern,
+                         SEXP x)
 {
-    return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 1);
+    return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 1,
+                            kern, x);
 }
 
 /* The predictive distribution at the first no points of a block whose

@@ -280,11 +280,18 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
     Kuf <- ns$.ffi_kern_matrix(k, p$Z, xb)
     Kl <- ns$.kern_local(k, xb, b$nbl)
     s1 <- ns$.ffi_vf_stats(L, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, keep = TRUE)
+    # pass 1 forming the blocks in batches in C: the same numbers
+    expect_identical(ns$.ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = TRUE),
+                     s1)
     v <- ns$.ffi_vf_value(s1, 40, TRUE)
     for (recs in list(NULL, s1$recs)) {
       a <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, recs)
       f <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, recs,
                                fac = TRUE)
+      # and pass 2 forming them in batches (without the records)
+      f2 <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil, recs,
+                                fac = TRUE, kernel = k, x = xb)
+      expect_identical(f2, f)
       expect_identical(f[c("Guf", "glambda", "gytil", "AbarA")],
                        a[c("Guf", "glambda", "gytil", "AbarA")])
       expect_equal(dim(f$Gfac), c(2L * 6L + 1L, 40L))
@@ -304,6 +311,12 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
     }
   }
   expect_error(ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gloc, Kl), "'G' must have 13 rows")
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
+                                   fac = TRUE), "'Kloc' must be a numeric matrix")
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
+                                   fac = TRUE, kernel = k, x = xb[-1, ]), "'x' must have 40 rows")
+  expect_error(ns$.ffi_vf_stats_kern(L, Kuf, k, xb[-1, ], b$nbl, tb$lambda, tb$ytil),
+               "'x' must have 40 rows")
 })
 
 test_that("the ordered neighbour search equals brute force, ties to the earlier point", {
