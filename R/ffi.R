@@ -263,7 +263,8 @@
 }
 
 # The same with the local kernel blocks of a single kernel formed from the
-# block's rows x in batches of 64 points (no (K+1)^2 x no matrix).
+# block's rows x in batches of 64 points (no (K+1)^2 x no matrix); with
+# keep = TRUE also A, the features L^-1 Kuf.
 .ffi_vf_stats_kern <- function(L, Kuf, kernel, x, nbl, lambda, ytil, keep = FALSE) {
   .Call(ffi_vf_stats_kern, L, Kuf, .ffi_kernel(kernel), x, nbl, as.double(lambda),
         as.double(ytil), keep)
@@ -279,15 +280,16 @@
 # records of pass 1 (or NULL). With fac = TRUE, Gfac (the factors of the
 # local adjoints, 2K + 3 doubles per point) in place of Gloc ((K+1)^2), and
 # with neither Kloc nor recs the local blocks of the single kernel `kernel`
-# formed from the block's rows x in batches of 64 points.
+# formed from the block's rows x in batches of 64 points; A: pass 1's
+# features L^-1 Kuf (.ffi_vf_stats_kern(keep = TRUE)), or NULL.
 .ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL,
-                             fac = FALSE, kernel = NULL, x = NULL) {
+                             fac = FALSE, kernel = NULL, x = NULL, A = NULL) {
   if (!fac) {
     return(.Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda),
                  as.double(ytil), recs))
   }
   .Call(ffi_vf_adjoints_fac, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil),
-        recs, if (!is.null(kernel)) .ffi_kernel(kernel), x)
+        recs, if (!is.null(kernel)) .ffi_kernel(kernel), x, A)
 }
 
 # The VIF predictive at the first ncol(nbl) points of a block:

@@ -97,14 +97,14 @@
 
 # Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
 # sums, n)), `held`, the kernel matrices of a single block (reused by pass
-# 2; the local blocks only for a sum or product of kernels: a single
-# kernel forms them in batches and keeps none), and `recs`, the blocks' records of the local regressions (the factor
-# of each point's neighbour block G_i, t_i and d_i: (K+1)(K+2)/2 + 1
-# doubles per point) when they are kept for pass 2. `t`: the model's
-# targets on the rows of the space (.targets(), R/stream.R). keep = NA
-# keeps the records when they fit in the `memory` (bytes) that a chunk of
-# `rows` leaves (.vif_keep()); TRUE or FALSE decides (the tests compare the
-# two routes).
+# 2; a single kernel keeps its features L^-1 Kuf but not its local blocks,
+# which both passes form in batches), and `recs`, the blocks' records of
+# the local regressions (the factor of each point's neighbour block G_i,
+# t_i and d_i: (K+1)(K+2)/2 + 1 doubles per point) when they are kept for
+# pass 2. `t`: the model's targets on the rows of the space (.targets(),
+# R/stream.R). keep = NA keeps the records when they fit in the `memory`
+# (bytes) that a chunk of `rows` leaves (.vif_keep()); TRUE or FALSE
+# decides (the tests compare the two routes).
 .vif_pass1 <- function(k, Z, L, sp, t, rows, memory = NULL, keep = NA) {
   blocks <- .nb_blocks(sp$index, sp$spatial, rows, nrow(sp$x))
   one <- length(blocks) == 1L
@@ -128,9 +128,9 @@
       Kloc <- NULL
       sb <- .ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
     }
-    if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
+    if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs, A = sb$A)
     else if (keep) recs[[i]] <- sb$recs
-    sb$recs <- NULL
+    sb$recs <- sb$A <- NULL
     rm(Kuf, Kloc)
     s <- if (is.null(s)) sb else .stream_add(s, sb)
   }
@@ -162,12 +162,13 @@
   AA <- 0
   for (i in seq_along(p1$blocks)) {
     b <- p1$blocks[[i]]
-    recs <- NULL
+    recs <- A <- NULL
     if (!is.null(p1$held)) {
       xb <- p1$held$x
       Kuf <- p1$held$Kuf
       Kloc <- p1$held$Kloc
       recs <- p1$held$recs
+      A <- p1$held$A
     } else {
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
@@ -183,13 +184,13 @@
     # rather than the blocks ((K+1)^2), a sum or product the blocks
     fac <- !.is_combo(k)
     a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, if (is.null(recs)) Kloc, b$nbl, tb$lambda,
-                          tb$ytil, recs, fac = fac, kernel = k, x = xb)
+                          tb$ytil, recs, fac = fac, kernel = k, x = xb, A = A)
     a$glambda <- a$glambda * tb$lambda
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)
     th <- .kern_split_theta(k, if (fac) .ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gfac, Kloc)
                                else .kern_grad_local(k, xb, b$nbl, a$Gloc))
-    rm(Kuf, Kloc, recs)
+    rm(Kuf, Kloc, recs, A)
     g$variance <- g$variance + th$variance
     g$lengthscale <- g$lengthscale + th$lengthscale
     gk <- if (is.null(gk)) g else .stream_add(gk, g)

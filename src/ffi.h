@@ -66,7 +66,7 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs);
 SEXP ffi_vf_adjoints_fac(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                          SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, SEXP kern,
-                         SEXP x);
+                         SEXP x, SEXP A);
 SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP full);
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,

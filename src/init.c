@@ -48,7 +48,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_sel_trace, 6),
     CALLDEF(ffi_svgp_ell, 3),
     CALLDEF(ffi_vf_adjoints, 9),
-    CALLDEF(ffi_vf_adjoints_fac, 11),
+    CALLDEF(ffi_vf_adjoints_fac, 12),
     CALLDEF(ffi_vf_predict, 9),
     CALLDEF(ffi_vf_stats, 7),
     CALLDEF(ffi_vf_stats_kern, 8),

@@ -520,8 +520,18 @@ static SEXP vf_stats_call(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
         kc.c0 = kc.c1 = 0;
         b.kc = &kc;
     }
-    b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
     int nprot = 0;
+    /* the features; ffi_vf_stats_kern with keep returns them for pass 2 */
+    const int retA = kp && b.kc != NULL;
+    SEXP sA = R_NilValue;
+    if (retA) {
+        sA = PROTECT(allocMatrix(REALSXP, b.M, b.nu)); nprot++;
+        la_copy(REAL(sA), REAL(Kuf), (size_t) b.M * b.nu);
+        la_trsm_left(REAL(L), b.M, REAL(sA), b.nu, 'N');
+        b.A = REAL(sA);
+    } else {
+        b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
+    }
     SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
     SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
     SEXP sums = PROTECT(allocVector(REALSXP, 4)); nprot++;
@@ -542,13 +552,15 @@ static SEXP vf_stats_call(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
     chk_result(REAL(sums), 4, "Vecchia sums");
     if (kp) chk_result(prec, rs * b.no, "local regression of a neighbour block");
-    const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
+    const char *names[] = {"BB", "w", "sums", "n", "recs", "A", ""};
+    if (b.kc == NULL) names[5] = "";       /* ffi_vf_stats: no A */
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, BB);
     SET_VECTOR_ELT(out, 1, w);
     SET_VECTOR_ELT(out, 2, sums);
     SET_VECTOR_ELT(out, 3, ScalarReal((double) b.no));
     SET_VECTOR_ELT(out, 4, recs);
+    if (b.kc != NULL) SET_VECTOR_ELT(out, 5, sA);
     UNPROTECT(nprot);
     return out;
 }
@@ -561,7 +573,9 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
 }
 
 /* The same with the local kernel blocks of a single kernel `kern` formed
- * from the block's rows x (nu x D) in batches. */
+ * from the block's rows x (nu x D) in batches; with keep, also A, the
+ * whitened features L^-1 Kuf, which pass 2 may take instead of forming
+ * them again. */
 SEXP ffi_vf_stats_kern(SEXP L, SEXP Kuf, SEXP kern, SEXP x, SEXP nbl,
                        SEXP lambda, SEXP ytil, SEXP keep)
 {
@@ -637,7 +651,7 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
  * may be NULL. */
 static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                              SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, int fac,
-                             SEXP kern, SEXP x)
+                             SEXP kern, SEXP x, SEXP sA)
 {
     vf_block b;
     if (isNull(Kloc) && isNull(recs) && isNull(kern))
@@ -666,7 +680,16 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
         kc.c0 = kc.c1 = 0;
         b.kc = &kc;
     }
-    double *A = vf_features(REAL(L), M, REAL(Kuf), nu);
+    const double *A;
+    if (!isNull(sA)) {
+        /* the features of pass 1 (ffi_vf_stats_kern) at the same L, Kuf */
+        chk_real_matrix(sA, "A", nu);
+        if (nrows(sA) != M) error("'A' must have %d rows", M);
+        chk_finite(sA, "A");
+        A = REAL(sA);
+    } else {
+        A = vf_features(REAL(L), M, REAL(Kuf), nu);
+    }
     b.A = A;
     int nprot = 0;
     const int gr = fac ? 2 * K1 + 1 : K1 * K1;
@@ -714,20 +737,20 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
 {
     return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 0,
-                            R_NilValue, R_NilValue);
+                            R_NilValue, R_NilValue, R_NilValue);
 }
 
 /* The same with the factors of the local adjoints (Gfac) in place of
  * Gloc: 2K + 3 doubles per point instead of (K+1)^2. With neither Kloc
  * nor recs, the local kernel blocks of the single kernel `kern` are formed
  * from the block's rows x (nu x D) in batches; kern and x are read only
- * then. */
+ * then. A: the features L^-1 Kuf of pass 1, or NULL (formed here). */
 SEXP ffi_vf_adjoints_fac(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                          SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, SEXP kern,
-                         SEXP x)
+                         SEXP x, SEXP A)
 {
     return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 1,
-                            kern, x);
+                            kern, x, A);
 }
 
 /* The predictive distribution at the first no points of a block whose

@@ -94,7 +94,10 @@ fuzz_templates <- function() {
     ffi_sel_greedy = function() list(kc, x, rep(1, 8), 3, 0, pm, 0, 2, TRUE),
     ffi_sel_trace = function() list(kc, x, rep(1, 8), Z, 0, TRUE),
     ffi_vf_adjoints = function() list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, lam, yt, vs$recs),
-    ffi_vf_adjoints_fac = function() list(bg$L, vv$Binv, vv$vt, Kuf, NULL, nbl, lam, yt, NULL, kc, x),
+    ffi_vf_adjoints_fac = function() {
+      list(bg$L, vv$Binv, vv$vt, Kuf, NULL, nbl, lam, yt, NULL, kc, x,
+           .Call(ns$ffi_vf_stats_kern, bg$L, Kuf, kc, x, nbl, lam, yt, TRUE)$A)
+    },
     ffi_vf_predict = function() {
       list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, c(0, lam[-1]), yt, TRUE)
     },

@@ -280,9 +280,12 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
     Kuf <- ns$.ffi_kern_matrix(k, p$Z, xb)
     Kl <- ns$.kern_local(k, xb, b$nbl)
     s1 <- ns$.ffi_vf_stats(L, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, keep = TRUE)
-    # pass 1 forming the blocks in batches in C: the same numbers
-    expect_identical(ns$.ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = TRUE),
-                     s1)
+    # pass 1 forming the blocks in batches in C: the same numbers, and with
+    # keep the features L^-1 Kuf
+    s2 <- ns$.ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = TRUE)
+    expect_identical(s2[names(s1)], s1)
+    expect_equal(s2$A, forwardsolve(L, Kuf), tolerance = 1e-12)
+    expect_null(ns$.ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil)$A)
     v <- ns$.ffi_vf_value(s1, 40, TRUE)
     for (recs in list(NULL, s1$recs)) {
       a <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, recs)
@@ -292,6 +295,10 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
       f2 <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil, recs,
                                 fac = TRUE, kernel = k, x = xb)
       expect_identical(f2, f)
+      # and with the features of pass 1
+      f3 <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil, recs,
+                                fac = TRUE, kernel = k, x = xb, A = s2$A)
+      expect_identical(f3, f)
       expect_identical(f[c("Guf", "glambda", "gytil", "AbarA")],
                        a[c("Guf", "glambda", "gytil", "AbarA")])
       expect_equal(dim(f$Gfac), c(2L * 6L + 1L, 40L))
@@ -317,6 +324,8 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
                                    fac = TRUE, kernel = k, x = xb[-1, ]), "'x' must have 40 rows")
   expect_error(ns$.ffi_vf_stats_kern(L, Kuf, k, xb[-1, ], b$nbl, tb$lambda, tb$ytil),
                "'x' must have 40 rows")
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
+                                   s1$recs, fac = TRUE, A = s2$A[-1, ]), "'A' must have 5 rows")
 })
 
 test_that("the ordered neighbour search equals brute force, ties to the earlier point", {
