@@ -68,6 +68,17 @@
  * forms the Gram and the factor again unless the caller kept pass 1's
  * records ((K+1)(K+2)/2 + 1 doubles per point; R/vif.R decides by
  * control$memory).
+ *
+ * Memory: with a single kernel (ffi_vf_stats_kern, ffi_vf_adjoints_fac)
+ * the local kernel blocks are formed VF_BATCH points at a time
+ * (kern_local_range(), kernel_local.c) as the regressions need them, and
+ * pass 2 returns the adjoint of each block by its factors (t, beta~, dbar:
+ * 2K + 3 doubles) rather than as a (K+1)^2 block, so that neither pass
+ * holds (K+1)^2 doubles per row of a block. The kernel gradient
+ * (kern_grad_local()) forms each kernel value again as kern_local() does:
+ * every number is the one of the route with the blocks. A sum or product
+ * of kernels takes the blocks (ffi_vf_stats, ffi_vf_adjoints), which
+ * R/neighbours.R combines from the parts.
  */
 #include <math.h>
 #include <string.h>
