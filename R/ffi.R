@@ -280,7 +280,8 @@
 # records of pass 1 (or NULL). With fac = TRUE, Gfac (the factors of the
 # local adjoints, 2K + 3 doubles per point) in place of Gloc ((K+1)^2), and
 # with neither Kloc nor recs the local blocks of the single kernel `kernel`
-# formed from the block's rows x in batches of 64 points; A: pass 1's
+# formed from the block's rows x in batches of 64 points, and then also
+# theta, their contraction (.ffi_kern_local_grad_fac()); A: pass 1's
 # features L^-1 Kuf (.ffi_vf_stats_kern(keep = TRUE)), or NULL.
 .ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL,
                              fac = FALSE, kernel = NULL, x = NULL, A = NULL) {

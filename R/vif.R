@@ -188,7 +188,9 @@
     a$glambda <- a$glambda * tb$lambda
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)
-    th <- .kern_split_theta(k, if (fac) .ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gfac, Kloc)
+    # (forming the blocks in batches, pass 2 contracts them as it goes)
+    th <- .kern_split_theta(k, if (!is.null(a$theta)) a$theta
+                               else if (fac) .ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gfac, Kloc)
                                else .kern_grad_local(k, xb, b$nbl, a$Gloc))
     rm(Kuf, Kloc, recs, A)
     g$variance <- g$variance + th$variance

@@ -76,27 +76,22 @@ void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
     kern_local_range(k, xs, nbl, K, 0, no, Kloc, S, r2);
 }
 
-void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
-                     int K, int no, const double *G, int fac,
-                     const double *Kloc, double *dtheta)
+void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,
+                         int K, int c0, int c1, const double *G, int fac,
+                         const double *Kloc, double *dvar_io, double *dls, int *S,
+                         double *s)
 {
     const int D = k->D, K1 = K + 1, ard = k->nls > 1;
     const spv_family fam = k->family;
     const double var = k->variance;
-    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
-    double *dls = (double *) R_alloc((size_t) k->nls, sizeof(double));
-    /* the coordinate differences of one pair, kept for the lengthscales'
-     * terms so that each is formed once (the same arithmetic as sqdist()) */
-    double *s = (double *) R_alloc((size_t) D + 1, sizeof(double));
-    memset(dls, 0, (size_t) k->nls * sizeof(double));
-    double dvar = 0.0;
-    for (int c = 0; c < no; c++) {
+    double dvar = *dvar_io;
+    for (int c = c0; c < c1; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
         /* the block G_c, or its factors t, beta~ and dbar */
         const double *Gc = fac ? NULL : G + (size_t) K1 * K1 * c;
         const double *ft = fac ? G + (size_t) (2 * K1 + 1) * c : NULL;
         const double *fb = fac ? ft + K1 : NULL, fd = fac ? ft[2 * K1] : 0.0;
-        const double *Kc = Kloc ? Kloc + (size_t) K1 * K1 * c : NULL;
+        const double *Kc = Kloc ? Kloc + (size_t) K1 * K1 * (c - c0) : NULL;
         const int kc = kl_set(nbl, K, c, S);
         for (int q = 0; q <= kc; q++) {
             const double *xq = xs + (size_t) D * S[q];
@@ -134,6 +129,21 @@ void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
             }
         }
     }
+    *dvar_io = dvar;
+}
+
+void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
+                     int K, int no, const double *G, int fac,
+                     const double *Kloc, double *dtheta)
+{
+    int *S = (int *) R_alloc((size_t) K + 1, sizeof(int));
+    double *dls = (double *) R_alloc((size_t) k->nls, sizeof(double));
+    /* the coordinate differences of one pair, kept for the lengthscales'
+     * terms so that each is formed once (the same arithmetic as sqdist()) */
+    double *s = (double *) R_alloc((size_t) k->D + 1, sizeof(double));
+    memset(dls, 0, (size_t) k->nls * sizeof(double));
+    double dvar = 0.0;
+    kern_grad_local_acc(k, xs, nbl, K, 0, no, G, fac, Kloc, &dvar, dls, S, s);
     dtheta[0] += dvar;
     for (int p = 0; p < k->nls; p++) dtheta[1 + p] += dls[p];
 }

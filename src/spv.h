@@ -70,6 +70,16 @@ double *kern_local_args(SEXP kern, SEXP x, spv_kernel *k);
 void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
                      int K, int no, const double *G, int fac,
                      const double *Kloc, double *dtheta);
+/* The sums of kern_grad_local() over the points c0 <= c < c1 only, added
+ * to *dvar and dls[] (d/d log variance and d/d log lengthscales) in the
+ * order of kern_grad_local(), so that a caller running over consecutive
+ * ranges gets the same numbers; Kloc holds the blocks of these points
+ * (block c at (K+1)^2 (c - c0)) or is NULL; workspace S (K+1 ints) and s
+ * (D doubles). */
+void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,
+                         int K, int c0, int c1, const double *G, int fac,
+                         const double *Kloc, double *dvar, double *dls, int *S,
+                         double *s);
 /* Entry (i, j) of the adjoint of a local block from its factors:
  * H = dbar t t' + (beta~ t' + t beta~') / 2 (src/vecchia.c). One macro for
  * the pass that writes the blocks and the contraction that reads the

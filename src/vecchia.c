@@ -332,10 +332,19 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
  * (M (K+1) each) stay in cache between the two loops over it, and its
  * Bm^-1 C is one matrix product. */
 
+/* The kernel gradient of the local blocks accumulated by pass 2 batch by
+ * batch while the batch's blocks are at hand (kern_grad_local_acc()). */
+typedef struct {
+    double dvar, *dls, *s;
+    int *S;
+} vf_kgrad;
+
 /* Pass 2 of block b given Binv = Bm^-1 (M x M, full), vt and the points'
  * records (from pass 1, or NULL: computed here): Abar (M x nu, zeroed by
- * the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and gytil
- * (nu, zeroed by the caller). In batches of VF_BATCH points: the c of the
+ * the caller), the local adjoints Gloc ((K+1)^2 x no) or their factors
+ * Gfac, glambda and gytil (nu, zeroed by the caller); with kg (and Gfac
+ * and the blocks formed in batches, b->kc), the kernel gradient of the
+ * local blocks, contracted batch by batch with the batch's blocks. In batches of VF_BATCH points: the c of the
  * batch's points first (gathering each point's features A_S once), so
  * that Bm^-1 C is one matrix product; then per point the products with
  * the gathered features go through BLAS (M x (K+1) matrix-vector and
@@ -343,7 +352,7 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
  * size. */
 static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
                        const double *recs_in, double *Abar, double *Gloc,
-                       double *Gfac, double *glambda, double *gytil)
+                       double *Gfac, double *glambda, double *gytil, vf_kgrad *kg)
 {
     const int M = b->M, K = b->K, K1 = K + 1, no = b->no, ione = 1;
     const double one = 1.0, mone = -1.0, zero = 0.0;
@@ -448,6 +457,16 @@ static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
                 memcpy(f + K1, beta, (size_t) n1 * sizeof(double));
                 f[2 * K1] = dbar;
             }
+        }
+        if (kg != NULL) {
+            /* the batch's blocks when the cache holds exactly this batch
+             * (it does: both run in batches of VF_BATCH from 0), else the
+             * values formed again (the same numbers) */
+            const vf_kcache *kc = b->kc;
+            const int same = kc->c0 == c0 && kc->c1 == c0 + nc;
+            kern_grad_local_acc(kc->k, kc->xs, b->nbl, K, c0, c0 + nc, Gfac, 1,
+                                same ? kc->buf : NULL, &kg->dvar, kg->dls, kg->S,
+                                kg->s);
         }
     }
     return VF_OK;
@@ -714,11 +733,30 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     memset(REAL(sGl), 0, (size_t) gr * b.no * sizeof(double));
     memset(REAL(sgl), 0, (size_t) nu * sizeof(double));
     memset(REAL(sgy), 0, (size_t) nu * sizeof(double));
+    /* the kernel gradient of the local blocks along the way, when they are
+     * formed in batches here */
+    vf_kgrad kg;
+    SEXP sth = R_NilValue;
+    if (b.kc != NULL && fac) {
+        sth = PROTECT(allocVector(REALSXP, kern_npar(&kk))); nprot++;
+        kg.dvar = 0.0;
+        kg.dls = (double *) R_alloc((size_t) kk.nls, sizeof(double));
+        memset(kg.dls, 0, (size_t) kk.nls * sizeof(double));
+        kg.s = la_alloc((size_t) kk.D + 1);
+        kg.S = (int *) R_alloc((size_t) K1, sizeof(int));
+    }
     const int st = vf_adjoints(&b, REAL(Binv), REAL(vt),
                                isNull(recs) ? NULL : REAL(recs), Abar,
                                fac ? NULL : REAL(sGl), fac ? REAL(sGl) : NULL,
-                               REAL(sgl), REAL(sgy));
+                               REAL(sgl), REAL(sgy), isNull(sth) ? NULL : &kg);
     vf_status_error(st);
+    if (!isNull(sth)) {
+        double *th = REAL(sth);
+        memset(th, 0, (size_t) kern_npar(&kk) * sizeof(double));
+        th[0] += kg.dvar;
+        for (int p = 0; p < kk.nls; p++) th[1 + p] += kg.dls[p];
+        chk_result(th, (size_t) kern_npar(&kk), "gradient in the kernel parameters");
+    }
     /* Abar A' (M x M), then Guf = L^-T Abar in place */
     const double one = 1.0, zero = 0.0;
     if (nu > 0) {
@@ -733,13 +771,16 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     chk_result(REAL(sgl), (size_t) nu, "adjoint of lambda");
     chk_result(REAL(sgy), (size_t) nu, "adjoint of ytil");
     chk_result(REAL(sAA), (size_t) M * M, "adjoint of Kuu");
-    const char *names[] = {"Guf", fac ? "Gfac" : "Gloc", "glambda", "gytil", "AbarA", ""};
+    const char *names[] = {"Guf", fac ? "Gfac" : "Gloc", "glambda", "gytil", "AbarA",
+                           "theta", ""};
+    if (isNull(sth)) names[5] = "";
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, sG);
     SET_VECTOR_ELT(out, 1, sGl);
     SET_VECTOR_ELT(out, 2, sgl);
     SET_VECTOR_ELT(out, 3, sgy);
     SET_VECTOR_ELT(out, 4, sAA);
+    if (!isNull(sth)) SET_VECTOR_ELT(out, 5, sth);
     UNPROTECT(nprot);
     return out;
 }
