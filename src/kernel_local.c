@@ -114,7 +114,8 @@ void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,
                 } else if (fac) {
                     /* the numbers of the route with the blocks: the value
                      * as kern_local() forms it, h from it */
-                    v = k_then_h(fam, var, r2, &h);
+                    v = k_of_r2_one(fam, var, r2);
+                    h = h_from_k(fam, v, r2);
                 } else {
                     v = k_and_h(fam, var, r2, &h);
                 }

@@ -112,37 +112,6 @@ static inline double k_of_r2_one(spv_family fam, double var, double r2)
     return NA_REAL;
 }
 
-/* k(r) as k_of_r2_one() and h(r) as h_from_k() from it, with the square
- * root taken once: the same numbers as the two calls. */
-static inline double k_then_h(spv_family fam, double var, double r2, double *h)
-{
-    double r, p, kv;
-    switch (fam) {
-    case KERN_RBF:
-        kv = var * exp(-0.5 * r2);
-        *h = kv == 0.0 ? 0.0 : -kv;
-        return kv;
-    case KERN_MATERN12:
-        r = sqrt(r2);
-        kv = var * exp(-r);
-        *h = kv == 0.0 ? 0.0 : (r > 0.0 ? -kv / r : 0.0);
-        return kv;
-    case KERN_MATERN32:
-        r = SQRT3 * sqrt(r2);
-        kv = var * poly_exp(1.0 + r, r);
-        *h = kv == 0.0 ? 0.0 : -3.0 * kv / (1.0 + r);
-        return kv;
-    case KERN_MATERN52:
-        r = SQRT5 * sqrt(r2);
-        p = 1.0 + r + r * r / 3.0;
-        kv = var * poly_exp(p, r);
-        *h = kv == 0.0 ? 0.0 : -(5.0 / 3.0) * (1.0 + r) * kv / p;
-        return kv;
-    }
-    *h = NA_REAL;
-    return NA_REAL;
-}
-
 /* k(r) for a whole column of squared distances, in place: one loop per
  * family so that the family is not re-tested for every entry. */
 static inline void k_of_r2(spv_family fam, double var, double *c, size_t n)
