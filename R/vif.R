@@ -55,8 +55,11 @@
 # Rows per chunk for M inducing inputs and K neighbours within `memory`
 # bytes (the fit's control$memory), by the budget formula of R/stream.R: a
 # chunk holds its Kuf, features and their adjoint (about four rows x M
-# doubles, and as much again for its halo) and its local kernel blocks with
-# their adjoint (2 (K+1)^2 doubles per row).
+# doubles, and as much again for its halo) and, for a sum or product of
+# kernels, its local kernel blocks with their adjoint (2 (K+1)^2 doubles
+# per row). A single kernel's passes form the blocks in batches of 64
+# points and hold none, but the budget still counts them, so that the
+# chunks, and the order of every sum, do not depend on the kernel's form.
 .vif_rows <- function(memory, M, K) {
   if (is.null(memory)) memory <- .default_memory()
   min(.vif_chunk_cap, .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2)))
