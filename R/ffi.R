@@ -250,10 +250,24 @@
   .Call(ffi_kern_local_grad, .ffi_kernel(kernel), x, nbl, G, Kloc)
 }
 
+# The same contraction with the adjoint given by its factors, (2K+3) x no
+# (t, beta~, dbar of each point; .ffi_vf_adjoints(fac = TRUE)).
+.ffi_kern_local_grad_fac <- function(kernel, x, nbl, G, Kloc = NULL) {
+  .Call(ffi_kern_local_grad_fac, .ffi_kernel(kernel), x, nbl, G, Kloc)
+}
+
 # Pass 1 of the VIF likelihood over one block: list(BB, w, sums, n, recs);
 # with keep = TRUE, recs holds the points' local regressions for pass 2.
 .ffi_vf_stats <- function(L, Kuf, Kloc, nbl, lambda, ytil, keep = FALSE) {
   .Call(ffi_vf_stats, L, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil), keep)
+}
+
+# The same with the local kernel blocks of a single kernel formed from the
+# block's rows x in batches of 64 points (no (K+1)^2 x no matrix); with
+# keep = TRUE also A, the features L^-1 Kuf.
+.ffi_vf_stats_kern <- function(L, Kuf, kernel, x, nbl, lambda, ytil, keep = FALSE) {
+  .Call(ffi_vf_stats_kern, L, Kuf, .ffi_kernel(kernel), x, nbl, as.double(lambda),
+        as.double(ytil), keep)
 }
 
 # The VIF log likelihood from the summed statistics: list(bound, logdet,
@@ -263,10 +277,20 @@
 }
 
 # Pass 2 over one block: list(Guf, Gloc, glambda, gytil, AbarA); recs: the
-# records of pass 1 (or NULL).
-.ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL) {
-  .Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil),
-        recs)
+# records of pass 1 (or NULL). With fac = TRUE, Gfac (the factors of the
+# local adjoints, 2K + 3 doubles per point) in place of Gloc ((K+1)^2), and
+# with neither Kloc nor recs the local blocks of the single kernel `kernel`
+# formed from the block's rows x in batches of 64 points, and then also
+# theta, their contraction (.ffi_kern_local_grad_fac()); A: pass 1's
+# features L^-1 Kuf (.ffi_vf_stats_kern(keep = TRUE)), or NULL.
+.ffi_vf_adjoints <- function(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs = NULL,
+                             fac = FALSE, kernel = NULL, x = NULL, A = NULL) {
+  if (!fac) {
+    return(.Call(ffi_vf_adjoints, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda),
+                 as.double(ytil), recs))
+  }
+  .Call(ffi_vf_adjoints_fac, L, Binv, vt, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil),
+        recs, if (!is.null(kernel)) .ffi_kernel(kernel), x, A)
 }
 
 # The VIF predictive at the first ncol(nbl) points of a block:

@@ -55,8 +55,11 @@
 # Rows per chunk for M inducing inputs and K neighbours within `memory`
 # bytes (the fit's control$memory), by the budget formula of R/stream.R: a
 # chunk holds its Kuf, features and their adjoint (about four rows x M
-# doubles, and as much again for its halo) and its local kernel blocks with
-# their adjoint (2 (K+1)^2 doubles per row).
+# doubles, and as much again for its halo) and, for a sum or product of
+# kernels, its local kernel blocks with their adjoint (2 (K+1)^2 doubles
+# per row). A single kernel's passes form the blocks in batches of 64
+# points and hold none, but the budget still counts them, so that the
+# chunks, and the order of every sum, do not depend on the kernel's form.
 .vif_rows <- function(memory, M, K) {
   if (is.null(memory)) memory <- .default_memory()
   min(.vif_chunk_cap, .budget_rows(memory, 8 * (8 * max(1, M) + 2 * (K + 1)^2)))
@@ -97,13 +100,14 @@
 
 # Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
 # sums, n)), `held`, the kernel matrices of a single block (reused by pass
-# 2), and `recs`, the blocks' records of the local regressions (the factor
-# of each point's neighbour block G_i, t_i and d_i: (K+1)(K+2)/2 + 1
-# doubles per point) when they are kept for pass 2. `t`: the model's
-# targets on the rows of the space (.targets(), R/stream.R). keep = NA
-# keeps the records when they fit in the `memory` (bytes) that a chunk of
-# `rows` leaves (.vif_keep()); TRUE or FALSE decides (the tests compare the
-# two routes).
+# 2; a single kernel keeps its features L^-1 Kuf but not its local blocks,
+# which both passes form in batches), and `recs`, the blocks' records of
+# the local regressions (the factor of each point's neighbour block G_i,
+# t_i and d_i: (K+1)(K+2)/2 + 1 doubles per point) when they are kept for
+# pass 2. `t`: the model's targets on the rows of the space (.targets(),
+# R/stream.R). keep = NA keeps the records when they fit in the `memory`
+# (bytes) that a chunk of `rows` leaves (.vif_keep()); TRUE or FALSE
+# decides (the tests compare the two routes).
 .vif_pass1 <- function(k, Z, L, sp, t, rows, memory = NULL, keep = NA) {
   blocks <- .nb_blocks(sp$index, sp$spatial, rows, nrow(sp$x))
   one <- length(blocks) == 1L
@@ -115,12 +119,21 @@
     b <- blocks[[i]]
     xb <- if (one && identical(b$U, seq_len(nrow(sp$x)))) sp$x else sp$x[b$U, , drop = FALSE]
     Kuf <- .ffi_kern_matrix(k, Z, xb)
-    Kloc <- .kern_local(k, xb, b$nbl)
     tb <- .targets_rows(t, b$U)
-    sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
-    if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs)
+    if (.is_combo(k)) {
+      # a sum or product of kernels forms its local blocks here (and a
+      # single block keeps them for pass 2)
+      Kloc <- .kern_local(k, xb, b$nbl)
+      sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
+    } else {
+      # a single kernel: the blocks are formed 64 points at a time in C, no
+      # (K+1)^2 doubles per row of the chunk (the same numbers)
+      Kloc <- NULL
+      sb <- .ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
+    }
+    if (one) held <- list(x = xb, Kuf = Kuf, Kloc = Kloc, recs = sb$recs, A = sb$A)
     else if (keep) recs[[i]] <- sb$recs
-    sb$recs <- NULL
+    sb$recs <- sb$A <- NULL
     rm(Kuf, Kloc)
     s <- if (is.null(s)) sb else .stream_add(s, sb)
   }
@@ -152,28 +165,37 @@
   AA <- 0
   for (i in seq_along(p1$blocks)) {
     b <- p1$blocks[[i]]
-    recs <- NULL
+    recs <- A <- NULL
     if (!is.null(p1$held)) {
       xb <- p1$held$x
       Kuf <- p1$held$Kuf
       Kloc <- p1$held$Kloc
       recs <- p1$held$recs
+      A <- p1$held$A
     } else {
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
       # with the records of pass 1 the local kernel blocks are not read
-      # (the kernel gradient evaluates the kernel as it goes)
+      # (the kernel gradient of a single kernel evaluates it as it goes);
+      # without them a single kernel's blocks are formed in batches in C
       if (!is.null(p1$recs)) recs <- p1$recs[[i]]
-      Kloc <- if (is.null(recs)) .kern_local(k, xb, b$nbl)
+      Kloc <- if (is.null(recs) && .is_combo(k)) .kern_local(k, xb, b$nbl)
     }
     tb <- .targets_rows(t, b$U)
-    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, recs)
+    # with the records the adjoint pass does not read the local blocks; a
+    # single kernel takes the factors of the local adjoints (O(K) per point)
+    # rather than the blocks ((K+1)^2), a sum or product the blocks
+    fac <- !.is_combo(k)
+    a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, if (is.null(recs)) Kloc, b$nbl, tb$lambda,
+                          tb$ytil, recs, fac = fac, kernel = k, x = xb, A = A)
     a$glambda <- a$glambda * tb$lambda
     g <- .contract(k, xb, Z, Gww = NULL, Gwf = a$Guf, gdiag = numeric(length(b$U)), Kwf = Kuf,
                    want_W = want_W)
-    th <- .kern_split_theta(k, .kern_grad_local(k, xb, b$nbl, a$Gloc,
-                                                 if (!.is_combo(k)) Kloc))
-    rm(Kuf, Kloc, recs)
+    # (forming the blocks in batches, pass 2 contracts them as it goes)
+    th <- .kern_split_theta(k, if (!is.null(a$theta)) a$theta
+                               else if (fac) .ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gfac, Kloc)
+                               else .kern_grad_local(k, xb, b$nbl, a$Gloc))
+    rm(Kuf, Kloc, recs, A)
     g$variance <- g$variance + th$variance
     g$lengthscale <- g$lengthscale + th$lengthscale
     gk <- if (is.null(gk)) g else .stream_add(gk, g)

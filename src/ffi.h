@@ -43,6 +43,7 @@ SEXP ffi_kern_grad_threads(SEXP kern, SEXP x, SEXP y, SEXP G, SEXP K,
 SEXP ffi_kern_local(SEXP kern, SEXP x, SEXP nbl);
 SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand);
 SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc);
+SEXP ffi_kern_local_grad_fac(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc);
 SEXP ffi_kern_matrix(SEXP kern, SEXP x, SEXP y);
 SEXP ffi_la_chol(SEXP S, SEXP base, SEXP cap);
 SEXP ffi_la_colstats(SEXP x);
@@ -63,10 +64,15 @@ SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
 SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik);
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs);
+SEXP ffi_vf_adjoints_fac(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                         SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, SEXP kern,
+                         SEXP x, SEXP A);
 SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP full);
 SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                   SEXP ytil, SEXP keep);
+SEXP ffi_vf_stats_kern(SEXP L, SEXP Kuf, SEXP kern, SEXP x, SEXP nbl,
+                       SEXP lambda, SEXP ytil, SEXP keep);
 SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad);
 
 #endif

@@ -31,6 +31,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_kern_local, 3),
     CALLDEF(ffi_kern_local_cross, 3),
     CALLDEF(ffi_kern_local_grad, 5),
+    CALLDEF(ffi_kern_local_grad_fac, 5),
     CALLDEF(ffi_kern_matrix, 3),
     CALLDEF(ffi_la_chol, 3),
     CALLDEF(ffi_la_colstats, 1),
@@ -47,8 +48,10 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_sel_trace, 6),
     CALLDEF(ffi_svgp_ell, 3),
     CALLDEF(ffi_vf_adjoints, 9),
+    CALLDEF(ffi_vf_adjoints_fac, 12),
     CALLDEF(ffi_vf_predict, 9),
     CALLDEF(ffi_vf_stats, 7),
+    CALLDEF(ffi_vf_stats_kern, 8),
     CALLDEF(ffi_vf_value, 5),
     {NULL, NULL, 0}
 };

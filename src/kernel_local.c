@@ -35,17 +35,15 @@ static int kl_set(const int *nbl, int K, int c, int *S)
     return k;
 }
 
-void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
-                int no, double *Kloc)
+void kern_local_range(const spv_kernel *k, const double *xs, const int *nbl,
+                      int K, int c0, int c1, double *Kloc, int *S, double *r2)
 {
     const int D = k->D, K1 = K + 1;
     const spv_family fam = k->family;
     const double var = k->variance;
-    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
-    double *r2 = (double *) R_alloc((size_t) K1 * K1 + 1, sizeof(double));
-    for (int c = 0; c < no; c++) {
+    for (int c = c0; c < c1; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        double *B = Kloc + (size_t) K1 * K1 * c;
+        double *B = Kloc + (size_t) K1 * K1 * (c - c0);
         memset(B, 0, (size_t) K1 * K1 * sizeof(double));
         const int kc = kl_set(nbl, K, c, S);
         /* the squared distances of the strict lower triangle, then the
@@ -69,50 +67,84 @@ void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
     }
 }
 
-void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
-                     int K, int no, const double *G, const double *Kloc,
-                     double *dtheta)
+void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
+                int no, double *Kloc)
+{
+    const int K1 = K + 1;
+    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
+    double *r2 = (double *) R_alloc((size_t) K1 * K1 + 1, sizeof(double));
+    kern_local_range(k, xs, nbl, K, 0, no, Kloc, S, r2);
+}
+
+void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,
+                         int K, int c0, int c1, const double *G, int fac,
+                         const double *Kloc, double *dvar_io, double *dls, int *S,
+                         double *s)
 {
     const int D = k->D, K1 = K + 1, ard = k->nls > 1;
     const spv_family fam = k->family;
     const double var = k->variance;
-    int *S = (int *) R_alloc((size_t) K1, sizeof(int));
-    double *dls = (double *) R_alloc((size_t) k->nls, sizeof(double));
-    memset(dls, 0, (size_t) k->nls * sizeof(double));
-    double dvar = 0.0;
-    for (int c = 0; c < no; c++) {
+    double dvar = *dvar_io;
+    for (int c = c0; c < c1; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
-        const double *Gc = G + (size_t) K1 * K1 * c;
-        const double *Kc = Kloc ? Kloc + (size_t) K1 * K1 * c : NULL;
+        /* the block G_c, or its factors t, beta~ and dbar */
+        const double *Gc = fac ? NULL : G + (size_t) K1 * K1 * c;
+        const double *ft = fac ? G + (size_t) (2 * K1 + 1) * c : NULL;
+        const double *fb = fac ? ft + K1 : NULL, fd = fac ? ft[2 * K1] : 0.0;
+        const double *Kc = Kloc ? Kloc + (size_t) K1 * K1 * (c - c0) : NULL;
         const int kc = kl_set(nbl, K, c, S);
         for (int q = 0; q <= kc; q++) {
             const double *xq = xs + (size_t) D * S[q];
-            dvar += Gc[q + (size_t) K1 * q] * k->variance;
+            const double *Gq = fac ? NULL : Gc + (size_t) K1 * q;
+            dvar += (fac ? SPV_VF_H(fd, ft, fb, q, q) : Gq[q]) * k->variance;
             for (int p = q + 1; p <= kc; p++) {
-                const double g = Gc[p + (size_t) K1 * q] + Gc[q + (size_t) K1 * p];
+                const double g = fac ? SPV_VF_H(fd, ft, fb, p, q) + SPV_VF_H(fd, ft, fb, q, p)
+                                     : Gq[p] + Gc[q + (size_t) K1 * p];
                 if (g == 0.0) continue;
                 const double *xp = xs + (size_t) D * S[p];
-                const double r2 = sqdist(xp, xq, D);
+                double r2 = 0.0;
+                for (int d = 0; d < D; d++) {
+                    s[d] = xp[d] - xq[d];
+                    r2 += s[d] * s[d];
+                }
                 double h, v;
                 if (Kc) {
                     v = Kc[p + (size_t) K1 * q];
+                    h = h_from_k(fam, v, r2);
+                } else if (fac) {
+                    /* the numbers of the route with the blocks: the value
+                     * as kern_local() forms it, h from it */
+                    v = k_of_r2_one(fam, var, r2);
                     h = h_from_k(fam, v, r2);
                 } else {
                     v = k_and_h(fam, var, r2, &h);
                 }
                 dvar += g * v;
                 if (h == 0.0) continue;
+                const double gh = g * h;
                 if (!ard) {
-                    dls[0] -= g * h * r2;
+                    dls[0] -= gh * r2;
                 } else {
-                    for (int d = 0; d < D; d++) {
-                        const double s = xp[d] - xq[d];
-                        dls[d] -= g * h * s * s;
-                    }
+                    for (int d = 0; d < D; d++) dls[d] -= gh * s[d] * s[d];
                 }
             }
         }
     }
+    *dvar_io = dvar;
+}
+
+void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
+                     int K, int no, const double *G, int fac,
+                     const double *Kloc, double *dtheta)
+{
+    int *S = (int *) R_alloc((size_t) K + 1, sizeof(int));
+    double *dls = (double *) R_alloc((size_t) k->nls, sizeof(double));
+    /* the coordinate differences of one pair, kept for the lengthscales'
+     * terms so that each is formed once (the same arithmetic as sqdist()) */
+    double *s = (double *) R_alloc((size_t) k->D + 1, sizeof(double));
+    memset(dls, 0, (size_t) k->nls * sizeof(double));
+    double dvar = 0.0;
+    kern_grad_local_acc(k, xs, nbl, K, 0, no, G, fac, Kloc, &dvar, dls, S, s);
     dtheta[0] += dvar;
     for (int p = 0; p < k->nls; p++) dtheta[1 + p] += dls[p];
 }
@@ -120,7 +152,7 @@ void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
 /* ---- .Call entry points ------------------------------------------------ */
 
 /* Scaled points of x (nu x D) and the kernel, checked. */
-static double *kl_args(SEXP kern, SEXP x, spv_kernel *k)
+double *kern_local_args(SEXP kern, SEXP x, spv_kernel *k)
 {
     chk_real_matrix(x, "x", -1);
     chk_finite(x, "x");
@@ -135,7 +167,7 @@ static double *kl_args(SEXP kern, SEXP x, spv_kernel *k)
 SEXP ffi_kern_local(SEXP kern, SEXP x, SEXP nbl)
 {
     spv_kernel k;
-    const double *xs = kl_args(kern, x, &k);
+    const double *xs = kern_local_args(kern, x, &k);
     chk_local_index(nbl, "nbl", nrows(x));
     const int K = nrows(nbl), no = ncols(nbl);
     SEXP out = PROTECT(allocMatrix(REALSXP, (K + 1) * (K + 1), no));
@@ -145,17 +177,18 @@ SEXP ffi_kern_local(SEXP kern, SEXP x, SEXP nbl)
 }
 
 /* The contraction of the adjoint G of the local blocks ((K+1)^2 x no) with
- * the kernel derivatives: d/d(log variance, log lengthscales). Kloc: the
- * blocks themselves, or NULL. */
-SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc)
+ * the kernel derivatives: d/d(log variance, log lengthscales), or with
+ * fac, of the adjoint given by its factors ((2K+3) x no, src/vecchia.c).
+ * Kloc: the blocks themselves, or NULL. */
+static SEXP kl_grad_call(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc, int fac)
 {
     spv_kernel k;
-    const double *xs = kl_args(kern, x, &k);
+    const double *xs = kern_local_args(kern, x, &k);
     chk_local_index(nbl, "nbl", nrows(x));
     const int K = nrows(nbl), no = ncols(nbl);
+    const int gr = fac ? 2 * (K + 1) + 1 : (K + 1) * (K + 1);
     chk_real_matrix(G, "G", no);
-    if (nrows(G) != (K + 1) * (K + 1))
-        error("'G' must have %d rows", (K + 1) * (K + 1));
+    if (nrows(G) != gr) error("'G' must have %d rows", gr);
     chk_finite(G, "G");
     if (!isNull(Kloc)) {
         chk_real_matrix(Kloc, "Kloc", no);
@@ -164,12 +197,22 @@ SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc)
     }
     SEXP theta = PROTECT(allocVector(REALSXP, kern_npar(&k)));
     memset(REAL(theta), 0, (size_t) kern_npar(&k) * sizeof(double));
-    kern_grad_local(&k, xs, INTEGER(nbl), K, no, REAL(G),
+    kern_grad_local(&k, xs, INTEGER(nbl), K, no, REAL(G), fac,
                     isNull(Kloc) ? NULL : REAL(Kloc), REAL(theta));
     chk_result(REAL(theta), (size_t) kern_npar(&k),
                "gradient in the kernel parameters");
     UNPROTECT(1);
     return theta;
+}
+
+SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc)
+{
+    return kl_grad_call(kern, x, nbl, G, Kloc, 0);
+}
+
+SEXP ffi_kern_local_grad_fac(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc)
+{
+    return kl_grad_call(kern, x, nbl, G, Kloc, 1);
 }
 
 /* k(x_c, x_j) for the candidates j = cand[, c] (1-based rows of x, 0 =
@@ -178,7 +221,7 @@ SEXP ffi_kern_local_grad(SEXP kern, SEXP x, SEXP nbl, SEXP G, SEXP Kloc)
 SEXP ffi_kern_local_cross(SEXP kern, SEXP x, SEXP cand)
 {
     spv_kernel k;
-    const double *xs = kl_args(kern, x, &k);
+    const double *xs = kern_local_args(kern, x, &k);
     const int nu = nrows(x), D = ncols(x);
     if (!isInteger(cand) || !isMatrix(cand))
         error("'cand' must be an integer matrix");

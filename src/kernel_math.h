@@ -39,7 +39,7 @@ static inline double poly_exp(double p, double r)
  * are 0 (their limits), never NaN. */
 static inline double k_and_h(spv_family fam, double var, double r2, double *h)
 {
-    double r, kv;
+    double r, kv, ex;
     switch (fam) {
     case KERN_RBF:
         kv = var * exp(-0.5 * r2);
@@ -52,10 +52,17 @@ static inline double k_and_h(spv_family fam, double var, double r2, double *h)
         return kv;
     case KERN_MATERN32:
         r = SQRT3 * sqrt(r2);
-        *h = -3.0 * (var * exp(-r));
-        return var * poly_exp(1.0 + r, r);
+        ex = exp(-r);
+        *h = -3.0 * (var * ex);
+        /* poly_exp() with its exponential taken once */
+        return var * (r < 700.0 ? (1.0 + r) * ex : poly_exp(1.0 + r, r));
     case KERN_MATERN52:
         r = SQRT5 * sqrt(r2);
+        if (r < 700.0) {            /* poly_exp() with one exponential */
+            ex = exp(-r);
+            *h = -(5.0 / 3.0) * var * ((1.0 + r) * ex);
+            return var * ((1.0 + r + r * r / 3.0) * ex);
+        }
         *h = -(5.0 / 3.0) * var * poly_exp(1.0 + r, r);
         return var * poly_exp(1.0 + r + r * r / 3.0, r);
     }
@@ -81,6 +88,26 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
     case KERN_MATERN52:
         r = SQRT5 * sqrt(r2);
         return -(5.0 / 3.0) * (1.0 + r) * kv / (1.0 + r + r * r / 3.0);
+    }
+    return NA_REAL;
+}
+
+/* k(r) from r^2, the same arithmetic as k_of_r2() entry by entry (so that
+ * a kernel value formed again equals the one of a kernel block). */
+static inline double k_of_r2_one(spv_family fam, double var, double r2)
+{
+    double r;
+    switch (fam) {
+    case KERN_RBF:
+        return var * exp(-0.5 * r2);
+    case KERN_MATERN12:
+        return var * exp(-sqrt(r2));
+    case KERN_MATERN32:
+        r = SQRT3 * sqrt(r2);
+        return var * poly_exp(1.0 + r, r);
+    case KERN_MATERN52:
+        r = SQRT5 * sqrt(r2);
+        return var * poly_exp(1.0 + r + r * r / 3.0, r);
     }
     return NA_REAL;
 }

@@ -56,11 +56,36 @@ void kern_K(const spv_kernel *k, const double *As, size_t nA,
  * |S_c| are 0). */
 void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
                 int no, double *Kloc);
+/* The blocks of points c0 <= c < c1 only, block c at Kloc + (K+1)^2 (c -
+ * c0), with workspace S (K+1 ints) and r2 ((K+1)^2 doubles). */
+void kern_local_range(const spv_kernel *k, const double *xs, const int *nbl,
+                      int K, int c0, int c1, double *Kloc, int *S, double *r2);
+/* The kernel of a .Call (checked) and the rows of x scaled by it (R_alloc). */
+double *kern_local_args(SEXP kern, SEXP x, spv_kernel *k);
 /* dtheta += d/dtheta sum_c sum_pq G_c[p,q] K(S_c, S_c)[p,q]; Kloc, the
- * blocks of kern_local, saves the exponentials (may be NULL). */
+ * blocks of kern_local, saves the exponentials (may be NULL). G holds the
+ * blocks G_c ((K+1)^2 each) or, with fac, their factors (2K + 3 each:
+ * t, beta~, dbar with G_c[p,q] = SPV_VF_H(dbar, t, beta~, p, q),
+ * src/vecchia.c). */
 void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
-                     int K, int no, const double *G, const double *Kloc,
-                     double *dtheta);
+                     int K, int no, const double *G, int fac,
+                     const double *Kloc, double *dtheta);
+/* The sums of kern_grad_local() over the points c0 <= c < c1 only, added
+ * to *dvar and dls[] (d/d log variance and d/d log lengthscales) in the
+ * order of kern_grad_local(), so that a caller running over consecutive
+ * ranges gets the same numbers; Kloc holds the blocks of these points
+ * (block c at (K+1)^2 (c - c0)) or is NULL; workspace S (K+1 ints) and s
+ * (D doubles). */
+void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,
+                         int K, int c0, int c1, const double *G, int fac,
+                         const double *Kloc, double *dvar, double *dls, int *S,
+                         double *s);
+/* Entry (i, j) of the adjoint of a local block from its factors:
+ * H = dbar t t' + (beta~ t' + t beta~') / 2 (src/vecchia.c). One macro for
+ * the pass that writes the blocks and the contraction that reads the
+ * factors, so that both give the same numbers to the last bit. */
+#define SPV_VF_H(dbar, t, beta, i, j) \
+    ((dbar) * (t)[i] * (t)[j] + 0.5 * ((beta)[i] * (t)[j] + (t)[i] * (beta)[j]))
 /* A K x no local index matrix (1-based, 0 = none) of the first no of nu
  * points: in range, packed (no index after a 0), never the point itself
  * (column c holding c + 1) and without repeats within a column (util.c). */

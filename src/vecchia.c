@@ -68,6 +68,17 @@
  * forms the Gram and the factor again unless the caller kept pass 1's
  * records ((K+1)(K+2)/2 + 1 doubles per point; R/vif.R decides by
  * control$memory).
+ *
+ * Memory: with a single kernel (ffi_vf_stats_kern, ffi_vf_adjoints_fac)
+ * the local kernel blocks are formed VF_BATCH points at a time
+ * (kern_local_range(), kernel_local.c) as the regressions need them, and
+ * pass 2 returns the adjoint of each block by its factors (t, beta~, dbar:
+ * 2K + 3 doubles) rather than as a (K+1)^2 block, so that neither pass
+ * holds (K+1)^2 doubles per row of a block. The kernel gradient
+ * (kern_grad_local()) forms each kernel value again as kern_local() does:
+ * every number is the one of the route with the blocks. A sum or product
+ * of kernels takes the blocks (ffi_vf_stats, ffi_vf_adjoints), which
+ * R/neighbours.R combines from the parts.
  */
 #include <math.h>
 #include <string.h>
@@ -83,11 +94,44 @@ enum { VF_OK = 0, VF_LOCAL = 1, VF_NONFINITE = 2 };
 /* A block: its features A (M x nu, whitened), the local kernel blocks and
  * neighbour indices of its first no points, the noise and targets of all
  * nu points. */
+/* Points per batch: of pass 2 (vf_adjoints) and of the local kernel
+ * blocks that pass 1 forms as it goes (vf_kcache). */
+#define VF_BATCH 64
+
+/* The local kernel blocks of a block formed VF_BATCH points at a time
+ * (pass 1 without a chunk-sized Kloc): the kernel, the block's scaled
+ * inputs, the batch's blocks (points c0 <= c < c1) and workspace. */
+typedef struct {
+    const spv_kernel *k;
+    const double *xs;
+    double *buf, *r2;
+    int *S;
+    int c0, c1;
+} vf_kcache;
+
 typedef struct {
     int M, K, nu, no;
     const double *A, *Kloc, *lambda, *ytil;
     const int *nbl;
+    vf_kcache *kc;      /* NULL: the blocks are in Kloc */
 } vf_block;
+
+/* The local kernel block of point c: from Kloc, or from the batch that
+ * holds c (formed when c leaves the current batch; the points are visited
+ * in order). */
+static const double *vf_kloc(const vf_block *b, int c)
+{
+    const size_t bs = (size_t) (b->K + 1) * (b->K + 1);
+    vf_kcache *kc = b->kc;
+    if (kc == NULL) return b->Kloc + bs * c;
+    if (c < kc->c0 || c >= kc->c1) {
+        kc->c0 = c;
+        kc->c1 = b->no - c < VF_BATCH ? b->no : c + VF_BATCH;
+        kern_local_range(kc->k, kc->xs, b->nbl, b->K, kc->c0, kc->c1, kc->buf,
+                         kc->S, kc->r2);
+    }
+    return kc->buf + bs * (c - kc->c0);
+}
 
 /* A point's record between the passes: t = (-b, 1) (K+1), d, and the
  * Cholesky factor of G packed by columns (K(K+1)/2), so that pass 2 does
@@ -181,7 +225,7 @@ static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
     *kout = k;
     for (int q = 0; q < n1; q++)
         memcpy(w->W + (size_t) M * q, b->A + (size_t) M * w->S[q], (size_t) M * sizeof(double));
-    const double *Kc = b->Kloc + (size_t) K1 * K1 * c;
+    const double *Kc = vf_kloc(b, c);
     double *R = w->R;
     for (int q = 0; q < n1; q++)
         for (int i = q; i < n1; i++)
@@ -273,7 +317,7 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
         yy += es * es;
         sld += log(d);
         sleft += d - b->lambda[c];
-        skk += b->Kloc[(size_t) K1 * K1 * c + (size_t) k * (K1 + 1)];
+        skk += vf_kloc(b, c)[(size_t) k * (K1 + 1)];
     }
     la_syrk(C, M, no, 1.0, 0.0, BB);
     la_symmetrize_lower(BB, M);
@@ -284,15 +328,23 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
     return VF_OK;
 }
 
-/* Points per batch of pass 2: the batch's gathered features (M (K+1) each)
- * stay in cache between the two loops over it, and its Bm^-1 C is one
- * matrix product. */
-#define VF_BATCH 64
+/* Pass 2 runs in batches of VF_BATCH points: the batch's gathered features
+ * (M (K+1) each) stay in cache between the two loops over it, and its
+ * Bm^-1 C is one matrix product. */
+
+/* The kernel gradient of the local blocks accumulated by pass 2 batch by
+ * batch while the batch's blocks are at hand (kern_grad_local_acc()). */
+typedef struct {
+    double dvar, *dls, *s;
+    int *S;
+} vf_kgrad;
 
 /* Pass 2 of block b given Binv = Bm^-1 (M x M, full), vt and the points'
  * records (from pass 1, or NULL: computed here): Abar (M x nu, zeroed by
- * the caller), the local adjoints Gloc ((K+1)^2 x no), glambda and gytil
- * (nu, zeroed by the caller). In batches of VF_BATCH points: the c of the
+ * the caller), the local adjoints Gloc ((K+1)^2 x no) or their factors
+ * Gfac, glambda and gytil (nu, zeroed by the caller); with kg (and Gfac
+ * and the blocks formed in batches, b->kc), the kernel gradient of the
+ * local blocks, contracted batch by batch with the batch's blocks. In batches of VF_BATCH points: the c of the
  * batch's points first (gathering each point's features A_S once), so
  * that Bm^-1 C is one matrix product; then per point the products with
  * the gathered features go through BLAS (M x (K+1) matrix-vector and
@@ -300,7 +352,7 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
  * size. */
 static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
                        const double *recs_in, double *Abar, double *Gloc,
-                       double *glambda, double *gytil)
+                       double *Gfac, double *glambda, double *gytil, vf_kgrad *kg)
 {
     const int M = b->M, K = b->K, K1 = K + 1, no = b->no, ione = 1;
     const double one = 1.0, mone = -1.0, zero = 0.0;
@@ -386,17 +438,35 @@ static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
             const int two = 2;
             F77_CALL(dgemm)("N", "T", &M, &n1, &two, &one, X, &M, Y, &K1, &zero, Wbar, &M
                             FCONE FCONE);
-            double *H = Gloc + (size_t) K1 * K1 * c;
+            double *H = Gloc != NULL ? Gloc + (size_t) K1 * K1 * c : NULL;
             for (int i2 = 0; i2 < n1; i2++) {
+                const double tj = t[i2], bj = beta[i2];
                 F77_CALL(daxpy)(&M, &one, Wbar + (size_t) M * i2, &ione,
                                 Abar + (size_t) M * S[i2], &ione);
-                const double tj = t[i2], bj = beta[i2];
-                double *Hj = H + (size_t) K1 * i2;
-                for (int i = 0; i < n1; i++)
-                    Hj[i] = dbar * t[i] * tj + 0.5 * (beta[i] * tj + t[i] * bj);
+                if (H != NULL) {
+                    double *Hj = H + (size_t) K1 * i2;
+                    for (int i = 0; i < n1; i++) Hj[i] = SPV_VF_H(dbar, t, beta, i, i2);
+                }
                 glambda[S[i2]] += dbar * tj * tj + bj * tj;
                 gytil[S[i2]] -= r * tj;
             }
+            if (Gfac != NULL) {
+                /* H's factors (t, beta~, dbar), zero beyond n1 */
+                double *f = Gfac + (size_t) (2 * K1 + 1) * c;
+                memcpy(f, t, (size_t) n1 * sizeof(double));
+                memcpy(f + K1, beta, (size_t) n1 * sizeof(double));
+                f[2 * K1] = dbar;
+            }
+        }
+        if (kg != NULL) {
+            /* the batch's blocks when the cache holds exactly this batch
+             * (it does: both run in batches of VF_BATCH from 0), else the
+             * values formed again (the same numbers) */
+            const vf_kcache *kc = b->kc;
+            const int same = kc->c0 == c0 && kc->c1 == c0 + nc;
+            kern_grad_local_acc(kc->k, kc->xs, b->nbl, K, c0, c0 + nc, Gfac, 1,
+                                same ? kc->buf : NULL, &kg->dvar, kg->dls, kg->S,
+                                kg->s);
         }
     }
     return VF_OK;
@@ -433,6 +503,7 @@ static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
             error("noise variances 'lambda' must not be negative");
     b->M = M; b->K = K; b->nu = nu; b->no = no;
     b->Kloc = isNull(Kloc) ? NULL : REAL(Kloc); b->nbl = INTEGER(nbl);
+    b->kc = NULL;
     b->lambda = REAL(lambda); b->ytil = REAL(ytil);
 }
 
@@ -456,18 +527,41 @@ static void vf_posterior_args(SEXP Binv, SEXP vt, int M)
 }
 
 /* Pass 1 over one block: list(BB, w, sums = c(sum e^2/d, sum log d,
- * sum (d - lambda), sum k(x, x)), n,
- * recs), recs (the points' records for pass 2) when keep is TRUE. */
-SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
-                  SEXP ytil, SEXP keep)
+ * sum (d - lambda), sum k(x, x)), n, recs), recs (the points' records for
+ * pass 2) when keep is TRUE. The local kernel blocks come from Kloc or,
+ * with kern and x (the block's rows), are formed VF_BATCH points at a
+ * time (the same numbers without a chunk-sized Kloc). */
+static SEXP vf_stats_call(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
+                          SEXP ytil, SEXP keep, SEXP kern, SEXP x)
 {
     vf_block b;
-    if (isNull(Kloc)) error("'Kloc' must be a numeric matrix");
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     vf_positive_noise(&b);
     const int kp = chk_flag(keep, "keep");
-    b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
+    vf_kcache kc;
+    spv_kernel kk;
+    if (isNull(Kloc)) {
+        kc.xs = kern_local_args(kern, x, &kk);
+        if (nrows(x) != b.nu) error("'x' must have %d rows", b.nu);
+        kc.k = &kk;
+        kc.buf = la_alloc((size_t) (b.K + 1) * (b.K + 1) * VF_BATCH);
+        kc.r2 = la_alloc((size_t) (b.K + 1) * (b.K + 1) + 1);
+        kc.S = (int *) R_alloc((size_t) b.K + 1, sizeof(int));
+        kc.c0 = kc.c1 = 0;
+        b.kc = &kc;
+    }
     int nprot = 0;
+    /* the features; ffi_vf_stats_kern with keep returns them for pass 2 */
+    const int retA = kp && b.kc != NULL;
+    SEXP sA = R_NilValue;
+    if (retA) {
+        sA = PROTECT(allocMatrix(REALSXP, b.M, b.nu)); nprot++;
+        la_copy(REAL(sA), REAL(Kuf), (size_t) b.M * b.nu);
+        la_trsm_left(REAL(L), b.M, REAL(sA), b.nu, 'N');
+        b.A = REAL(sA);
+    } else {
+        b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
+    }
     SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
     SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
     SEXP sums = PROTECT(allocVector(REALSXP, 4)); nprot++;
@@ -488,15 +582,34 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     chk_result(REAL(w), (size_t) b.M, "Vecchia statistic w");
     chk_result(REAL(sums), 4, "Vecchia sums");
     if (kp) chk_result(prec, rs * b.no, "local regression of a neighbour block");
-    const char *names[] = {"BB", "w", "sums", "n", "recs", ""};
+    const char *names[] = {"BB", "w", "sums", "n", "recs", "A", ""};
+    if (b.kc == NULL) names[5] = "";       /* ffi_vf_stats: no A */
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, BB);
     SET_VECTOR_ELT(out, 1, w);
     SET_VECTOR_ELT(out, 2, sums);
     SET_VECTOR_ELT(out, 3, ScalarReal((double) b.no));
     SET_VECTOR_ELT(out, 4, recs);
+    if (b.kc != NULL) SET_VECTOR_ELT(out, 5, sA);
     UNPROTECT(nprot);
     return out;
+}
+
+SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
+                  SEXP ytil, SEXP keep)
+{
+    if (isNull(Kloc)) error("'Kloc' must be a numeric matrix");
+    return vf_stats_call(L, Kuf, Kloc, nbl, lambda, ytil, keep, R_NilValue, R_NilValue);
+}
+
+/* The same with the local kernel blocks of a single kernel `kern` formed
+ * from the block's rows x (nu x D) in batches; with keep, also A, the
+ * whitened features L^-1 Kuf, which pass 2 may take instead of forming
+ * them again. */
+SEXP ffi_vf_stats_kern(SEXP L, SEXP Kuf, SEXP kern, SEXP x, SEXP nbl,
+                       SEXP lambda, SEXP ytil, SEXP keep)
+{
+    return vf_stats_call(L, Kuf, R_NilValue, nbl, lambda, ytil, keep, kern, x);
 }
 
 /* The log likelihood from the summed statistics: list(bound, logdet, fit,
@@ -559,16 +672,21 @@ SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad)
     return out;
 }
 
-/* Pass 2 over one block: list(Guf = L^-T Abar (M x nu), Gloc ((K+1)^2 x
- * no), glambda, gytil (nu), AbarA = Abar A' (M x M)). recs: the records of
+/* Pass 2 over one block: list(Guf = L^-T Abar (M x nu), Gloc, glambda,
+ * gytil (nu), AbarA = Abar A' (M x M)), with Gloc the adjoints of the local
+ * kernel blocks ((K+1)^2 x no) or, with fac, their factors (Gfac, (2K+3) x
+ * no: t, beta~ and dbar of each point, H = dbar t t' + (beta~ t' +
+ * t beta~')/2; kernel_local.c contracts either). recs: the records of
  * pass 1 at the same parameters, or NULL; with them Kloc is not read and
  * may be NULL. */
-SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
-                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
+static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                             SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, int fac,
+                             SEXP kern, SEXP x, SEXP sA)
 {
     vf_block b;
-    if (isNull(Kloc) && isNull(recs))
-        error("'Kloc' must be a numeric matrix (it may be NULL only with 'recs')");
+    if (isNull(Kloc) && isNull(recs) && isNull(kern))
+        error("'Kloc' must be a numeric matrix (it may be NULL only with 'recs'%s)",
+              fac ? " or 'kern'" : "");
     vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
     const int M = b.M, nu = b.nu, K1 = b.K + 1;
     vf_positive_noise(&b);
@@ -578,23 +696,67 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
         if ((size_t) nrows(recs) != vf_rec_size(b.K))
             error("'recs' must have %d rows", (int) vf_rec_size(b.K));
     }
-    double *A = vf_features(REAL(L), M, REAL(Kuf), nu);
+    /* without the blocks and the records: the blocks of a single kernel
+     * formed VF_BATCH points at a time as the regressions need them */
+    vf_kcache kc;
+    spv_kernel kk;
+    if (isNull(Kloc) && isNull(recs)) {
+        kc.xs = kern_local_args(kern, x, &kk);
+        if (nrows(x) != b.nu) error("'x' must have %d rows", b.nu);
+        kc.k = &kk;
+        kc.buf = la_alloc((size_t) K1 * K1 * VF_BATCH);
+        kc.r2 = la_alloc((size_t) K1 * K1 + 1);
+        kc.S = (int *) R_alloc((size_t) K1, sizeof(int));
+        kc.c0 = kc.c1 = 0;
+        b.kc = &kc;
+    }
+    const double *A;
+    if (!isNull(sA)) {
+        /* the features of pass 1 (ffi_vf_stats_kern) at the same L, Kuf */
+        chk_real_matrix(sA, "A", nu);
+        if (nrows(sA) != M) error("'A' must have %d rows", M);
+        chk_finite(sA, "A");
+        A = REAL(sA);
+    } else {
+        A = vf_features(REAL(L), M, REAL(Kuf), nu);
+    }
     b.A = A;
     int nprot = 0;
+    const int gr = fac ? 2 * K1 + 1 : K1 * K1;
     SEXP sG = PROTECT(allocMatrix(REALSXP, M, nu)); nprot++;
-    SEXP sGl = PROTECT(allocMatrix(REALSXP, K1 * K1, b.no)); nprot++;
+    SEXP sGl = PROTECT(allocMatrix(REALSXP, gr, b.no)); nprot++;
     SEXP sgl = PROTECT(allocVector(REALSXP, nu)); nprot++;
     SEXP sgy = PROTECT(allocVector(REALSXP, nu)); nprot++;
     SEXP sAA = PROTECT(allocMatrix(REALSXP, M, M)); nprot++;
     double *Abar = REAL(sG);
     memset(Abar, 0, (size_t) M * nu * sizeof(double));
-    memset(REAL(sGl), 0, (size_t) K1 * K1 * b.no * sizeof(double));
+    memset(REAL(sGl), 0, (size_t) gr * b.no * sizeof(double));
     memset(REAL(sgl), 0, (size_t) nu * sizeof(double));
     memset(REAL(sgy), 0, (size_t) nu * sizeof(double));
+    /* the kernel gradient of the local blocks along the way, when they are
+     * formed in batches here */
+    vf_kgrad kg;
+    SEXP sth = R_NilValue;
+    if (b.kc != NULL && fac) {
+        sth = PROTECT(allocVector(REALSXP, kern_npar(&kk))); nprot++;
+        kg.dvar = 0.0;
+        kg.dls = (double *) R_alloc((size_t) kk.nls, sizeof(double));
+        memset(kg.dls, 0, (size_t) kk.nls * sizeof(double));
+        kg.s = la_alloc((size_t) kk.D + 1);
+        kg.S = (int *) R_alloc((size_t) K1, sizeof(int));
+    }
     const int st = vf_adjoints(&b, REAL(Binv), REAL(vt),
                                isNull(recs) ? NULL : REAL(recs), Abar,
-                               REAL(sGl), REAL(sgl), REAL(sgy));
+                               fac ? NULL : REAL(sGl), fac ? REAL(sGl) : NULL,
+                               REAL(sgl), REAL(sgy), isNull(sth) ? NULL : &kg);
     vf_status_error(st);
+    if (!isNull(sth)) {
+        double *th = REAL(sth);
+        memset(th, 0, (size_t) kern_npar(&kk) * sizeof(double));
+        th[0] += kg.dvar;
+        for (int p = 0; p < kk.nls; p++) th[1 + p] += kg.dls[p];
+        chk_result(th, (size_t) kern_npar(&kk), "gradient in the kernel parameters");
+    }
     /* Abar A' (M x M), then Guf = L^-T Abar in place */
     const double one = 1.0, zero = 0.0;
     if (nu > 0) {
@@ -605,19 +767,42 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     }
     la_trsm_left(REAL(L), M, Abar, nu, 'T');
     chk_result(Abar, (size_t) M * nu, "adjoint of Kuf");
-    chk_result(REAL(sGl), (size_t) K1 * K1 * b.no, "adjoint of the local kernel blocks");
+    chk_result(REAL(sGl), (size_t) gr * b.no, "adjoint of the local kernel blocks");
     chk_result(REAL(sgl), (size_t) nu, "adjoint of lambda");
     chk_result(REAL(sgy), (size_t) nu, "adjoint of ytil");
     chk_result(REAL(sAA), (size_t) M * M, "adjoint of Kuu");
-    const char *names[] = {"Guf", "Gloc", "glambda", "gytil", "AbarA", ""};
+    const char *names[] = {"Guf", fac ? "Gfac" : "Gloc", "glambda", "gytil", "AbarA",
+                           "theta", ""};
+    if (isNull(sth)) names[5] = "";
     SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
     SET_VECTOR_ELT(out, 0, sG);
     SET_VECTOR_ELT(out, 1, sGl);
     SET_VECTOR_ELT(out, 2, sgl);
     SET_VECTOR_ELT(out, 3, sgy);
     SET_VECTOR_ELT(out, 4, sAA);
+    if (!isNull(sth)) SET_VECTOR_ELT(out, 5, sth);
     UNPROTECT(nprot);
     return out;
+}
+
+SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                     SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs)
+{
+    return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 0,
+                            R_NilValue, R_NilValue, R_NilValue);
+}
+
+/* The same with the factors of the local adjoints (Gfac) in place of
+ * Gloc: 2K + 3 doubles per point instead of (K+1)^2. With neither Kloc
+ * nor recs, the local kernel blocks of the single kernel `kern` are formed
+ * from the block's rows x (nu x D) in batches; kern and x are read only
+ * then. A: the features L^-1 Kuf of pass 1, or NULL (formed here). */
+SEXP ffi_vf_adjoints_fac(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
+                         SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs, SEXP kern,
+                         SEXP x, SEXP A)
+{
+    return vf_adjoints_call(L, Binv, vt, Kuf, Kloc, nbl, lambda, ytil, recs, 1,
+                            kern, x, A);
 }
 
 /* The predictive distribution at the first no points of a block whose

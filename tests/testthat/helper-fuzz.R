@@ -79,6 +79,7 @@ fuzz_templates <- function() {
     ffi_kern_local = function() list(kc, x, nbl),
     ffi_kern_local_cross = function() list(kc, x, nbl),
     ffi_kern_local_grad = function() list(kc, x, nbl, matrix(seq(-1, 1, length.out = 128), 16, 8), Kl),
+    ffi_kern_local_grad_fac = function() list(kc, x, nbl, matrix(seq(-1, 1, length.out = 72), 9, 8), Kl),
     ffi_la_chol = function() list(Kuu, 0, 1e-2),
     ffi_nb_ordered = function() list(x, 3L, c(3L, 1L, 4L, 8L, 5L, 2L, 6L, 7L)),
     ffi_nb_query = function() list(x, x[1:3, ], 3L),
@@ -93,10 +94,15 @@ fuzz_templates <- function() {
     ffi_sel_greedy = function() list(kc, x, rep(1, 8), 3, 0, pm, 0, 2, TRUE),
     ffi_sel_trace = function() list(kc, x, rep(1, 8), Z, 0, TRUE),
     ffi_vf_adjoints = function() list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, lam, yt, vs$recs),
+    ffi_vf_adjoints_fac = function() {
+      list(bg$L, vv$Binv, vv$vt, Kuf, NULL, nbl, lam, yt, NULL, kc, x,
+           .Call(ns$ffi_vf_stats_kern, bg$L, Kuf, kc, x, nbl, lam, yt, TRUE)$A)
+    },
     ffi_vf_predict = function() {
       list(bg$L, vv$Binv, vv$vt, Kuf, Kl, nbl, c(0, lam[-1]), yt, TRUE)
     },
     ffi_vf_stats = function() list(bg$L, Kuf, Kl, nbl, lam, yt, TRUE),
+    ffi_vf_stats_kern = function() list(bg$L, Kuf, kc, x, nbl, lam, yt, TRUE),
     ffi_vf_value = function() list(vs$BB, vs$w, vs$sums, 8, TRUE),
     ffi_svgp_ell = function() {
       list(c(0.1, -0.4, 1.2, 0), c(0.5, 1, 0.2, 2),

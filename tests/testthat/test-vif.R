@@ -253,6 +253,90 @@ test_that("pass 2 reading the records of pass 1 equals pass 2 forming them again
   expect_error(ns$.ffi_vf_stats(L, Kuf, NULL, b$nbl, tb$lambda, tb$ytil), "'Kloc'")
 })
 
+test_that("the local adjoints by their factors equal the adjoint blocks", {
+  # pass 2 hands a single kernel the factors (t, beta~, dbar) of each
+  # point's adjoint block H = dbar t t' + (beta~ t' + t beta~')/2 rather than
+  # the (K+1)^2 block; both contractions must give the same gradient, with
+  # and without the kernel blocks (the exponentials), with and without the
+  # records, for every family, ARD or not, points with fewer neighbours too
+  ns <- asNamespace("sparsevgp")
+  set.seed(11)
+  x <- matrix(runif(120), 40, 3)
+  y <- sin(4 * x[, 1]) + x[, 2] + rnorm(40, sd = 0.1)
+  Z <- x[c(3, 9, 17, 25, 33), ]
+  kerns <- list(kernel_rbf(c(0.3, 0.5, 0.4), 1.2), kernel_matern12(0.4, 0.8),
+                kernel_matern32(c(0.5, 0.2, 0.6), 1), kernel_matern52(c(0.3, 0.4, 0.5), 1.5))
+  for (k0 in kerns) {
+    fit <- sgpr(x, y, kernel = k0, inducing = Z, noise = 0.05, neighbours = 5, optimize = FALSE)
+    p <- fit$params
+    k <- ns$.kernel_at(fit$kernel, p)
+    L <- ns$.stream_chol(ns$.ffi_kern_matrix(k, p$Z), fit$control)$L
+    t <- ns$.targets(fit, p)
+    sp <- ns$.vif_space(fit)
+    b <- ns$.nb_blocks(sp$index, sp$spatial, 40, 40)[[1L]]
+    expect_true(any(b$nbl[5L, ] == 0L))
+    xb <- fit$x[b$U, , drop = FALSE]
+    tb <- ns$.targets_rows(t, b$U)
+    Kuf <- ns$.ffi_kern_matrix(k, p$Z, xb)
+    Kl <- ns$.kern_local(k, xb, b$nbl)
+    s1 <- ns$.ffi_vf_stats(L, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, keep = TRUE)
+    # pass 1 forming the blocks in batches in C: the same numbers, and with
+    # keep the features L^-1 Kuf
+    s2 <- ns$.ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = TRUE)
+    expect_identical(s2[names(s1)], s1)
+    expect_equal(s2$A, forwardsolve(L, Kuf), tolerance = 1e-12)
+    expect_null(ns$.ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil)$A)
+    v <- ns$.ffi_vf_value(s1, 40, TRUE)
+    for (recs in list(NULL, s1$recs)) {
+      a <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, recs)
+      f <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, Kl, b$nbl, tb$lambda, tb$ytil, recs,
+                               fac = TRUE)
+      # and pass 2 forming them in batches (without the records)
+      f2 <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil, recs,
+                                fac = TRUE, kernel = k, x = xb)
+      # without the records it contracts the blocks as it goes: the numbers
+      # of the separate contraction
+      if (is.null(recs)) {
+        expect_identical(f2$theta, ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, f$Gfac, Kl))
+        f2$theta <- NULL
+      } else {
+        expect_null(f2$theta)
+      }
+      expect_identical(f2, f)
+      # and with the features of pass 1
+      f3 <- ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil, recs,
+                                fac = TRUE, kernel = k, x = xb, A = s2$A)
+      f3$theta <- NULL
+      expect_identical(f3, f)
+      expect_identical(f[c("Guf", "glambda", "gytil", "AbarA")],
+                       a[c("Guf", "glambda", "gytil", "AbarA")])
+      expect_equal(dim(f$Gfac), c(2L * 6L + 1L, 40L))
+      # the blocks rebuilt from the factors
+      H <- vapply(seq_len(40), function(c) {
+        tt <- f$Gfac[1:6, c]
+        bb <- f$Gfac[7:12, c]
+        c(f$Gfac[13L, c] * tcrossprod(tt) + (tcrossprod(bb, tt) + tcrossprod(tt, bb)) / 2)
+      }, numeric(36))
+      expect_equal(H, a$Gloc, tolerance = 1e-14)
+      for (Kc in list(NULL, Kl)) {
+        g1 <- ns$.ffi_kern_local_grad(k, xb, b$nbl, a$Gloc, Kc)
+        g2 <- ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, f$Gfac, Kc)
+        expect_equal(g2, g1, tolerance = 1e-12)
+        expect_gt(max(abs(g1)), 1e-3)
+      }
+    }
+  }
+  expect_error(ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gloc, Kl), "'G' must have 13 rows")
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
+                                   fac = TRUE), "'Kloc' must be a numeric matrix")
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
+                                   fac = TRUE, kernel = k, x = xb[-1, ]), "'x' must have 40 rows")
+  expect_error(ns$.ffi_vf_stats_kern(L, Kuf, k, xb[-1, ], b$nbl, tb$lambda, tb$ytil),
+               "'x' must have 40 rows")
+  expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
+                                   s1$recs, fac = TRUE, A = s2$A[-1, ]), "'A' must have 5 rows")
+})
+
 test_that("the ordered neighbour search equals brute force, ties to the earlier point", {
   ns <- asNamespace("sparsevgp")
   brute <- function(xs, Kc) {
