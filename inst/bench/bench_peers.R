@@ -5,8 +5,10 @@
 # covariance), GPBoost (fitGPModel with a Vecchia approximation,
 # gp_approx = "vecchia", and with its Vecchia-inducing-points full-scale
 # approximation, gp_approx = "full_scale_vecchia", both anisotropic Matern
-# 5/2), laGP (local approximate GPs, aGPsep) and, on the volcano surface,
-# mgcv's gam(s(row, col, k = 300)).
+# 5/2), laGP (local approximate GPs, aGPsep), on the volcano surface mgcv's
+# gam(s(row, col, k = 300)) and, on the small sets (concrete, energy, yacht,
+# bostonHousing, rainfall), the exact GP (sparsevgp's gpr() with an
+# anisotropic Matern 5/2 kernel: method "exact").
 #
 # Data and splits:
 #   kin8nm, power    the standard UCI splits (index_train_k / index_test_k in
@@ -16,7 +18,21 @@
 #                    (seed 100 + k), 4307 training rows;
 #   argo             GpGp's argo2016 (ocean temperature at 100 dbar against
 #                    longitude, latitude and day of year), a random 10% test
-#                    split (seed 200 + k), 29192 training rows.
+#                    split (seed 200 + k), 29192 training rows;
+# and sets that the rule of neighbours = "auto" was not developed on:
+#   concrete, energy, yacht, bostonHousing
+#                    the standard UCI splits as for kin8nm (927, 691, 277
+#                    and 455 training rows; 8, 8, 6 and 13 inputs);
+#   rainfall         fields' NorthAmericanRainfall (old version): log summer (JJA)
+#                    precipitation against longitude and latitude at 1720
+#                    stations, a random 10% test split (seed 400 + k);
+#   jason3           GpGp's jason3 (satellite wind speed against longitude,
+#                    latitude and time), all 18973 rows, a random 10% test
+#                    split (seed 300 + k);
+#   ato              hetGP's ato (8 inputs, 2000 designs with 10 replicates
+#                    each, one row per replicate: 20000 rows with
+#                    heteroscedastic noise), a random 10% test split of the
+#                    rows (seed 500 + k).
 # Every method gets the same inputs and targets, both standardised with the
 # training split's means and standard deviations; metrics are on the test
 # split in the target's units: RMSE and NLPD = -mean log N(y*; mean, var)
@@ -33,6 +49,8 @@
 #     --lib=<sparsevgp library> --peers=<library of the peers> \
 #     [--data=../shared/data/regression] [--splits=0,1,2] \
 #     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
+# (the further sets: --sets=concrete,energy,yacht,bostonHousing,rainfall,
+# jason3,ato; rainfall needs fields, ato hetGP, jason3 GpGp)
 # The peers are never dependencies of sparsevgp; a peer that is not
 # installed is skipped.
 #
@@ -49,8 +67,9 @@ if (nzchar(peers)) .libPaths(c(peers, .libPaths()))
 data_dir <- opt("data", file.path("..", "shared", "data", "regression"))
 splits <- as.integer(strsplit(opt("splits", "0,1,2"), ",")[[1L]])
 sets <- strsplit(opt("sets", "kin8nm,power,volcano,argo"), ",")[[1L]]
+uci_small <- c("concrete", "energy", "yacht", "bostonHousing")
 all_methods <- c("sgpr_default", "sgpr_K0", "GpGp", "GPBoost_vecchia", "GPBoost_VIF", "laGP",
-                 "gam300")
+                 "gam300", "exact")
 methods <- strsplit(opt("methods", paste(all_methods, collapse = ",")), ",")[[1L]]
 
 cpu <- function() {
@@ -58,9 +77,21 @@ cpu <- function() {
   t[["user.self"]] + t[["sys.self"]] + t[["user.child"]] + t[["sys.child"]]
 }
 
+# A data set shipped with package `pkg` (or, with all = TRUE, the
+# environment with every object its file holds).
+pkg_data <- function(name, pkg, all = FALSE) {
+  e <- new.env()
+  utils::data(list = name, package = pkg, envir = e)
+  if (all) e else e[[name]]
+}
+
 # The split k of a data set, standardised on its training part.
 load_split <- function(set, k) {
-  if (set %in% c("kin8nm", "power")) {
+  # the sets without standard splits: a random test split of n_test rows
+  # (10% unless set) drawn with seed `seed`
+  tr <- NULL
+  n_test <- NULL
+  if (set %in% c("kin8nm", "power", uci_small)) {
     dir <- file.path(data_dir, if (set == "power") "power-plant" else set)
     rd <- function(f) scan(file.path(dir, f), quiet = TRUE) + 1L
     dat <- as.matrix(utils::read.table(file.path(dir, "data.txt")))
@@ -71,19 +102,37 @@ load_split <- function(set, k) {
   } else if (set == "volcano") {
     X <- cbind(row = c(row(datasets::volcano)), col = c(col(datasets::volcano))) + 0
     Y <- c(datasets::volcano) + 0
-    set.seed(100 + k)
-    te <- sample(nrow(X), 1000L)
-    tr <- setdiff(seq_len(nrow(X)), te)
+    seed <- 100 + k
+    n_test <- 1000L
   } else if (set == "argo") {
-    e <- new.env()
-    utils::data("argo2016", package = "GpGp", envir = e)
-    X <- as.matrix(e$argo2016[, c("lon", "lat", "day")])
-    Y <- e$argo2016$temp100
-    set.seed(200 + k)
-    te <- sample(nrow(X), round(0.1 * nrow(X)))
-    tr <- setdiff(seq_len(nrow(X)), te)
+    d <- pkg_data("argo2016", "GpGp")
+    X <- as.matrix(d[, c("lon", "lat", "day")])
+    Y <- d$temp100
+    seed <- 200 + k
+  } else if (set == "jason3") {
+    # all 18973 rows (no subsample needed: every peer manages them)
+    d <- pkg_data("jason3", "GpGp")
+    X <- as.matrix(d[, c("lon", "lat", "time")])
+    Y <- d$windspeed
+    seed <- 300 + k
+  } else if (set == "rainfall") {
+    d <- pkg_data("NorthAmericanRainfall", "fields")
+    X <- cbind(lon = d$longitude, lat = d$latitude)
+    Y <- log(d$precip)
+    seed <- 400 + k
+  } else if (set == "ato") {
+    # 2000 designs x 10 replicates: 20000 rows, each replicate its own row
+    e <- pkg_data("ato", "hetGP", all = TRUE)
+    X <- e$X[rep(seq_len(nrow(e$X)), ncol(e$Z)), , drop = FALSE]
+    Y <- c(as.matrix(e$Z))
+    seed <- 500 + k
   } else {
     stop("unknown data set ", set)
+  }
+  if (is.null(tr)) {
+    set.seed(seed)
+    te <- sample(nrow(X), if (is.null(n_test)) round(0.1 * nrow(X)) else n_test)
+    tr <- setdiff(seq_len(nrow(X)), te)
   }
   x <- X[tr, , drop = FALSE]
   mx <- colMeans(x)
@@ -183,7 +232,16 @@ method_fun <- list(
   GPBoost_vecchia = function(s) run_gpboost(s, "vecchia"),
   GPBoost_VIF = function(s) run_gpboost(s, "full_scale_vecchia"),
   laGP = run_lagp,
-  gam300 = run_gam)
+  gam300 = run_gam,
+  exact = function(s) {
+    suppressMessages(library(sparsevgp))
+    t0 <- cpu()
+    fit <- gpr(s$x, s$y, kernel = kernel_matern52())
+    t1 <- cpu()
+    p <- predict(fit, s$xt, type = "response")
+    t2 <- cpu()
+    c(metrics(s, p$mean, p$var), fit = t1 - t0, predict = t2 - t1, M = nrow(s$x), K = 0)
+  })
 needs <- c(GpGp = "GpGp", GPBoost_vecchia = "gpboost", GPBoost_VIF = "gpboost", laGP = "laGP",
            gam300 = "mgcv")
 cols <- c("data", "split", "method", "rmse", "nlpd", "fit", "predict", "M", "K", "peak_mb",
@@ -220,11 +278,15 @@ cat("peers:", paste(vapply(unique(needs), function(p) {
 configs <- list()
 labels <- character()
 for (set in sets) {
-  if (set == "argo" && !have("GpGp")) next
+  if (set %in% c("argo", "jason3") && !have("GpGp")) next
+  if (set == "rainfall" && !have("fields")) next
+  if (set == "ato" && !have("hetGP")) next
   for (k in splits) {
     for (m in methods) {
       if (m %in% names(needs) && !have(needs[[m]])) next
       if (m == "gam300" && set != "volcano") next
+      # the exact GP (gpr(), Matern 5/2): small sets only
+      if (m == "exact" && !(set %in% c(uci_small, "rainfall"))) next
       configs[[length(configs) + 1L]] <- c(sprintf("--set=%s", set), sprintf("--split=%d", k),
                                            sprintf("--method=%s", m),
                                            if (nzchar(peers)) sprintf("--peers=%s", peers),
