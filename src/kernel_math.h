@@ -92,26 +92,6 @@ static inline double h_from_k(spv_family fam, double kv, double r2)
     return NA_REAL;
 }
 
-/* k(r) from r^2, the same arithmetic as k_of_r2() entry by entry (so that
- * a kernel value formed again equals the one of a kernel block). */
-static inline double k_of_r2_one(spv_family fam, double var, double r2)
-{
-    double r;
-    switch (fam) {
-    case KERN_RBF:
-        return var * exp(-0.5 * r2);
-    case KERN_MATERN12:
-        return var * exp(-sqrt(r2));
-    case KERN_MATERN32:
-        r = SQRT3 * sqrt(r2);
-        return var * poly_exp(1.0 + r, r);
-    case KERN_MATERN52:
-        r = SQRT5 * sqrt(r2);
-        return var * poly_exp(1.0 + r + r * r / 3.0, r);
-    }
-    return NA_REAL;
-}
-
 /* k(r) for a whole column of squared distances, in place: one loop per
  * family so that the family is not re-tested for every entry. */
 static inline void k_of_r2(spv_family fam, double var, double *c, size_t n)
@@ -136,6 +116,14 @@ static inline void k_of_r2(spv_family fam, double var, double *c, size_t n)
         }
         break;
     }
+}
+
+/* k(r) from one r^2 by k_of_r2() itself, so that a kernel value formed
+ * again equals the one of a kernel block to the last bit. */
+static inline double k_of_r2_one(spv_family fam, double var, double r2)
+{
+    k_of_r2(fam, var, &r2, 1);
+    return r2;
 }
 
 #endif

@@ -133,6 +133,21 @@ static const double *vf_kloc(const vf_block *b, int c)
     return kc->buf + bs * (c - kc->c0);
 }
 
+/* The batch cache of block b for the single kernel `kern` (checked into
+ * *k) on the block's rows x, empty, attached to b. */
+static void vf_kcache_init(vf_kcache *kc, spv_kernel *k, SEXP kern, SEXP x, vf_block *b)
+{
+    const size_t K1 = (size_t) b->K + 1;
+    kc->xs = kern_local_args(kern, x, k);
+    if (nrows(x) != b->nu) error("'x' must have %d rows", b->nu);
+    kc->k = k;
+    kc->buf = la_alloc(K1 * K1 * VF_BATCH);
+    kc->r2 = la_alloc(K1 * K1 + 1);
+    kc->S = (int *) R_alloc(K1, sizeof(int));
+    kc->c0 = kc->c1 = 0;
+    b->kc = kc;
+}
+
 /* A point's record between the passes: t = (-b, 1) (K+1), d, and the
  * Cholesky factor of G packed by columns (K(K+1)/2), so that pass 2 does
  * not factorise again. */
@@ -261,9 +276,9 @@ static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
 }
 
 /* A = L^-1 Kuf into fresh workspace. */
-static double *vf_features(const double *L, int M, const double *Kuf, int nu)
+static double *vf_features(const double *L, int M, const double *Kuf, int nu, double *A)
 {
-    double *A = la_alloc((size_t) M * nu);
+    if (A == NULL) A = la_alloc((size_t) M * nu);
     la_copy(A, Kuf, (size_t) M * nu);
     la_trsm_left(L, M, A, nu, 'N');
     return A;
@@ -541,27 +556,14 @@ static SEXP vf_stats_call(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     vf_kcache kc;
     spv_kernel kk;
     if (isNull(Kloc)) {
-        kc.xs = kern_local_args(kern, x, &kk);
-        if (nrows(x) != b.nu) error("'x' must have %d rows", b.nu);
-        kc.k = &kk;
-        kc.buf = la_alloc((size_t) (b.K + 1) * (b.K + 1) * VF_BATCH);
-        kc.r2 = la_alloc((size_t) (b.K + 1) * (b.K + 1) + 1);
-        kc.S = (int *) R_alloc((size_t) b.K + 1, sizeof(int));
-        kc.c0 = kc.c1 = 0;
-        b.kc = &kc;
+        vf_kcache_init(&kc, &kk, kern, x, &b);
     }
     int nprot = 0;
     /* the features; ffi_vf_stats_kern with keep returns them for pass 2 */
     const int retA = kp && b.kc != NULL;
     SEXP sA = R_NilValue;
-    if (retA) {
-        sA = PROTECT(allocMatrix(REALSXP, b.M, b.nu)); nprot++;
-        la_copy(REAL(sA), REAL(Kuf), (size_t) b.M * b.nu);
-        la_trsm_left(REAL(L), b.M, REAL(sA), b.nu, 'N');
-        b.A = REAL(sA);
-    } else {
-        b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu);
-    }
+    if (retA) { sA = PROTECT(allocMatrix(REALSXP, b.M, b.nu)); nprot++; }
+    b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu, retA ? REAL(sA) : NULL);
     SEXP BB = PROTECT(allocMatrix(REALSXP, b.M, b.M)); nprot++;
     SEXP w = PROTECT(allocVector(REALSXP, b.M)); nprot++;
     SEXP sums = PROTECT(allocVector(REALSXP, 4)); nprot++;
@@ -701,14 +703,7 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     vf_kcache kc;
     spv_kernel kk;
     if (isNull(Kloc) && isNull(recs)) {
-        kc.xs = kern_local_args(kern, x, &kk);
-        if (nrows(x) != b.nu) error("'x' must have %d rows", b.nu);
-        kc.k = &kk;
-        kc.buf = la_alloc((size_t) K1 * K1 * VF_BATCH);
-        kc.r2 = la_alloc((size_t) K1 * K1 + 1);
-        kc.S = (int *) R_alloc((size_t) K1, sizeof(int));
-        kc.c0 = kc.c1 = 0;
-        b.kc = &kc;
+        vf_kcache_init(&kc, &kk, kern, x, &b);
     }
     const double *A;
     if (!isNull(sA)) {
@@ -718,7 +713,7 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
         chk_finite(sA, "A");
         A = REAL(sA);
     } else {
-        A = vf_features(REAL(L), M, REAL(Kuf), nu);
+        A = vf_features(REAL(L), M, REAL(Kuf), nu, NULL);
     }
     b.A = A;
     int nprot = 0;
@@ -820,7 +815,7 @@ SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     const int M = b.M, no = b.no;
     vf_posterior_args(Binv, vt, M);
     const int fc = chk_flag(full, "full");
-    b.A = vf_features(REAL(L), M, REAL(Kuf), b.nu);
+    b.A = vf_features(REAL(L), M, REAL(Kuf), b.nu, NULL);
     int nprot = 0;
     SEXP smean = PROTECT(allocVector(REALSXP, no)); nprot++;
     SEXP svar = PROTECT(allocVector(REALSXP, no)); nprot++;
