@@ -751,6 +751,7 @@ print.sparsevgp_shards <- function(x, ...) {
   if (!kernel_default) kernel <- .check_kernel(kernel)
   if (!is.null(optimize_inducing)) .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
+  control_given <- control
   control <- .collapsed_control(control)
   .check_start(start, "sgpr")
   weighted <- !is.null(.weights)
@@ -761,6 +762,19 @@ print.sparsevgp_shards <- function(x, ...) {
   h <- dz$h
   on.exit(.cluster_release(h), add = TRUE)
   N <- dz$N
+  # the default on small data: RBF or Matern 5/2 by the fitted bound, as in
+  # one process (R/kernel_choice.R)
+  if (.family_by_bound(if (!kernel_default) kernel, start, neighbours, inducing, M, threshold,
+                       optimize, NULL, N)) {
+    .cluster_release(h)
+    return(.choose_family(function(k) {
+      .shards_sgpr(formula, sh, kernel = k, inducing = inducing, M = M, threshold = threshold,
+                   noise = noise, mean = mean, optimize = optimize,
+                   optimize_inducing = optimize_inducing, fixed = fixed, control = control_given,
+                   start = NULL, neighbours = neighbours, .call = .call, .weights = .weights,
+                   .extra = .extra)
+    }))
+  }
   D <- length(dz$colnames)
   x0 <- matrix(0, 0L, D, dimnames = list(NULL, dz$colnames))
   # neighbours and the default kernel, as in one process (R/vif.R)
