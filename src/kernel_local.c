@@ -36,7 +36,8 @@ static int kl_set(const int *nbl, int K, int c, int *S)
 }
 
 void kern_local_range(const spv_kernel *k, const double *xs, const int *nbl,
-                      int K, int c0, int c1, double *Kloc, int *S, double *r2)
+                      int K, int c0, int c1, double *Kloc, int *S, double *r2,
+                      int lower)
 {
     const int D = k->D, K1 = K + 1;
     const spv_family fam = k->family;
@@ -44,7 +45,7 @@ void kern_local_range(const spv_kernel *k, const double *xs, const int *nbl,
     for (int c = c0; c < c1; c++) {
         if ((c & 1023) == 1023) R_CheckUserInterrupt();
         double *B = Kloc + (size_t) K1 * K1 * (c - c0);
-        memset(B, 0, (size_t) K1 * K1 * sizeof(double));
+        if (!lower) memset(B, 0, (size_t) K1 * K1 * sizeof(double));
         const int kc = kl_set(nbl, K, c, S);
         /* the squared distances of the strict lower triangle, then the
          * kernel over them in one loop (no branch on the family per
@@ -57,12 +58,14 @@ void kern_local_range(const spv_kernel *k, const double *xs, const int *nbl,
         k_of_r2(fam, var, r2, n);
         n = 0;
         for (int q = 0; q <= kc; q++) {
-            B[q + (size_t) K1 * q] = var;
-            for (int p = q + 1; p <= kc; p++) {
-                const double v = r2[n++];
-                B[p + (size_t) K1 * q] = v;
-                B[q + (size_t) K1 * p] = v;
-            }
+            double *Bq = B + (size_t) K1 * q;
+            Bq[q] = var;
+            for (int p = q + 1; p <= kc; p++) Bq[p] = r2[n++];
+        }
+        if (!lower) {           /* the upper triangle as a copy of the lower */
+            for (int q = 0; q <= kc; q++)
+                for (int p = q + 1; p <= kc; p++)
+                    B[q + (size_t) K1 * p] = B[p + (size_t) K1 * q];
         }
     }
 }
@@ -73,7 +76,7 @@ void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
     const int K1 = K + 1;
     int *S = (int *) R_alloc((size_t) K1, sizeof(int));
     double *r2 = (double *) R_alloc((size_t) K1 * K1 + 1, sizeof(double));
-    kern_local_range(k, xs, nbl, K, 0, no, Kloc, S, r2);
+    kern_local_range(k, xs, nbl, K, 0, no, Kloc, S, r2, 0);
 }
 
 void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,

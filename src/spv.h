@@ -57,9 +57,12 @@ void kern_K(const spv_kernel *k, const double *As, size_t nA,
 void kern_local(const spv_kernel *k, const double *xs, const int *nbl, int K,
                 int no, double *Kloc);
 /* The blocks of points c0 <= c < c1 only, block c at Kloc + (K+1)^2 (c -
- * c0), with workspace S (K+1 ints) and r2 ((K+1)^2 doubles). */
+ * c0), with workspace S (K+1 ints) and r2 ((K+1)^2 doubles); with lower,
+ * only the diagonal and the strict lower triangle of |S_c| x |S_c| are
+ * written (what src/vecchia.c reads), the other entries left as they are. */
 void kern_local_range(const spv_kernel *k, const double *xs, const int *nbl,
-                      int K, int c0, int c1, double *Kloc, int *S, double *r2);
+                      int K, int c0, int c1, double *Kloc, int *S, double *r2,
+                      int lower);
 /* The kernel of a .Call (checked) and the rows of x scaled by it (R_alloc). */
 double *kern_local_args(SEXP kern, SEXP x, spv_kernel *k);
 /* dtheta += d/dtheta sum_c sum_pq G_c[p,q] K(S_c, S_c)[p,q]; Kloc, the

@@ -128,7 +128,7 @@ static const double *vf_kloc(const vf_block *b, int c)
         kc->c0 = c;
         kc->c1 = b->no - c < VF_BATCH ? b->no : c + VF_BATCH;
         kern_local_range(kc->k, kc->xs, b->nbl, b->K, kc->c0, kc->c1, kc->buf,
-                         kc->S, kc->r2);
+                         kc->S, kc->r2, 1);
     }
     return kc->buf + bs * (c - kc->c0);
 }
