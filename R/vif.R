@@ -562,6 +562,16 @@
 .vif_auto_held <- 1000L
 .vif_auto_gain <- 0.01
 .vif_auto_left <- 0.02
+# The iterations of the trial's fits: at most 200 each, and at most 100 for
+# the model without neighbours, whose free inducing inputs (up to n / 2 of
+# them, D numbers each) make its iterations many and slow to converge: the
+# last 100 moved its held-out score by about 0.02 nats on kin8nm (8 inputs,
+# 201 inducing inputs, 1.1-1.4 of the trial's 3.9-4.2 CPU s), far from the
+# margin, and on no other benchmark set did it reach 100 (volcano,
+# rainfall, concrete, energy splits 0-2; power, jason3 split 0 the same
+# gains; ato 1.4395 against 1.4434; inst/bench/results/
+# bench_peers_viftrial.txt).
+.vif_auto_ref_maxit <- 100L
 # The budget (multiplications per evaluation, as .vif_budget) of the k-means
 # inducing inputs of step 4: twice the budget of the collapsed bound at its
 # automatic M (N M^2 <= 3e8, .auto_max_inducing()), since the
@@ -603,7 +613,8 @@
   Z0 <- Z[seq_len(min(nrow(Z), max(1L, n %/% 2L))), , drop = FALSE]
   ref <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = start0$kernel, inducing = Z0,
                     noise = nz0, mean = mean, neighbours = 0L,
-                    optimize_inducing = start0$optimize_inducing, control = ctl)
+                    optimize_inducing = start0$optimize_inducing,
+                    control = utils::modifyList(ctl, list(maxit = .vif_auto_ref_maxit)))
   if (is.null(ref)) return(list(K = 0L, report = list(reason = "interrupted")))
   # the model with neighbours starts where that fit ended (the default
   # kernel, Matern 5/2, at its lengthscales and variance, and its noise):
