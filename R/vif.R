@@ -564,12 +564,12 @@
 .vif_auto_left <- 0.02
 # The iterations of the trial's fits: at most 200 each, and at most 100 for
 # the model without neighbours, whose free inducing inputs (up to n / 2 of
-# them, D numbers each) make its iterations many and slow to converge: the
-# last 100 moved its held-out score by about 0.02 nats on kin8nm (8 inputs,
-# 201 inducing inputs, 1.1-1.4 of the trial's 3.9-4.2 CPU s), far from the
-# margin, and on no other benchmark set did it reach 100 (volcano,
-# rainfall, concrete, energy splits 0-2; power, jason3 split 0 the same
-# gains; ato 1.4395 against 1.4434; inst/bench/results/
+# them, D numbers each) make its iterations many and slow to converge.
+# Its iterations beyond 100 changed the gain by 0.02 nats on kin8nm (8
+# inputs, 201 inducing inputs; 1.1-1.4 of the trial's 3.9-4.2 CPU s), by
+# 0.004 on ato and by less than 0.001 on volcano, far from the margin, and
+# not at all on rainfall, concrete, energy (splits 0-2), power and jason3
+# (split 0): no decision changed (inst/bench/results/
 # bench_peers_viftrial.txt).
 .vif_auto_ref_maxit <- 100L
 # The budget (multiplications per evaluation, as .vif_budget) of the k-means
