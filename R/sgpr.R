@@ -174,8 +174,10 @@
 #'     the budget of the automatic \eqn{M} covers an inducing input for
 #'     every observation (\eqn{N^3 \le 3 \times 10^8}{N^3 <= 3e8}, about
 #'     \eqn{N \le 669}), there is no trial and no neighbours. The trial
-#'     costs two short fits on the subsample and one evaluation of each
-#'     model on the data, and restores the stream of random numbers.
+#'     costs two short fits on the subsample (at most 100 iterations of
+#'     L-BFGS-B for the model without neighbours, 200 for the one with)
+#'     and one evaluation of each model on the data, and restores the
+#'     stream of random numbers.
 #'     \code{summary()} reports the choice and its figures; give
 #'     \code{neighbours} a number to choose. With \code{optimize = FALSE}
 #'     \code{"auto"} means 0.

@@ -562,6 +562,16 @@
 .vif_auto_held <- 1000L
 .vif_auto_gain <- 0.01
 .vif_auto_left <- 0.02
+# The iterations of the trial's fits: at most 200 each, and at most 100 for
+# the model without neighbours, whose free inducing inputs (up to n / 2 of
+# them, D numbers each) make its iterations many and slow to converge.
+# Its iterations beyond 100 changed the gain by 0.02 nats on kin8nm (8
+# inputs, 201 inducing inputs; 1.1-1.4 of the trial's 3.9-4.2 CPU s), by
+# 0.004 on ato and by less than 0.001 on volcano, far from the margin, and
+# not at all on rainfall, concrete, energy (splits 0-2), power and jason3
+# (split 0): no decision changed (inst/bench/results/
+# bench_peers_viftrial.txt).
+.vif_auto_ref_maxit <- 100L
 # The budget (multiplications per evaluation, as .vif_budget) of the k-means
 # inducing inputs of step 4: twice the budget of the collapsed bound at its
 # automatic M (N M^2 <= 3e8, .auto_max_inducing()), since the
@@ -603,7 +613,8 @@
   Z0 <- Z[seq_len(min(nrow(Z), max(1L, n %/% 2L))), , drop = FALSE]
   ref <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = start0$kernel, inducing = Z0,
                     noise = nz0, mean = mean, neighbours = 0L,
-                    optimize_inducing = start0$optimize_inducing, control = ctl)
+                    optimize_inducing = start0$optimize_inducing,
+                    control = utils::modifyList(ctl, list(maxit = .vif_auto_ref_maxit)))
   if (is.null(ref)) return(list(K = 0L, report = list(reason = "interrupted")))
   # the model with neighbours starts where that fit ended (the default
   # kernel, Matern 5/2, at its lengthscales and variance, and its noise):
