@@ -44,10 +44,7 @@
 .choose_family <- function(fit_with) {
   rbf <- .collect_warnings(fit_with(kernel_rbf()))
   if (isTRUE(rbf$value$optim$interrupted) || .interrupt_pending()) return(.rewarn(rbf))
-  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
-  seed <- get(".Random.seed", envir = globalenv())
-  on.exit(assign(".Random.seed", seed, envir = globalenv()), add = TRUE)
-  m52 <- .collect_warnings(fit_with(kernel_matern52()))
+  m52 <- .keep_stream(.collect_warnings(fit_with(kernel_matern52())))
   if (isTRUE(m52$value$optim$interrupted)) return(.rewarn(rbf))
   bounds <- c(RBF = rbf$value$bound, "Matern 5/2" = m52$value$bound)
   use_m52 <- isTRUE(bounds[[2L]] - bounds[[1L]] > .family_margin)

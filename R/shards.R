@@ -1029,13 +1029,10 @@ print.sparsevgp_shards <- function(x, ...) {
 
 # R's random numbers on a worker from `seed`, leaving its own stream as it
 # was.
-.with_seed <- function(seed, expr) {
-  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
-  old <- get(".Random.seed", envir = globalenv())
-  on.exit(assign(".Random.seed", old, envir = globalenv()))
+.with_seed <- function(seed, expr) .keep_stream({
   set.seed(seed)
   expr
-}
+})
 
 # On a worker: the state of its part of the selection (an environment
 # holding its candidate rows, their factor C and residual variances d, a

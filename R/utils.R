@@ -374,3 +374,12 @@
   s <- .col_stats(x)
   s["max", ] - s["min", ]
 }
+
+# The value of `expr`, with R's stream of random numbers afterwards where it
+# was before (one is started first if there is none yet).
+.keep_stream <- function(expr) {
+  if (!exists(".Random.seed", envir = globalenv(), inherits = FALSE)) stats::runif(1L)
+  old <- get(".Random.seed", envir = globalenv())
+  on.exit(assign(".Random.seed", old, envir = globalenv()))
+  expr
+}
