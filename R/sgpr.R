@@ -70,7 +70,15 @@
 #' t}{t/2 <= E[KL] <= t}, Burt et al. 2019), is below 0.001 nats per observation, and at most
 #' \eqn{\max(100, \sqrt{3 \cdot 10^8 / N})}{max(100, sqrt(3e8 / N))} of them (so
 #' that one evaluation costs about \eqn{3 \cdot 10^8}{3e8} multiplications at most).
-#' \code{summary()} reports the \eqn{M} chosen. Give \code{inducing} (a
+#' The selection runs at the starting values; without neighbours, when the
+#' optimised fit misses the target at its fitted kernel and noise (shorter
+#' lengthscales or less noise than at the start) and \eqn{M} is below its
+#' cap, greedy selection runs again there (same target and cap) and the fit
+#' is refitted from its fitted parameters with the new inducing inputs, at
+#' most twice, keeping a refit when it raises the bound (not on small data,
+#' where the cap is \eqn{N}: there the rounds did not predict better).
+#' \code{summary()} reports the \eqn{M} chosen, these rounds and the trace
+#' term at the fitted parameters. Give \code{inducing} (a
 #' number) or \code{M} to choose it yourself.
 #'
 #' \strong{Neighbours: local structure on top of the inducing points.}
@@ -455,7 +463,13 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   if (isTRUE(nbr$K > 0L)) fit <- .vif_setup(fit, nbr$K, from = start)
   # with a cluster the data go to the workers once (R/cluster.R; a fit
   # with neighbours sends the shares of .share_vif())
-  .cluster_fit(fit, optimize, cluster)
+  fit <- .cluster_fit(fit, optimize, cluster)
+  # an automatic M that misses its target at the fitted parameters is
+  # chosen again there, and the fit refitted (R/auto_m.R)
+  if (isTRUE(optimize) && !inherits(cluster, "sparsevgp_held")) {
+    fit <- .auto_m_refit(fit, function(f) .cluster_fit(f, optimize, cluster))
+  }
+  fit
 }
 
 # ---- bound, gradient, prediction ----------------------------------------
@@ -519,9 +533,7 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   }
   if (!is.null(fit$auto_kernel)) fit$summary_extra[["Kernel"]] <- .family_line(fit$auto_kernel)
   if (isTRUE(fit$selection$auto)) {
-    fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
-      "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",
-      nrow(fit$params$Z), .auto_kl, fit$selection$M)
+    fit$summary_extra[["Number of inducing inputs"]] <- .auto_m_line(fit)
   }
   fit
 }
