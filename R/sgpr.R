@@ -70,7 +70,9 @@
 #' t}{t/2 <= E[KL] <= t}, Burt et al. 2019), is below 0.001 nats per observation, and at most
 #' \eqn{\max(100, \sqrt{3 \cdot 10^8 / N})}{max(100, sqrt(3e8 / N))} of them (so
 #' that one evaluation costs about \eqn{3 \cdot 10^8}{3e8} multiplications at most).
-#' The selection runs at the starting values; without neighbours, when the
+#' The selection runs at the starting values, or, when the trial of
+#' \code{neighbours = "auto"} keeps none, at the parameters that trial
+#' fitted. Without neighbours, when the
 #' optimised fit misses the target at its fitted kernel and noise (shorter
 #' lengthscales or less noise than at the start) and \eqn{M} is below its
 #' cap, greedy selection runs again there (same target and cap) and the fit
@@ -435,7 +437,16 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
       kernel <- auto$kernel
       if (!is.null(nz$params[["noise"]])) nz$params[["noise"]] <- auto$params[["noise"]]
       if (!mn$fixed) mn$value <- auto$params$mean
-      if (spec$method != "given" && nrow(auto$params$Z) == nrow(Z)) Z <- auto$params$Z
+      if (isTRUE(spec$auto)) {
+        # the automatic M chosen again at the trial's fitted kernel and
+        # noise, where the fit will end, rather than at the starting values
+        # (R/auto_m.R)
+        Z <- .select_by_spec(spec, x, kernel,
+                             1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
+                             memory = control$memory)
+      } else if (spec$method != "given" && nrow(auto$params$Z) == nrow(Z)) {
+        Z <- auto$params$Z
+      }
     }
   }
   # by default the inducing inputs are optimised, except with neighbours:
