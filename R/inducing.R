@@ -180,7 +180,10 @@
     kmeans = select_inducing(x, kernel, M = M, method = "kmeans", trace = FALSE),
     random = select_inducing(x, kernel, M = M, method = "random", trace = FALSE))
   Z <- sel$Z
-  if (warn_short && !is.null(M) && nrow(Z) < M) .warn_short_selection(x, kernel, M, nrow(Z), name)
+  # (a selection that reached its threshold stopped as asked)
+  if (warn_short && !is.null(M) && nrow(Z) < M && !identical(sel$stop, "threshold")) {
+    .warn_short_selection(x, kernel, M, nrow(Z), name)
+  }
   dimnames(Z) <- list(NULL, colnames(x))
   Z
 }

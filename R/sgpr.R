@@ -70,7 +70,17 @@
 #' t}{t/2 <= E[KL] <= t}, Burt et al. 2019), is below 0.001 nats per observation, and at most
 #' \eqn{\max(100, \sqrt{3 \cdot 10^8 / N})}{max(100, sqrt(3e8 / N))} of them (so
 #' that one evaluation costs about \eqn{3 \cdot 10^8}{3e8} multiplications at most).
-#' \code{summary()} reports the \eqn{M} chosen. Give \code{inducing} (a
+#' The selection runs at the starting values, or, when the trial of
+#' \code{neighbours = "auto"} keeps none, at the parameters that trial
+#' fitted. Without neighbours, when the
+#' optimised fit misses the target at its fitted kernel and noise (shorter
+#' lengthscales or less noise than at the start) and \eqn{M} is below its
+#' cap, greedy selection runs again there (same target and cap) and the fit
+#' is refitted from its fitted parameters with the new inducing inputs, at
+#' most twice, keeping a refit when it raises the bound (not on small data,
+#' where the cap is \eqn{N}: there the rounds did not predict better).
+#' \code{summary()} reports the \eqn{M} chosen, these rounds and the trace
+#' term at the fitted parameters. Give \code{inducing} (a
 #' number) or \code{M} to choose it yourself.
 #'
 #' \strong{Neighbours: local structure on top of the inducing points.}
@@ -427,7 +437,16 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
       kernel <- auto$kernel
       if (!is.null(nz$params[["noise"]])) nz$params[["noise"]] <- auto$params[["noise"]]
       if (!mn$fixed) mn$value <- auto$params$mean
-      if (spec$method != "given" && nrow(auto$params$Z) == nrow(Z)) Z <- auto$params$Z
+      if (isTRUE(spec$auto)) {
+        # the automatic M chosen again at the trial's fitted kernel and
+        # noise, where the fit will end, rather than at the starting values
+        # (R/auto_m.R)
+        Z <- .select_by_spec(spec, x, kernel,
+                             1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
+                             memory = control$memory)
+      } else if (spec$method != "given" && nrow(auto$params$Z) == nrow(Z)) {
+        Z <- auto$params$Z
+      }
     }
   }
   # by default the inducing inputs are optimised, except with neighbours:
@@ -455,7 +474,13 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   if (isTRUE(nbr$K > 0L)) fit <- .vif_setup(fit, nbr$K, from = start)
   # with a cluster the data go to the workers once (R/cluster.R; a fit
   # with neighbours sends the shares of .share_vif())
-  .cluster_fit(fit, optimize, cluster)
+  fit <- .cluster_fit(fit, optimize, cluster)
+  # an automatic M that misses its target at the fitted parameters is
+  # chosen again there, and the fit refitted (R/auto_m.R)
+  if (isTRUE(optimize) && !inherits(cluster, "sparsevgp_held")) {
+    fit <- .auto_m_refit(fit, function(f) .cluster_fit(f, optimize, cluster))
+  }
+  fit
 }
 
 # ---- bound, gradient, prediction ----------------------------------------
@@ -519,9 +544,7 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   }
   if (!is.null(fit$auto_kernel)) fit$summary_extra[["Kernel"]] <- .family_line(fit$auto_kernel)
   if (isTRUE(fit$selection$auto)) {
-    fit$summary_extra[["Number of inducing inputs"]] <- sprintf(
-      "M = %d, chosen by greedy selection for an expected KL divergence below %g nats per observation (at most %d; give 'inducing' or 'M' to choose)",
-      nrow(fit$params$Z), .auto_kl, fit$selection$M)
+    fit$summary_extra[["Number of inducing inputs"]] <- .auto_m_line(fit)
   }
   fit
 }

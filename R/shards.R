@@ -881,6 +881,7 @@ print.sparsevgp_shards <- function(x, ...) {
   if (is.null(optimize_inducing)) optimize_inducing <- !isTRUE(nbr$K > 0L)
   # the per-row factors 1 / w stay on the workers (.shard_configure()) and
   # with the rows of a subsample (.shards_subsample())
+  nz_rows <- nz$model
   nz$model$lambda <- NULL
   # (their minimum, mean and maximum: what the master reports, .noise_lambda())
   nz$model$rows <- dz$rel
@@ -911,7 +912,17 @@ print.sparsevgp_shards <- function(x, ...) {
     if (!.has_neighbours(fit)) return(fit)
     .shards_vif_choose(fit, if (is.null(fit$neighbours$at)) fit$params else fit$neighbours$at)
   }
-  .shards_run_fit(fit, h, optimize, prepare)
+  fit <- .shards_run_fit(fit, h, optimize, prepare)
+  # on the small path, the automatic M at the fitted parameters as in one
+  # process (R/auto_m.R), selected on the gathered rows
+  if (small && optimize) {
+    fit <- .auto_m_refit(fit, function(f) .shards_run_fit(f, h, optimize, prepare), x = g$x,
+                         weights = function(f) {
+                           1 / .noise_lambda(list(noise_model = nz_rows, x = g$x), f$params,
+                                             compact = TRUE)
+                         })
+  }
+  fit
 }
 
 # The fit `fit` of sgpr or osgpr trained (optimize = TRUE) or built on the

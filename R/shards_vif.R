@@ -184,7 +184,8 @@
 # what sgpr.default() does with its answer: the kernel, noise, mean and
 # inducing inputs of the model it keeps (with neighbours, the inducing
 # inputs placed by the trial, or selected again at its parameters by
-# select_at(spec, kernel, nz)). Returns list(K, kernel, nz, mn, spec, Z,
+# select_at(spec, kernel, nz); without, an automatic M selected again there
+# too). Returns list(K, kernel, nz, mn, spec, Z,
 # report).
 .shards_vif_auto <- function(h, g, N, colnames, user_kernel, noise, spec, Z, control, mean,
                              optimize, kernel, nz, mn, optimize_inducing, select_at) {
@@ -213,6 +214,10 @@
     out$Z <- if (!is.null(auto$Z) && (isTRUE(spec$auto) ||
                                       identical(nrow(auto$Z), as.integer(out$spec$M)))) auto$Z else
       select_at(out$spec, out$kernel, out$nz)
+  } else if (isTRUE(spec$auto)) {
+    # the automatic M chosen again at the trial's fitted parameters, as in
+    # one process (sgpr.default())
+    out$Z <- select_at(spec, out$kernel, out$nz)
   } else if (nrow(auto$params$Z) == nrow(Z)) {
     out$Z <- auto$params$Z
   }

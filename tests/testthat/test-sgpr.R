@@ -302,3 +302,45 @@ test_that("the bound's entry point rejects non-finite kernel matrices", {
   b <- do.call(.Call, c(list(sparsevgp:::ffi_bg_bound, Kuu, Kuf), args))
   expect_true(is.finite(b$bound))
 })
+
+test_that("the automatic M meets its target at the fitted parameters", {
+  # a rough function whose fitted lengthscale is far shorter than the
+  # starting one: the selection at the start misses the target at the
+  # fitted parameters, and is made again there
+  set.seed(6)
+  N <- 700
+  x <- matrix(runif(N), ncol = 1)
+  y <- sin(40 * x[, 1]) + rnorm(N, sd = 0.05)
+  set.seed(1)
+  f <- sgpr(x, y, kernel = kernel_matern52(), neighbours = 0)
+  target <- sparsevgp:::.auto_kl * N
+  cap <- sparsevgp:::.auto_max_inducing(N)
+  expect_lt(cap, N)
+  expect_equal(f$selection$threshold, target)
+  expect_gte(f$selection$rounds, 1L)
+  expect_lte(f$selection$rounds, sparsevgp:::.auto_m_rounds)
+  # the trace term by a dense route: sum(diag(Kff - Kfu Kuu^-1 Kuf)) / noise
+  k <- sparsevgp:::.kernel_at(f$kernel, f$params)
+  Kuu <- kernel_matrix(k, f$params$Z)
+  Kuf <- kernel_matrix(k, f$params$Z, f$x)
+  t_dense <- sum(kernel_matrix(k, f$x, diag = TRUE) - colSums(Kuf * solve(Kuu, Kuf))) /
+    f$params$noise
+  expect_equal(f$selection$trace, t_dense, tolerance = 1e-6)
+  expect_lt(t_dense, target)
+  expect_match(f$summary_extra[["Number of inducing inputs"]], "chosen again [12] time")
+  # the same selection with the target and cap given is left alone: fewer
+  # inducing inputs, a trace term far above the target and a lower bound
+  set.seed(1)
+  # (no warning: the selection stops at its threshold, as asked)
+  expect_no_warning(
+    g <- sgpr(x, y, kernel = kernel_matern52(), neighbours = 0, threshold = target, M = cap))
+  expect_null(g$selection$rounds)
+  expect_lt(nrow(g$params$Z), nrow(f$params$Z))
+  expect_gt(-2 * g$bound_terms[["trace"]], 2 * target)
+  expect_gt(f$bound, g$bound)
+  # on small data (the cap is N) the automatic M is not chosen again
+  set.seed(1)
+  h <- sgpr(x[1:300, , drop = FALSE], y[1:300], kernel = kernel_matern52(), neighbours = 0)
+  expect_null(h$selection$rounds)
+  expect_gt(-2 * h$bound_terms[["trace"]], sparsevgp:::.auto_kl * 300)
+})

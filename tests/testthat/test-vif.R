@@ -579,6 +579,10 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_identical(fa$auto_neighbours$reason, "trial")
   expect_lte(fa$auto_neighbours$gain, sparsevgp:::.vif_auto_gain)
   expect_null(fa$neighbours)
+  # its automatic M chosen at the trial's fitted parameters meets the
+  # target at the fitted ones (no round of R/auto_m.R needed)
+  expect_identical(fa$selection$rounds, 0L)
+  expect_lt(fa$selection$trace, sparsevgp:::.auto_kl * 700)
   expect_identical(attr(logLik(fa), "kind"), "bound")
   expect_false(is.null(fa$upper_bound))
   # small data (the budget covers M = N): no trial, the fit without
