@@ -34,6 +34,10 @@
     return(fit)
   }
   target <- fit$selection$threshold
+  # every evaluation and second of the rounds, kept or not, counts in the
+  # report of the fit returned
+  counts <- fit$optim$counts
+  time <- fit$time
   fit$selection$rounds <- 0L
   fit$selection$trace <- .auto_m_trace(fit)
   for (round in seq_len(.auto_m_rounds)) {
@@ -50,10 +54,14 @@
     cand$fixed <- .fixed_from_spec(cand)
     cand$selection$rounds <- round
     cand <- refit(cand)
+    counts <- counts + cand$optim$counts
+    time <- time + cand$time
     if (!isTRUE(cand$bound > fit$bound)) break
     cand$selection$trace <- .auto_m_trace(cand)
     fit <- cand
   }
+  if (!is.null(counts)) fit$optim$counts <- counts
+  if (!is.null(time)) fit$time <- time
   if (!is.null(fit$summary_extra)) {
     fit$summary_extra[["Number of inducing inputs"]] <- .auto_m_line(fit)
   }

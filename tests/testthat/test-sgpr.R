@@ -328,6 +328,9 @@ test_that("the automatic M meets its target at the fitted parameters", {
   expect_equal(f$selection$trace, t_dense, tolerance = 1e-6)
   expect_lt(t_dense, target)
   expect_match(f$summary_extra[["Number of inducing inputs"]], "chosen again [12] time")
+  # the report counts the evaluations of every run: more than the last
+  # run's trail of best values holds
+  expect_gt(f$optim$counts[["function"]], length(f$optim$trail))
   # the same selection with the target and cap given is left alone: fewer
   # inducing inputs, a trace term far above the target and a lower bound
   set.seed(1)
