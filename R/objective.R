@@ -616,7 +616,9 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 .progress_new <- function(fit, stage = NULL) {
   if (.trace_level(fit) < 1L) return(NULL)
   p <- new.env(parent = emptyenv())
-  p$label <- paste(c(class(fit)[1L], stage), collapse = ", ")
+  # (the model's name, not that of a class it takes while it trains)
+  model <- setdiff(class(fit), c("uc_abandon", "svgp_inner"))[1L]
+  p$label <- paste(c(model, stage), collapse = ", ")
   p$start <- p$last <- proc.time()[["elapsed"]]
   p$every <- if (is.null(fit$control$trace)) 5 else 1
   p

@@ -101,6 +101,47 @@ test_that("one lengthscale first: an input that carries nothing is not what ARD 
   expect_gt(mean(predict(f, type = "class") == y), 0.9)
 })
 
+test_that("the run of one lengthscale per input is abandoned when it gains too little too slowly", {
+  set.seed(8)
+  n <- 120
+  x <- matrix(rnorm(n * 3), n, 3)
+  y <- factor(ifelse(x[, 1] - x[, 2] + 0.5 * rnorm(n) > 0, "p", "q"))
+  set.seed(1)
+  f0 <- svgp(x, y, inducing = 10, optimize = FALSE)
+  after <- sparsevgp:::.uc_abandon_after
+  # armed with a level no run reaches: the run stops after exactly that many
+  # evaluations, at its best point so far, as the min_gain rule stops one
+  a <- sparsevgp:::.uc_abandon_arm(f0, Inf)
+  r <- sparsevgp:::.fit_lbfgsb(a, from_start = TRUE)
+  expect_true(r$abandon$hit)
+  expect_identical(r$abandon$count, after)
+  expect_identical(r$optim$counts[["function"]], after)
+  expect_identical(r$optim$convergence, sparsevgp:::.stop_code)
+  expect_equal(r$optim$value, max(r$optim$trail))
+  r <- sparsevgp:::.uc_abandon_disarm(r)
+  expect_false(inherits(r, "uc_abandon"))
+  expect_null(r$abandon)
+  # armed with a level every run passes: the run is the unarmed one
+  b <- sparsevgp:::.fit_lbfgsb(sparsevgp:::.uc_abandon_arm(f0, -Inf), from_start = TRUE)
+  c0 <- sparsevgp:::.fit_lbfgsb(f0, from_start = TRUE)
+  expect_false(b$abandon$hit)
+  expect_equal(b$optim$counts, c0$optim$counts)
+  expect_equal(b$params, c0$params, tolerance = 1e-12)
+  # in the schedule: an abandoned run is reported, counts at most `after`
+  # evaluations and leaves the fit with one lengthscale
+  set.seed(2)
+  f <- svgp(x, y)
+  if (isTRUE(f$optim$per_input_abandoned)) {
+    expect_lte(f$optim$stage_evals[["per_input"]], after)
+    expect_lt(f$optim$stages[["per_input"]] - f$optim$stages[["all"]],
+              sparsevgp:::.uc_abandon_share * 0.5 * log(n) * 2)
+  }
+  ratio <- f$params$lengthscale / apply(x, 2, sd)
+  if (!isTRUE(f$optim$stages[["per_input"]] - f$optim$stages[["all"]] > 0.5 * log(n) * 2)) {
+    expect_equal(unname(ratio / ratio[1]), rep(1, 3), tolerance = 1e-8)
+  }
+})
+
 test_that("several classes: a default iris fit beats the constant predictor, in probabilities that sum to one", {
   set.seed(7)
   it <- sample(150, 100)
