@@ -86,7 +86,9 @@
 #' units of their standard deviations), and one per input is then fitted
 #' from there and kept only when its ELBO is higher by more than
 #' \eqn{(D - 1)\log(N)/2}{(D - 1) log(N) / 2} (the penalty of the Bayesian
-#' information criterion). \code{fit$optim$stages} gives the ELBO after each
+#' information criterion); that run is abandoned after 80 evaluations while
+#' it has gained less than a sixth of the penalty
+#' (\code{fit$optim$per_input_abandoned}). \code{fit$optim$stages} gives the ELBO after each
 #' stage (\code{inducing_held}, \code{all}, \code{per_input}). With more
 #' than 10 000 rows the schedule runs on a random subsample and \eqn{q(u)} is
 #' then set at its conditional optimum on all the data. Minibatch fits start
