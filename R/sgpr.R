@@ -409,11 +409,23 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
                                       spec$method != "given",
                                     M = if (!isTRUE(spec$auto) && isTRUE(spec$M > 0L)) spec$M))
     nbr$K <- auto$K
-    if (auto$K > 0L) {
+    if (auto$K > 0L || !is.null(auto$params)) {
+      # the fit starts from the trial's fitted kernel, noise and mean (with
+      # no neighbours, where the trial's fit without them ended, which saves
+      # more evaluations on all the data than the trial costs: kin8nm, 224
+      # instead of 286)
       kernel <- auto$kernel
       # exact names: $noise would match a noise model's noise_coef
       if (!is.null(nz$params[["noise"]])) nz$params[["noise"]] <- auto$params[["noise"]]
       if (!mn$fixed) mn$value <- auto$params$mean
+    }
+    # greedy selection at the trial's parameters
+    select_at_trial <- function(spec) {
+      .select_by_spec(spec, x, kernel,
+                      1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
+                      memory = control$memory)
+    }
+    if (auto$K > 0L) {
       if (spec$method != "given") {
         # the k-means centres the trial chose where the neighbours leave
         # much of the variance unexplained (R/vif.R; their number within a
@@ -424,27 +436,17 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
           spec$M <- nrow(Z)
         } else {
           if (isTRUE(spec$auto)) spec$M <- min(spec$M, .vif_max_inducing(nrow(x), auto$K))
-          Z <- .select_by_spec(spec, x, kernel,
-                               1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
-                               memory = control$memory)
+          Z <- select_at_trial(spec)
         }
       }
     } else if (!is.null(auto$params)) {
-      # no neighbours: the fit starts where the trial's fit without them
-      # ended (kernel, noise, mean and inducing inputs), which saves more
-      # evaluations on all the data than the trial costs (kin8nm: 224
-      # instead of 286)
-      kernel <- auto$kernel
-      if (!is.null(nz$params[["noise"]])) nz$params[["noise"]] <- auto$params[["noise"]]
-      if (!mn$fixed) mn$value <- auto$params$mean
       if (isTRUE(spec$auto)) {
         # the automatic M chosen again at the trial's fitted kernel and
         # noise, where the fit will end, rather than at the starting values
         # (R/auto_m.R)
-        Z <- .select_by_spec(spec, x, kernel,
-                             1 / .noise_lambda(list(noise_model = nz$model, x = x), nz$params),
-                             memory = control$memory)
+        Z <- select_at_trial(spec)
       } else if (spec$method != "given" && nrow(auto$params$Z) == nrow(Z)) {
+        # the trial's inducing inputs
         Z <- auto$params$Z
       }
     }
