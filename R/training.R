@@ -48,6 +48,12 @@
 # change is small and L-BFGS-B gains in its first steps.
 .regression_window <- function(warm) if (isTRUE(warm)) .stop_window_warm else .stop_window
 
+# Whether the fit's next run continues from a fitted point: it has been
+# optimised, or it starts from the fitted parameters of the trial of
+# neighbours = "auto" on a subsample of its rows (R/vif.R), where the
+# parameters are near their optimum on all rows.
+.warm <- function(fit) !is.null(fit$optim) || isTRUE(fit$from_trial)
+
 .train.sgpr <- function(fit) {
   if (.has_neighbours(fit)) return(.train_vif(fit))
   if (identical(fit$control$schedule, "joint")) return(.fit_lbfgsb(fit))
@@ -83,7 +89,8 @@
   }
   if (joint_first && z_free) {
     # one run over all parameters; the stages only when it ends flat
-    joint <- .fit_lbfgsb(fit, "all parameters", window = .regression_window(!is.null(fit$optim)))
+    joint <- .fit_lbfgsb(fit, "all parameters", from_start = !.warm(fit),
+                         window = .regression_window(.warm(fit)))
     if (isTRUE(joint$optim$interrupted) || !.is_flat(joint)) {
       joint$optim <- .stage_report(joint$optim, list(all = joint$optim), "auto")
       joint$time <- proc.time()[["elapsed"]] - start
@@ -94,8 +101,8 @@
   initial <- fit
   fit <- held(fit)
   # 1. hyperparameters with the inducing inputs held
-  fit <- record(.fit_lbfgsb(fit, "inducing inputs held",
-                            window = .regression_window(!is.null(fit$optim))),
+  fit <- record(.fit_lbfgsb(fit, "inducing inputs held", from_start = !.warm(fit),
+                            window = .regression_window(.warm(fit))),
                 "inducing_held")
   # 2. re-selection while it pays
   if (reselect && !isTRUE(fit$optim$interrupted)) {
