@@ -78,7 +78,9 @@
 #' cap, greedy selection runs again there (same target and cap) and the fit
 #' is refitted from its fitted parameters with the new inducing inputs, at
 #' most twice, keeping a refit when it raises the bound (not on small data,
-#' where the cap is \eqn{N}: there the rounds did not predict better).
+#' where the cap is \eqn{N}: there the rounds did not predict better). A
+#' round whose selection takes at most 10\% more inducing inputs than the
+#' fit has is not refitted: it would change the fit little.
 #' \code{summary()} reports the \eqn{M} chosen, these rounds and the trace
 #' term at the fitted parameters. Give \code{inducing} (a
 #' number) or \code{M} to choose it yourself.

@@ -186,8 +186,8 @@
 # inducing inputs of the model it keeps (with neighbours, the inducing
 # inputs placed by the trial, or selected again at its parameters by
 # select_at(spec, kernel, nz); without, an automatic M selected again there
-# too). Returns list(K, kernel, nz, mn, spec, Z,
-# report).
+# too). Returns list(K, kernel, nz, mn, spec, Z, report, and from_trial:
+# TRUE when the fit starts from the trial's fitted parameters).
 .shards_vif_auto <- function(h, g, N, colnames, user_kernel, noise, spec, Z, control, mean,
                              optimize, kernel, nz, mn, optimize_inducing, select_at) {
   out <- list(K = 0L, kernel = kernel, nz = nz, mn = mn, spec = spec, Z = Z)
@@ -206,6 +206,7 @@
   out$K <- auto$K
   out$report <- auto$report
   if (is.null(auto$params)) return(out)
+  out$from_trial <- TRUE
   out$kernel <- auto$kernel
   if (!is.null(nz$params[["noise"]])) out$nz$params[["noise"]] <- auto$params[["noise"]]
   if (!mn$fixed) out$mn$value <- auto$params$mean
