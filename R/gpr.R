@@ -39,7 +39,10 @@
 #'   evaluations), \code{factr} and
 #'   \code{pgtol} (L-BFGS-B's own tests, see \code{\link[stats]{optim}});
 #'   \code{min_gain} (a run stops when the bound has risen by less than
-#'   \code{min_gain} nats per observation over its last 25 evaluations,
+#'   \code{min_gain} nats per observation over its last 25 evaluations, or
+#'   its last 10 for a run of \code{sgpr()} that continues from fitted
+#'   parameters (re-selected inducing inputs or neighbours, the fit after
+#'   the trial of \code{neighbours = "auto"}, all rows after a subsample),
 #'   keeping the best point: default \eqn{10^{-3}}{10^-3}, 0 turns the rule off and
 #'   runs to L-BFGS-B's convergence; a run from the starting values is not
 #'   stopped this way before some parameter has moved by a tenth of its

@@ -83,7 +83,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # starting values, holds the optimiser's scales of the parameters: the
 # stopping rule then waits until the best point has moved from the start by
 # .stop_move in those units (see .stop_move).
-.objective <- function(fit, safe, progress = NULL, arm = NULL) {
+.objective <- function(fit, safe, progress = NULL, arm = NULL, window = .stop_window) {
   template <- fit$params
   trans <- fit$transforms
   full <- .pack(template, trans)
@@ -99,7 +99,6 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   # the stopping rule: the best bound after each evaluation, and the gain
   # over the last `window` evaluations below which the run stops
   cache$trail <- numeric(0)
-  window <- .stop_window
   stop_gain <- if (is.null(fit$control$min_gain)) 0 else
     fit$control$min_gain * max(1, .nobs(fit))
   # armed: the rule may stop the run (at once, unless the run starts from the
@@ -286,6 +285,15 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # The window of the stopping rule (evaluations).
 .stop_window <- 25L
 
+# The window for a regression run that continues from a fitted point with
+# a small change (new inducing inputs or neighbour sets at the fitted
+# kernel and noise, or the same parameters on all rows after a subsample):
+# L-BFGS-B gains there in its first steps, and over 25 evaluations each
+# such run cost at least 26 (concrete: 102 of a fit's evaluations went to
+# five of them, with gains of 0.01-2 nats; inst/bench/results/
+# bench_warm_window.txt).
+.stop_window_warm <- 10L
+
 # A run from the model's starting values is stopped by the rule only once
 # its best point has moved from the start by at least this much in the
 # optimiser's units (.optim_setup(): log-scale parameters by 0.1, a change
@@ -371,7 +379,8 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
 # `from_start`: the run starts from the model's starting values (by default
 # when the fit has not been optimised yet), so that the min_gain rule waits
 # until the parameters have moved (.stop_move).
-.fit_lbfgsb <- function(fit, stage = NULL, from_start = is.null(fit$optim)) {
+.fit_lbfgsb <- function(fit, stage = NULL, from_start = is.null(fit$optim),
+                        window = .stop_window) {
   .stage_mark(paste0("optimiser run", if (!is.null(stage)) paste0(" (", stage, ")"),
                      if (nrow(fit$x) > 0L) sprintf(", N = %d", nrow(fit$x))), fit$x)
   start <- proc.time()[["elapsed"]]
@@ -384,7 +393,8 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
       arm <- list(par0 = pmin(pmax(par_free, su$lower), su$upper), scale = su$parscale)
     }
   }
-  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage), arm = arm)
+  o <- .objective(fit, safe = TRUE, progress = .progress_new(fit, stage), arm = arm,
+                  window = window)
   if (length(o$par) > 0L) {
     par0 <- pmin(pmax(o$par, su$lower), su$upper)
     offset <- .objective_offset(fit)
@@ -409,7 +419,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
                   counts = c("function" = n, gradient = n),
                   message = sprintf("stopped: gain below control$min_gain (the bound rose by less than %s nats, control$min_gain per observation, over the last %d evaluations)",
                                     format(fit$control$min_gain * max(1, .nobs(fit)),
-                                           digits = 3L), .stop_window))
+                                           digits = 3L), window))
     } else if (!is.null(res)) {
       res$par <- setNames(to_par(res$par), names(o$par))
     }

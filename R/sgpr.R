@@ -78,7 +78,9 @@
 #' cap, greedy selection runs again there (same target and cap) and the fit
 #' is refitted from its fitted parameters with the new inducing inputs, at
 #' most twice, keeping a refit when it raises the bound (not on small data,
-#' where the cap is \eqn{N}: there the rounds did not predict better).
+#' where the cap is \eqn{N}: there the rounds did not predict better). A
+#' round whose selection takes at most 10\% more inducing inputs than the
+#' fit has is not refitted: it would change the fit little.
 #' \code{summary()} reports the \eqn{M} chosen, these rounds and the trace
 #' term at the fitted parameters. Give \code{inducing} (a
 #' number) or \code{M} to choose it yourself.
@@ -471,12 +473,14 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
                   extra = c(list(noise_model = nz$model,
                                  selection = spec[intersect(names(spec),
                                                             c("method", "M", "threshold", "auto"))]),
-                            wo, list(auto_neighbours = auto$report)))
+                            wo, list(auto_neighbours = auto$report,
+                                     from_trial = !is.null(auto$params))))
   # with neighbours: the Vecchia residual of R/vif.R
   if (isTRUE(nbr$K > 0L)) fit <- .vif_setup(fit, nbr$K, from = start)
   # with a cluster the data go to the workers once (R/cluster.R; a fit
   # with neighbours sends the shares of .share_vif())
   fit <- .cluster_fit(fit, optimize, cluster)
+  fit$from_trial <- NULL
   # an automatic M that misses its target at the fitted parameters is
   # chosen again there, and the fit refitted (R/auto_m.R)
   if (isTRUE(optimize) && !inherits(cluster, "sparsevgp_held")) {

@@ -900,7 +900,8 @@ print.sparsevgp_shards <- function(x, ...) {
                                                           c("method", "M", "threshold", "auto"))],
                                shards = list(N = N, n = h$n, x = dz$x, y = dz$y,
                                              weights = .weights, extra = .extra),
-                               auto_neighbours = if (nbr$auto) a$report))
+                               auto_neighbours = if (nbr$auto) a$report,
+                               from_trial = nbr$auto && isTRUE(a$from_trial)))
   if (isTRUE(nbr$K > 0L)) fit <- .shards_vif_setup(fit, nbr$K, h$n, from = start)
   fit$terms <- dz$terms
   fit$xlevels <- dz$xlevels
@@ -913,6 +914,7 @@ print.sparsevgp_shards <- function(x, ...) {
     .shards_vif_choose(fit, if (is.null(fit$neighbours$at)) fit$params else fit$neighbours$at)
   }
   fit <- .shards_run_fit(fit, h, optimize, prepare)
+  fit$from_trial <- NULL
   # on the small path, the automatic M at the fitted parameters as in one
   # process (R/auto_m.R), selected on the gathered rows
   if (small && optimize) {

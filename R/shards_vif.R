@@ -154,7 +154,8 @@
   }
   for (round in 0:.nb_refresh_rounds) {
     fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
-      sprintf("neighbours chosen anew (%d)", round))
+      sprintf("neighbours chosen anew (%d)", round), from_start = !.warm(fit),
+      window = .regression_window(round > 0L || N > nsub || .warm(fit)))
     reports[[sprintf("run_%d", round)]] <- fit$optim
     .shards_checkpoint(fit, fit$params)
     if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break
@@ -185,8 +186,8 @@
 # inducing inputs of the model it keeps (with neighbours, the inducing
 # inputs placed by the trial, or selected again at its parameters by
 # select_at(spec, kernel, nz); without, an automatic M selected again there
-# too). Returns list(K, kernel, nz, mn, spec, Z,
-# report).
+# too). Returns list(K, kernel, nz, mn, spec, Z, report, and from_trial:
+# TRUE when the fit starts from the trial's fitted parameters).
 .shards_vif_auto <- function(h, g, N, colnames, user_kernel, noise, spec, Z, control, mean,
                              optimize, kernel, nz, mn, optimize_inducing, select_at) {
   out <- list(K = 0L, kernel = kernel, nz = nz, mn = mn, spec = spec, Z = Z)
@@ -205,6 +206,7 @@
   out$K <- auto$K
   out$report <- auto$report
   if (is.null(auto$params)) return(out)
+  out$from_trial <- TRUE
   out$kernel <- auto$kernel
   if (!is.null(nz$params[["noise"]])) out$nz$params[["noise"]] <- auto$params[["noise"]]
   if (!mn$fixed) out$mn$value <- auto$params$mean

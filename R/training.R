@@ -41,6 +41,19 @@
 .train_reselect_passes <- 3L
 .train_reselect_gain <- 1e-5
 
+# The window of the stopping rule for a run of a regression fit: the
+# shorter .stop_window_warm for a run that continues from a fitted point
+# (re-selected inducing inputs or neighbour sets at the fitted kernel and
+# noise, the automatic M's rounds, all rows after a subsample), where the
+# change is small and L-BFGS-B gains in its first steps.
+.regression_window <- function(warm) if (isTRUE(warm)) .stop_window_warm else .stop_window
+
+# Whether the fit's next run continues from a fitted point: it has been
+# optimised, or it starts from the fitted parameters of the trial of
+# neighbours = "auto" on a subsample of its rows (R/vif.R), where the
+# parameters are near their optimum on all rows.
+.warm <- function(fit) !is.null(fit$optim) || isTRUE(fit$from_trial)
+
 .train.sgpr <- function(fit) {
   if (.has_neighbours(fit)) return(.train_vif(fit))
   if (identical(fit$control$schedule, "joint")) return(.fit_lbfgsb(fit))
@@ -76,7 +89,8 @@
   }
   if (joint_first && z_free) {
     # one run over all parameters; the stages only when it ends flat
-    joint <- .fit_lbfgsb(fit, "all parameters")
+    joint <- .fit_lbfgsb(fit, "all parameters", from_start = !.warm(fit),
+                         window = .regression_window(.warm(fit)))
     if (isTRUE(joint$optim$interrupted) || !.is_flat(joint)) {
       joint$optim <- .stage_report(joint$optim, list(all = joint$optim), "auto")
       joint$time <- proc.time()[["elapsed"]] - start
@@ -87,7 +101,9 @@
   initial <- fit
   fit <- held(fit)
   # 1. hyperparameters with the inducing inputs held
-  fit <- record(.fit_lbfgsb(fit, "inducing inputs held"), "inducing_held")
+  fit <- record(.fit_lbfgsb(fit, "inducing inputs held", from_start = !.warm(fit),
+                            window = .regression_window(.warm(fit))),
+                "inducing_held")
   # 2. re-selection while it pays
   if (reselect && !isTRUE(fit$optim$interrupted)) {
     gain <- .train_reselect_gain * max(1, abs(fit$optim$value + .objective_offset(fit)))
@@ -98,7 +114,8 @@
                            memory = fit$control$memory, hook = "reselection")
       # interrupted: the fit keeps the inducing inputs it has
       if (.interrupt_pending() || identical(unname(Z), unname(fit$params$Z))) break
-      cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass))
+      cand <- .fit_lbfgsb(.set_inducing(fit, Z), sprintf("re-selection %d", pass),
+                          window = .regression_window(TRUE))
       reports[[sprintf("reselect_%d", pass)]] <- cand$optim
       if (isTRUE(cand$optim$interrupted) || !isTRUE(cand$optim$value > fit$optim$value + gain)) {
         if (isTRUE(cand$optim$interrupted) && cand$optim$value > fit$optim$value) fit <- cand
@@ -163,7 +180,8 @@
   if (isTRUE(sub$optim$capped)) reports[[1L]]$convergence <- 1L
   if (!isTRUE(sub$optim$interrupted) && !.interrupt_pending()) {
     fit$fixed[.block_mask(fit, sets)] <- TRUE
-    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held", from_start = FALSE)
+    fit <- .fit_lbfgsb(fit, "all data, inducing inputs held", from_start = FALSE,
+                       window = .regression_window(TRUE))
     reports$all_data <- fit$optim
   } else {
     fit$optim <- sub$optim

@@ -21,7 +21,7 @@
 #'       \code{NULL} with \code{optimize = FALSE};}
 #'     \item{\code{posterior}, \code{jitter}}{the Cholesky factors
 #'       prediction uses, and the jitter that their factorisation needed;}
-#'     \item{\code{time}}{the seconds the fit took;}<%= if (model == "sgpr") "\n#'     \\item{\\code{selection}}{how the inducing inputs were chosen: \\code{method}, \\code{M} (with an automatic \\eqn{M}, its cap) and \\code{threshold}; with an automatic \\eqn{M} whose cap is below \\eqn{N} and no neighbours, \\code{rounds}, the selections made again at the fitted parameters, and \\code{trace}, the weighted trace term \\eqn{t} there (Details);}" else "" %>
+#'     \item{\code{time}}{the seconds the fit took;}<%= if (model == "sgpr") "\n#'     \\item{\\code{selection}}{how the inducing inputs were chosen: \\code{method}, \\code{M} (with an automatic \\eqn{M}, its cap) and \\code{threshold}; with an automatic \\eqn{M} whose cap is below \\eqn{N} and no neighbours, \\code{rounds}, the selections made again at the fitted parameters, \\code{trace}, the weighted trace term \\eqn{t} there, and \\code{settled}, the size of a selection not refitted because it was within 10\\% of \\eqn{M} (Details);}" else "" %>
 #'     \item{\code{terms}, \code{xlevels}, \code{frame}, \code{na.action}}{for
 #'       the formula interface: what \code{terms()}, \code{model.frame()}
 #'       and \code{predict()} use, and the rows that \code{na.action}

@@ -341,6 +341,27 @@ test_that("the automatic M meets its target at the fitted parameters", {
   expect_lt(nrow(g$params$Z), nrow(f$params$Z))
   expect_gt(-2 * g$bound_terms[["trace"]], 2 * target)
   expect_gt(f$bound, g$bound)
+  # a round refits only when its selection grows M by more than 10%
+  expect_true(is.null(f$selection$settled) ||
+                f$selection$settled <= sparsevgp:::.auto_m_growth * nrow(f$params$Z))
+  local({
+    ns <- asNamespace("sparsevgp")
+    old <- get(".auto_m_growth", ns)
+    unlockBinding(".auto_m_growth", ns)
+    on.exit({
+      assign(".auto_m_growth", old, ns)
+      lockBinding(".auto_m_growth", ns)
+    })
+    # with a growth beyond reach no round refits
+    assign(".auto_m_growth", 1e6, ns)
+    set.seed(1)
+    s <- sgpr(x, y, kernel = kernel_matern52(), neighbours = 0)
+    expect_identical(s$selection$rounds, 0L)
+    expect_gt(s$selection$settled, 0L)
+    expect_gt(s$selection$trace, target)
+    expect_match(s$summary_extra[["Number of inducing inputs"]],
+                 "not chosen again .*a selection there took [0-9]+, within")
+  })
   # on small data (the cap is N) the automatic M is not chosen again
   set.seed(1)
   h <- sgpr(x[1:300, , drop = FALSE], y[1:300], kernel = kernel_matern52(), neighbours = 0)

@@ -82,7 +82,10 @@ test_that("sgpr with neighbours on 2 and 3 shards (uneven, one empty) is one pro
     expect_equal(is.null(f0$weights), is.null(w))
     expect_match(f1$model, "K = 5 neighbours from the same shard")
     expect_match(summary(f1)$extra$Neighbours, "earlier points of its shard")
-    expect_equal(f1$params, f0$params, tolerance = 1e-8)
+    # (the last run, from fitted values, is stopped by the min_gain rule
+    # after 11 evaluations: there the order of the sums over the workers
+    # moves the mean, near 0, by about 1e-9, 1e-8 relative)
+    expect_equal(f1$params, f0$params, tolerance = 1e-7)
     expect_lt(abs(f1$bound - f0$bound), 1e-10 * abs(f0$bound))
     expect_equal(nobs(f1), 200)
     # value and gradient on the workers at the fit's parameters and near them

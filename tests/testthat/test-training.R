@@ -204,8 +204,8 @@ test_that("the min_gain rule waits for the parameters to move in a first stage, 
             lapply(1:40, function(j) at(base[i] + up * (0.2 + j * 1e-5))))
   expect_gt(-o0$fn(path[[41]]), -o0$fn(path[[40]]))
   expect_lt(-o0$fn(path[[40]]) - (-o0$fn(path[[15]])), 1e-3 * 300)
-  run <- function(arm) {
-    o <- sparsevgp:::.objective(fit, safe = TRUE, arm = arm)
+  run <- function(arm, window = sparsevgp:::.stop_window) {
+    o <- sparsevgp:::.objective(fit, safe = TRUE, arm = arm, window = window)
     for (j in seq_along(path)) {
       if (tryCatch({
         o$fn(path[[j]])
@@ -216,6 +216,10 @@ test_that("the min_gain rule waits for the parameters to move in a first stage, 
   }
   # a later stage (no arm): the rule ends the walk after 26 evaluations
   expect_equal(run(NULL), 26L)
+  # over the window of a regression run that continues from a fitted point,
+  # after 11
+  expect_equal(sparsevgp:::.stop_window_warm, 10L)
+  expect_equal(run(NULL, sparsevgp:::.stop_window_warm), 11L)
   # from the start: not before the best point has moved by .stop_move (0.1),
   # that is, not in the first 40 evaluations; then after 25 more
   expect_equal(sparsevgp:::.stop_move, 0.1)
@@ -231,4 +235,30 @@ test_that("the min_gain rule waits for the parameters to move in a first stage, 
   g <- sgpr(y ~ x, data = d, inducing = 30, control = list(min_gain = 0))
   expect_true(g$optim$convergence %in% c(0L, 51L, 52L))
   expect_gte(as.numeric(logLik(g)), as.numeric(logLik(f)) - 1e-6)
+})
+
+test_that("regression runs that continue from a fitted point stop over the shorter window", {
+  # min_gain far above any reachable gain and L-BFGS-B's own test made
+  # unreachable (factr = 1): every run ends as soon as the rule's window
+  # allows
+  set.seed(3)
+  N <- 300
+  x <- matrix(runif(N), ncol = 1)
+  y <- sin(12 * x[, 1]) + rnorm(N, sd = 0.1)
+  ctl <- list(schedule = "staged", min_gain = 100, factr = 1)
+  set.seed(1)
+  f <- sgpr(x, y, M = 15, optimize_inducing = FALSE, control = ctl)
+  ev <- f$optim$stage_evals
+  # the first stage starts from the starting values: the full window
+  expect_equal(ev[["inducing_held"]], sparsevgp:::.stop_window + 1L)
+  # the re-selection passes start from the fitted kernel and noise
+  pass <- grepl("^reselect_", names(ev))
+  expect_true(any(pass))
+  expect_true(all(ev[pass] == sparsevgp:::.stop_window_warm + 1L))
+  # the stop message names the window of the run it stopped
+  set.seed(1)
+  g <- sgpr(x, y, M = 15, optimize_inducing = FALSE, optimize = FALSE, control = ctl)
+  h <- sparsevgp:::.fit_lbfgsb(g, from_start = FALSE, window = sparsevgp:::.stop_window_warm)
+  expect_equal(h$optim$counts[["function"]], 11L)
+  expect_match(h$optim$message, "over the last 10 evaluations")
 })
