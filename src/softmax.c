@@ -31,21 +31,39 @@ static double softmax_draw(const double *f, int K, double *p)
     return mx + log(tot);
 }
 
-static void check_args(SEXP MU, SEXP SD, SEXP draws)
+/* MU and SD n x K, draws S x K (K, S >= 1), all finite, SD >= 0 (> 0
+ * with positive_sd). */
+static void check_args(SEXP MU, SEXP SD, SEXP draws, int positive_sd)
 {
     if (!isReal(MU) || !isMatrix(MU) || !isReal(SD) || !isMatrix(SD) ||
         !isReal(draws) || !isMatrix(draws))
         error("softmax: 'MU', 'sd' and 'draws' must be double matrices");
-    if (nrows(SD) != nrows(MU) || ncols(SD) != ncols(MU) ||
+    if (nrows(SD) != nrows(MU) || ncols(SD) != ncols(MU) || ncols(MU) < 1 ||
         ncols(draws) != ncols(MU) || nrows(draws) < 1)
-        error("softmax: 'MU' and 'sd' must be n x K and 'draws' S x K");
+        error("softmax: 'MU' and 'sd' must be n x K and 'draws' S x K, K >= 1 and S >= 1");
+    const double *mu = REAL(MU), *sd = REAL(SD), *eps = REAL(draws);
+    const R_xlen_t nk = XLENGTH(MU), sk = XLENGTH(draws);
+    for (R_xlen_t i = 0; i < nk; i++) {
+        if (!R_FINITE(mu[i]) || !R_FINITE(sd[i]) || sd[i] < 0 ||
+            (positive_sd && sd[i] == 0))
+            error("softmax: 'MU' must be finite and 'sd' finite and %s",
+                  positive_sd ? "positive" : "non-negative");
+    }
+    for (R_xlen_t i = 0; i < sk; i++)
+        if (!R_FINITE(eps[i])) error("softmax: 'draws' must be finite");
+}
+
+static void check_result(double v)
+{
+    if (!R_FINITE(v))
+        error("softmax: the expected log-likelihood or its derivatives are not finite at these means and standard deviations");
 }
 
 /* ELL summed over rows (not scaled), with g and h (n x K); y holds the
  * classes 1..K. list(ell, g, h). */
 SEXP ffi_softmax_ell(SEXP MU, SEXP SD, SEXP y, SEXP draws)
 {
-    check_args(MU, SD, draws);
+    check_args(MU, SD, draws, 1);
     const int n = nrows(MU), K = ncols(MU), S = nrows(draws);
     if (!isInteger(y) || XLENGTH(y) != n)
         error("softmax: 'y' must be %d integers", n);
@@ -71,6 +89,7 @@ SEXP ffi_softmax_ell(SEXP MU, SEXP SD, SEXP y, SEXP draws)
         for (int s = 0; s < S; s++) {
             for (int k = 0; k < K; k++)
                 f[k] = mu[i + (size_t) n * k] + sd[i + (size_t) n * k] * eps[s + (size_t) S * k];
+            for (int k = 0; k < K; k++) check_result(f[k]);
             const double lse = softmax_draw(f, K, p);
             acc += f[yi] - lse;
             for (int k = 0; k < K; k++) {
@@ -83,7 +102,9 @@ SEXP ffi_softmax_ell(SEXP MU, SEXP SD, SEXP y, SEXP draws)
         for (int k = 0; k < K; k++) {
             gp[i + (size_t) n * k] /= S;
             hp[i + (size_t) n * k] /= 2.0 * sd[i + (size_t) n * k] * S;
+            check_result(hp[i + (size_t) n * k]);
         }
+        check_result(ell);
     }
     SEXP out = PROTECT(allocVector(VECSXP, 3));
     SET_VECTOR_ELT(out, 0, ScalarReal(ell / S));
@@ -101,7 +122,7 @@ SEXP ffi_softmax_ell(SEXP MU, SEXP SD, SEXP y, SEXP draws)
 /* The class probabilities mean_s p_k(f_s): n x K. */
 SEXP ffi_softmax_prob(SEXP MU, SEXP SD, SEXP draws)
 {
-    check_args(MU, SD, draws);
+    check_args(MU, SD, draws, 0);
     const int n = nrows(MU), K = ncols(MU), S = nrows(draws);
     const double *mu = REAL(MU), *sd = REAL(SD), *eps = REAL(draws);
     SEXP P = PROTECT(allocMatrix(REALSXP, n, K));
@@ -114,10 +135,14 @@ SEXP ffi_softmax_prob(SEXP MU, SEXP SD, SEXP draws)
         for (int s = 0; s < S; s++) {
             for (int k = 0; k < K; k++)
                 f[k] = mu[i + (size_t) n * k] + sd[i + (size_t) n * k] * eps[s + (size_t) S * k];
+            for (int k = 0; k < K; k++) check_result(f[k]);
             softmax_draw(f, K, p);
             for (int k = 0; k < K; k++) pp[i + (size_t) n * k] += p[k];
         }
-        for (int k = 0; k < K; k++) pp[i + (size_t) n * k] /= S;
+        for (int k = 0; k < K; k++) {
+            pp[i + (size_t) n * k] /= S;
+            check_result(pp[i + (size_t) n * k]);
+        }
     }
     UNPROTECT(1);
     return P;

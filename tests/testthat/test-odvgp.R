@@ -597,10 +597,20 @@ test_that("softmax: the C estimator equals the draw-by-draw formula, without ove
     # y stored as doubles is read as the same classes
     expect_equal(sparsevgp:::.softmax_ell(MU, S, as.double(y), draws, 1.5)$ell, e$ell)
   }
-  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sqrt(S), c(y[-1], K + 1L), draws),
+  sd <- sqrt(S + 1)
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sd, c(y[-1], K + 1L), draws),
                "classes 1 to 6")
-  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sqrt(S), y[-1], draws), "7 integers")
-  expect_error(sparsevgp:::.ffi_softmax_prob(MU, sqrt(S), draws[, -1]), "S x K")
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sd, y[-1], draws), "7 integers")
+  expect_error(sparsevgp:::.ffi_softmax_prob(MU, sd, draws[, -1]), "S x K")
+  # a zero standard deviation divides h: refused (the R code floors the
+  # variance at 1e-12); the probabilities take it
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, replace(sd, 2, 0), y, draws), "positive")
+  expect_true(all(is.finite(sparsevgp:::.ffi_softmax_prob(MU, replace(sd, 2, 0), draws))))
+  expect_error(sparsevgp:::.ffi_softmax_prob(replace(MU, 1, NaN), sd, draws), "finite")
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sd, y, replace(draws, 1, Inf)), "finite")
+  # finite arguments whose draws overflow: an error, not an infinite value
+  expect_error(sparsevgp:::.ffi_softmax_ell(replace(MU, 1, 1.7e308), replace(sd, 1, 1e308), y,
+                                            draws), "not finite")
 })
 
 test_that("softmax with two classes is the Bernoulli-logit expectation", {
