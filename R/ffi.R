@@ -126,6 +126,27 @@
 .ffi_pg_log_cosh <- function(x) .Call(ffi_pg_log_cosh, x)
 .ffi_pg_kl <- function(c) .Call(ffi_pg_kl, c)
 
+# ---- softmax (src/softmax.c) -----------------------------------------------
+
+# The Monte Carlo expected log-likelihood of the softmax summed over the n
+# rows of MU (n x K means) and sd (their standard deviations) with the
+# S x K standard-normal draws, and its derivatives g and h in the means and
+# variances: list(ell, g, h).
+.ffi_softmax_ell <- function(MU, sd, y, draws) {
+  .Call(ffi_softmax_ell, .as_double_matrix(MU), .as_double_matrix(sd), as.integer(y),
+        .as_double_matrix(draws))
+}
+
+# The class probabilities averaged over the draws: n x K.
+.ffi_softmax_prob <- function(MU, sd, draws) {
+  .Call(ffi_softmax_prob, .as_double_matrix(MU), .as_double_matrix(sd), .as_double_matrix(draws))
+}
+
+.as_double_matrix <- function(x) {
+  if (!is.double(x)) storage.mode(x) <- "double"
+  x
+}
+
 # ---- SVGP (src/svgp.c) ----------------------------------------------------
 
 .likelihood_codes <- c(bernoulli = 1L, gaussian = 2L, probit = 3L)

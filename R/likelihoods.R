@@ -548,61 +548,21 @@ gp_likelihood <- function(family = c("gaussian", "bernoulli", "probit", "poisson
   list(seed = seed, draws = matrix(stats::rnorm(samples * K), samples, K))
 }
 
-# list(ell, g, h, gnoise) with g and h n x K. The draws of class k for all
-# rows form one n x S matrix, so that the work is K vectorised operations
-# on n x S matrices rather than S operations on n x K ones (which cost
-# about 60% of a whole fit on iris); rows go in blocks of at most 2e6 / (K
-# S) at a time.
+# list(ell, g, h, gnoise) with g and h n x K, from src/softmax.c: each row
+# and draw in turn, n S K exponentials without the n x S matrices of the
+# former vectorised R code (the same estimator, equal to rounding; on 5000
+# rows, 3 classes and 100 draws 0.015 s against the R code's 0.053 s, which
+# was more than half of the CPU time of waveform's default fit).
 .softmax_ell <- function(MU, S, y, draws, scale) {
-  n <- nrow(MU)
-  K <- ncol(MU)
-  ns <- nrow(draws)
   sd <- sqrt(pmax(S, 1e-12))
-  ell <- 0
-  g <- h <- matrix(0, n, K)
-  for (b in .row_blocks(n, max(1L, floor(2e6 / (K * ns))))) {
-    e <- .softmax_draws(MU[b, , drop = FALSE], sd[b, , drop = FALSE], draws)
-    yb <- y[b]
-    Fy <- matrix(0, length(b), ns)
-    for (k in seq_len(K)) {
-      on <- yb == k
-      Fy[on, ] <- e$F[[k]][on, , drop = FALSE]
-      R <- (k == yb) - e$E[[k]] / e$tot
-      g[b, k] <- rowSums(R) / ns
-      h[b, k] <- drop(R %*% draws[, k]) / (2 * sd[b, k] * ns)
-    }
-    ell <- ell + sum(Fy - e$lse)
-  }
-  ell <- .lik_check(scale * ell / ns)
-  list(ell = ell, g = scale * g, h = scale * h, gnoise = 0)
-}
-
-# The draws f_k = mu_k + sd_k eps_sk of each class k as n x S matrices (F),
-# their exponentials relative to the row-wise maximum over classes (E),
-# the sum of those (tot) and the log-sum-exp of each draw (lse).
-.softmax_draws <- function(MU, sd, draws) {
-  K <- ncol(MU)
-  Fk <- lapply(seq_len(K), function(k) MU[, k] + outer(sd[, k], draws[, k]))
-  mx <- Fk[[1L]]
-  for (k in seq_len(K)[-1L]) mx <- pmax(mx, Fk[[k]])
-  E <- lapply(Fk, function(f) exp(f - mx))
-  tot <- Reduce(`+`, E)
-  list(F = Fk, E = E, tot = tot, lse = mx + log(tot))
+  e <- .ffi_softmax_ell(MU, sd, y, draws)
+  ell <- .lik_check(scale * e$ell)
+  list(ell = ell, g = scale * e$g, h = scale * e$h, gnoise = 0)
 }
 
 # Class probabilities: the Monte Carlo average of the softmax over the
 # fit's draws (each draw's probabilities sum to one, so their average does).
-.softmax_prob <- function(MU, S, draws) {
-  n <- nrow(MU)
-  K <- ncol(MU)
-  sd <- sqrt(pmax(S, 0))
-  P <- matrix(0, n, K)
-  for (b in .row_blocks(n, max(1L, floor(2e6 / (K * nrow(draws)))))) {
-    e <- .softmax_draws(MU[b, , drop = FALSE], sd[b, , drop = FALSE], draws)
-    for (k in seq_len(K)) P[b, k] <- rowMeans(e$E[[k]] / e$tot)
-  }
-  P
-}
+.softmax_prob <- function(MU, S, draws) .ffi_softmax_prob(MU, sqrt(pmax(S, 0)), draws)
 
 #' @export
 .lik_ell.lik_softmax <- function(lik, MU, S, target, params, scale) {

@@ -67,7 +67,8 @@
 #' \code{NULL} start at the best point of a grid of lengthscales (one
 #' multiple of \eqn{sd(x_d)\sqrt{D}}{sd(x_d) sqrt(D)} for every input) and
 #' variances (one for robust-max, whose ELBO does not depend on it), scored by
-#' the ELBO with \eqn{q(u)} at its conditional optimum on at most 1000 rows.
+#' the ELBO with \eqn{q(u)} at its conditional optimum on at most 1000 rows
+#' (at each lengthscale the variances rise until the score falls).
 #' With \code{M} left unset, \eqn{M} is the number of greedily selected
 #' points that brings \eqn{\sum_n w_n [K_{ff} - Q_{ff}]_{nn}}{sum_n w_n [Kff - Qff]_nn} below 0.01 nats per
 #' observation at that kernel, with \eqn{w_n} minus twice the derivative of
@@ -89,9 +90,12 @@
 #' information criterion); that run is abandoned after 80 evaluations while
 #' it has gained less than a sixth of the penalty
 #' (\code{fit$optim$per_input_abandoned}). \code{fit$optim$stages} gives the ELBO after each
-#' stage (\code{inducing_held}, \code{all}, \code{per_input}). With more
-#' than 10 000 rows the schedule runs on a random subsample and \eqn{q(u)} is
-#' then set at its conditional optimum on all the data. Minibatch fits start
+#' stage (\code{inducing_held}, \code{all}, \code{per_input}). From 4000
+#' rows the schedule runs on a random subsample of half of them (at least
+#' 2000, at most 10 000 and fewer for a large \eqn{M} with several classes;
+#' \code{fit$optim$subsample}) and \eqn{q(u)} is then set at its conditional
+#' optimum on all the data (the stages are then named \code{subsample_*},
+#' then \code{all_data_q}). Minibatch fits start
 #' from the same kernel and inducing inputs with \eqn{q(u)} at its optimum on
 #' a subsample.
 #'

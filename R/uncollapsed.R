@@ -126,10 +126,20 @@
 }
 
 # A diag(h) A' (M x M): one symmetric rank update when h <= 0 (the
-# log-concave likelihoods), else a general product.
+# log-concave likelihoods), else the difference of two, over the columns
+# with h > 0 and those with h < 0 (half the work of the general product;
+# the softmax's Monte Carlo h has a few positive entries: on waveform in
+# 3 of 4 evaluations, 3% of them); the general product only with
+# non-finite h.
 .uc_weighted_gram <- function(A, h) {
   if (isTRUE(all(h <= 0))) return(-tcrossprod(A * rep(sqrt(-h), each = nrow(A))))
-  tcrossprod(A * rep(h, each = nrow(A)), A)
+  if (anyNA(h) || any(!is.finite(h))) return(tcrossprod(A * rep(h, each = nrow(A)), A))
+  pos <- h > 0
+  neg <- h < 0
+  root <- function(cols, w) A[, cols, drop = FALSE] * rep(sqrt(w), each = nrow(A))
+  out <- tcrossprod(root(pos, h[pos]))
+  if (any(neg)) out <- out - tcrossprod(root(neg, -h[neg]))
+  out
 }
 
 # The data term of no rows (a worker whose share holds none of a

@@ -61,6 +61,8 @@ SEXP ffi_sel_greedy(SEXP kern, SEXP x, SEXP weights, SEXP M, SEXP threshold,
                     SEXP perm, SEXP tol, SEXP block, SEXP factor);
 SEXP ffi_sel_trace(SEXP kern, SEXP x, SEXP weights, SEXP Z, SEXP tol,
                    SEXP factor);
+SEXP ffi_softmax_ell(SEXP MU, SEXP SD, SEXP y, SEXP draws);
+SEXP ffi_softmax_prob(SEXP MU, SEXP SD, SEXP draws);
 SEXP ffi_svgp_ell(SEXP mu, SEXP var, SEXP lik);
 SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                      SEXP nbl, SEXP lambda, SEXP ytil, SEXP recs);

@@ -46,6 +46,8 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_pred_gaussian, 6),
     CALLDEF(ffi_sel_greedy, 9),
     CALLDEF(ffi_sel_trace, 6),
+    CALLDEF(ffi_softmax_ell, 4),
+    CALLDEF(ffi_softmax_prob, 3),
     CALLDEF(ffi_svgp_ell, 3),
     CALLDEF(ffi_vf_adjoints, 9),
     CALLDEF(ffi_vf_adjoints_fac, 12),

@@ -104,6 +104,14 @@ fuzz_templates <- function() {
     ffi_vf_stats = function() list(bg$L, Kuf, Kl, nbl, lam, yt, TRUE),
     ffi_vf_stats_kern = function() list(bg$L, Kuf, kc, x, nbl, lam, yt, TRUE),
     ffi_vf_value = function() list(vs$BB, vs$w, vs$sums, 8, TRUE),
+    ffi_softmax_ell = function() {
+      list(matrix(c(0.1, -0.4, 1.2, 0, 0.3, -1), 2, 3), matrix(c(0.5, 1, 0.2, 2, 0.7, 0.1), 2, 3),
+           c(1L, 3L), matrix(c(-1, 0.3, 1.1, 0.2, -0.5, 0.8, 1.4, -0.2, 0.1), 3, 3))
+    },
+    ffi_softmax_prob = function() {
+      list(matrix(c(0.1, -0.4, 1.2, 0, 0.3, -1), 2, 3), matrix(c(0.5, 1, 0.2, 0, 0.7, 0.1), 2, 3),
+           matrix(c(-1, 0.3, 1.1, 0.2, -0.5, 0.8, 1.4, -0.2, 0.1), 3, 3))
+    },
     ffi_svgp_ell = function() {
       list(c(0.1, -0.4, 1.2, 0), c(0.5, 1, 0.2, 2),
            list(type = 2L, y = c(1, -1, 0.5, 2), noise = 0.1, gh_x = c(-1.2247, 0, 1.2247),

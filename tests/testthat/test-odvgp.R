@@ -552,6 +552,67 @@ test_that("softmax: Monte Carlo gradients in mu and s match finite differences a
   expect_equal(e$ell, 2.5 * sum(lp), tolerance = 1e-12)
 })
 
+test_that("softmax: the C estimator equals the draw-by-draw formula, without overflow", {
+  # the reference: every row and draw by hand in R, log-sum-exp shifted by
+  # the maximum, with g = mean_s (1[k = y] - p_k) and
+  # h = mean_s (1[k = y] - p_k) eps_k / (2 sd_k)
+  ref <- function(MU, S, y, draws) {
+    n <- nrow(MU)
+    K <- ncol(MU)
+    sd <- sqrt(pmax(S, 1e-12))
+    ell <- 0
+    g <- h <- P <- matrix(0, n, K)
+    for (i in seq_len(n)) {
+      for (s in seq_len(nrow(draws))) {
+        f <- MU[i, ] + sd[i, ] * draws[s, ]
+        lse <- max(f) + log(sum(exp(f - max(f))))
+        p <- exp(f - lse)
+        ell <- ell + f[y[i]] - lse
+        r <- (seq_len(K) == y[i]) - p
+        g[i, ] <- g[i, ] + r
+        h[i, ] <- h[i, ] + r * draws[s, ]
+        P[i, ] <- P[i, ] + p
+      }
+    }
+    ns <- nrow(draws)
+    list(ell = ell / ns, g = g / ns, h = h / (2 * sd * ns), P = P / ns)
+  }
+  set.seed(11)
+  for (K in c(2L, 3L, 6L)) {
+    n <- 7
+    MU <- matrix(rnorm(n * K, sd = 3), n, K)
+    MU[1, 1] <- 800  # exp(800) overflows: the shift by the maximum keeps it finite
+    S <- matrix(exp(rnorm(n * K)), n, K)
+    S[2, 2] <- 0  # floored at 1e-12 for the value, at 0 for the probabilities
+    y <- sample.int(K, n, replace = TRUE)
+    draws <- matrix(rnorm(13 * K), 13, K)
+    r <- ref(MU, S, y, draws)
+    e <- sparsevgp:::.softmax_ell(MU, S, y, draws, 1.5)
+    expect_equal(e$ell, 1.5 * r$ell, tolerance = 1e-12)
+    expect_equal(e$g, 1.5 * r$g, tolerance = 1e-12)
+    expect_equal(e$h, 1.5 * r$h, tolerance = 1e-12)
+    S0 <- S
+    S0[2, 2] <- 1e-12
+    expect_equal(sparsevgp:::.softmax_prob(MU, S0, draws), r$P, tolerance = 1e-12)
+    # y stored as doubles is read as the same classes
+    expect_equal(sparsevgp:::.softmax_ell(MU, S, as.double(y), draws, 1.5)$ell, e$ell)
+  }
+  sd <- sqrt(S + 1)
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sd, c(y[-1], K + 1L), draws),
+               "classes 1 to 6")
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sd, y[-1], draws), "7 integers")
+  expect_error(sparsevgp:::.ffi_softmax_prob(MU, sd, draws[, -1]), "S x K")
+  # a zero standard deviation divides h: refused (the R code floors the
+  # variance at 1e-12); the probabilities take it
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, replace(sd, 2, 0), y, draws), "positive")
+  expect_true(all(is.finite(sparsevgp:::.ffi_softmax_prob(MU, replace(sd, 2, 0), draws))))
+  expect_error(sparsevgp:::.ffi_softmax_prob(replace(MU, 1, NaN), sd, draws), "finite")
+  expect_error(sparsevgp:::.ffi_softmax_ell(MU, sd, y, replace(draws, 1, Inf)), "finite")
+  # finite arguments whose draws overflow: an error, not an infinite value
+  expect_error(sparsevgp:::.ffi_softmax_ell(replace(MU, 1, 1.7e308), replace(sd, 1, 1e308), y,
+                                            draws), "not finite")
+})
+
 test_that("softmax with two classes is the Bernoulli-logit expectation", {
   # E[log softmax_y(f)] with f1 ~ N(m1, s1), f2 ~ N(m2, s2) equals
   # E[log sigmoid(g)] with g ~ N(m_y - m_o, s_y + s_o): against svgp's

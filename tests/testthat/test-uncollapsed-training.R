@@ -194,3 +194,93 @@ test_that("minibatch classifiers start from q(u) at its optimum on a subsample",
   f <- svgp(d$x, d$y, batch_size = 50, control = list(maxit = 20))
   expect_gt(mean(predict(f, type = "class") == d$y), 0.85)
 })
+
+test_that("the starting grid scores the variances in rising order and stops at the first fall", {
+  d <- circle_data(150)
+  rec <- new.env()
+  rec$v <- list()
+  # every scoring of the grid (q(u)'s steps with iters = 15): its kernel
+  # and its score
+  orig <- sparsevgp:::.uc_q_optimum
+  assignInNamespace(".uc_q_optimum", function(fit, params, batch = NULL, iters = 20L,
+                                              tol = NULL) {
+    o <- orig(fit, params, batch, iters, tol)
+    if (identical(iters, 15L)) {
+      rec$v[[length(rec$v) + 1L]] <- c(ls = unname(params$lengthscale[1L]),
+                                       variance = unname(params$variance),
+                                       value = o$value)
+    }
+    o
+  }, "sparsevgp")
+  on.exit(assignInNamespace(".uc_q_optimum", orig, "sparsevgp"), add = TRUE)
+  set.seed(3)
+  f <- svgp(d$x, d$y)
+  assignInNamespace(".uc_q_optimum", orig, "sparsevgp")
+  g <- do.call(rbind, rec$v)
+  cols <- split(as.data.frame(g), match(g[, "ls"], unique(g[, "ls"])))
+  expect_length(cols, length(sparsevgp:::.class_start_multipliers))
+  vars <- sort(sparsevgp:::.lik_start_variances(sparsevgp:::.new_lik("bernoulli")))
+  skipped <- 0
+  for (cl in cols) {
+    k <- nrow(cl)
+    expect_equal(cl$variance, vars[seq_len(k)])
+    fall <- which(diff(cl$value) < 0)
+    if (k < length(vars)) {
+      # stopped: the last score is the first that fell
+      expect_equal(fall, k - 1L)
+    } else {
+      expect_true(length(fall) == 0L || fall[1L] == k - 1L)
+    }
+    skipped <- skipped + length(vars) - k
+  }
+  # on this set the larger variances fall off: some are skipped
+  expect_gt(skipped, 0)
+  expect_gt(mean(predict(f, type = "class") == d$y), 0.9)
+})
+
+test_that("mid-size classifiers fit the schedule on half of the rows, then q(u) on all", {
+  set.seed(1)
+  n <- 4100
+  x <- matrix(rnorm(2 * n), n, 2)
+  y <- factor(ifelse(rowSums(x^2) + 0.5 * rnorm(n) > 1.4, "out", "in"))
+  f0 <- svgp(x[1:100, ], y[1:100], kernel = kernel_rbf(1, 4), inducing = 10, optimize = FALSE)
+  rows <- function(N) {
+    f0$x <- matrix(0, N, 2)
+    sparsevgp:::.uc_schedule_rows(f0)
+  }
+  # all rows below twice .uc_schedule_min (2000), then half, at most
+  # .uc_subsample_rows() (10 000 for one latent function at M = 10)
+  expect_identical(rows(150L), 150L)
+  expect_identical(rows(3999L), 3999L)
+  expect_identical(rows(4000L), 2000L)
+  expect_identical(rows(5001L), 2501L)
+  expect_identical(rows(19000L), 9500L)
+  expect_identical(rows(50000L), sparsevgp:::.uc_subsample_rows(f0))
+  expect_identical(sparsevgp:::.uc_subsample_rows(f0), 10000L)
+  set.seed(2)
+  f <- svgp(x, y, kernel = kernel_rbf(1, 4), inducing = 10)
+  expect_identical(f$optim$subsample, 2050L)
+  expect_identical(names(f$optim$stages),
+                   c("subsample_inducing_held", "subsample_all", "all_data_q"))
+  expect_equal(f$optim$stages[["all_data_q"]], f$bound)
+  # q(u) at its conditional optimum on all rows: more natural steps gain
+  # (next to) nothing
+  o <- sparsevgp:::.uc_q_optimum(f, f$params, tol = 1e-8, iters = 50L)
+  expect_lt(o$value - f$bound, 1e-2)
+  expect_gt(mean(predict(f, type = "class") == y), 0.85)
+})
+
+test_that("A diag(h) A' is the same by every route, for h of either sign", {
+  set.seed(5)
+  A <- matrix(rnorm(6 * 40), 6, 40)
+  ref <- function(h) A %*% diag(h) %*% t(A)
+  wg <- sparsevgp:::.uc_weighted_gram
+  for (h in list(-abs(rnorm(40)), abs(rnorm(40)), rnorm(40),
+                 replace(-abs(rnorm(40)), 3, 0.2), replace(rnorm(40), 1:10, 0))) {
+    expect_equal(wg(A, h), ref(h), tolerance = 1e-12)
+    expect_true(isSymmetric(wg(A, h)))
+  }
+  expect_equal(wg(A, numeric(40)), matrix(0, 6, 6))
+  h <- replace(rnorm(40), 2, Inf)
+  expect_identical(wg(A, h), tcrossprod(A * rep(h, each = 6), A))
+})
