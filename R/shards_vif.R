@@ -155,7 +155,7 @@
   for (round in 0:.nb_refresh_rounds) {
     fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
       sprintf("neighbours chosen anew (%d)", round), from_start = !.warm(fit),
-      window = .regression_window(round > 0L || N > nsub || .warm(fit)))
+      window = .regression_window(.warm(fit) || N > nsub))
     reports[[sprintf("run_%d", round)]] <- fit$optim
     .shards_checkpoint(fit, fit$params)
     if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break

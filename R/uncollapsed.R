@@ -133,7 +133,7 @@
 # non-finite h.
 .uc_weighted_gram <- function(A, h) {
   if (isTRUE(all(h <= 0))) return(-tcrossprod(A * rep(sqrt(-h), each = nrow(A))))
-  if (anyNA(h) || any(!is.finite(h))) return(tcrossprod(A * rep(h, each = nrow(A)), A))
+  if (!all(is.finite(h))) return(tcrossprod(A * rep(h, each = nrow(A)), A))
   pos <- h > 0
   neg <- h < 0
   root <- function(cols, w) A[, cols, drop = FALSE] * rep(sqrt(w), each = nrow(A))

@@ -381,7 +381,7 @@
   for (round in 0:.nb_refresh_rounds) {
     fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
       sprintf("neighbours chosen anew (%d)", round), from_start = !.warm(fit),
-      window = .regression_window(round > 0L || N > .vif_train_subsample || .warm(fit)))
+      window = .regression_window(.warm(fit) || N > .vif_train_subsample))
     reports[[sprintf("run_%d", round)]] <- fit$optim
     if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
