@@ -36,6 +36,12 @@
 .nb_refresh_change <- 0.2
 .nb_refresh_rounds <- 3L
 
+# The most times a fit's neighbour sets are chosen anew (control$neighbour_rounds).
+.nb_rounds <- function(fit) {
+  r <- fit$control$neighbour_rounds
+  if (is.null(r)) .nb_refresh_rounds else r
+}
+
 # `neighbours` as given to sgpr(): list(K, auto). K = NA for "auto".
 .check_neighbours <- function(neighbours, N) {
   if (identical(neighbours, "auto")) return(list(K = NA_integer_, auto = TRUE))

@@ -124,7 +124,8 @@
 #'     during each optimiser run (so that it sees one smooth function),
 #'     chosen at the starting values and again after a run whenever a
 #'     lengthscale has moved by more than 20\% since they were (the run then
-#'     continues from where it stopped; at most three times).
+#'     continues from where it stopped; at most three times, or
+#'     \code{control$neighbour_rounds}).
 #'   \item \emph{Kernel}: when none is given (\code{kernel = NULL}),
 #'     Matern 5/2 with one lengthscale per input column, the family of the
 #'     Vecchia packages (GpGp, GPBoost): the neighbours follow local
@@ -161,13 +162,17 @@
 #'     (at most a fifth) are held out, and on a random subsample of 1500
 #'     of the others the model without neighbours is fitted from its
 #'     starting values and inducing inputs, and the model with
-#'     \eqn{K = 20} neighbours (its smaller \eqn{M}, inducing inputs held)
-#'     from where that fit ended. Each is then built at its fitted
+#'     \eqn{K = 20} neighbours (its smaller \eqn{M}, inducing inputs held,
+#'     neighbour sets chosen once, at the first fit's lengthscales) from
+#'     where that fit ended. Each is then built at its fitted
 #'     parameters on all observations but the held-out ones (so that the
 #'     neighbours are as close as in the full fit) and predicts the
 #'     held-out ones; the neighbours are kept when their mean log predictive
 #'     density is higher by more than 0.01 nats per observation, a margin
-#'     for their extra cost. The model kept starts the full fit from its
+#'     for their extra cost, and by more than twice the standard error of
+#'     that mean difference over the held-out observations (so that a gain
+#'     from chance or a few outlying observations, as on small data, keeps
+#'     the simpler model). The model kept starts the full fit from its
 #'     trial's parameters. No dimension or other property of the data
 #'     enters the rule: on smooth functions the inducing points predict as
 #'     well and no neighbours are taken. When the neighbours are kept but
@@ -258,7 +263,11 @@
 #'   \code{"joint"}, and \code{memory}: the working memory of one evaluation
 #'   beyond which the bound is computed over chunks of rows and greedy
 #'   selection of the inducing inputs runs on a subsample of rows (bytes, or a
-#'   string such as \code{"2GB"}; by default an eighth of the machine's memory within 256 MB and 2 GB; see \code{\link{scaling}}).
+#'   string such as \code{"2GB"}; by default an eighth of the machine's memory within 256 MB and 2 GB; see \code{\link{scaling}}),
+#'   and, with neighbours, \code{neighbour_rounds}: the most times the
+#'   neighbour sets are chosen anew at the fitted lengthscales and the run
+#'   repeated from where it ended (default 3; 0 holds the sets chosen at
+#'   the starting values).
 #' @param cluster a cluster from \code{parallel::makeCluster()}: the data
 #'   are split over its workers, which compute their shares of every
 #'   evaluation of the bound (see \code{\link{scaling}}); by default
@@ -373,7 +382,7 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   wo <- .check_weights_offset(weights, offset, nrow(x))
   if (!is.null(wo$offset)) y <- y - wo$offset
   optimize <- .check_flag(optimize, "optimize")
-  control <- .collapsed_control(control)
+  control <- .collapsed_control(control, neighbours = TRUE)
   start <- .check_start(start, "sgpr", x)
   nbr <- .sgpr_neighbours(neighbours, nrow(x), start)
   kernel_default <- is.null(kernel)

@@ -752,7 +752,7 @@ print.sparsevgp_shards <- function(x, ...) {
   if (!is.null(optimize_inducing)) .check_flag(optimize_inducing, "optimize_inducing")
   optimize <- .check_flag(optimize, "optimize")
   control_given <- control
-  control <- .collapsed_control(control)
+  control <- .collapsed_control(control, neighbours = TRUE)
   .check_start(start, "sgpr")
   weighted <- !is.null(.weights)
   dz <- .shards_design(sh, formula, weights = .weights, extra = .extra)

@@ -152,13 +152,14 @@
     }
     fit$fixed[.block_mask(fit, "Z")] <- TRUE
   }
-  for (round in 0:.nb_refresh_rounds) {
+  rounds <- .nb_rounds(fit)
+  for (round in 0:rounds) {
     fit <- .fit_lbfgsb(fit, if (round == 0L) "all parameters" else
       sprintf("neighbours chosen anew (%d)", round), from_start = !.warm(fit),
       window = .regression_window(.warm(fit) || N > nsub))
     reports[[sprintf("run_%d", round)]] <- fit$optim
     .shards_checkpoint(fit, fit$params)
-    if (isTRUE(fit$optim$interrupted) || round == .nb_refresh_rounds) break
+    if (isTRUE(fit$optim$interrupted) || round == rounds) break
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
     fit <- .shards_vif_choose(fit, fit$params)
   }

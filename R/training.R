@@ -234,11 +234,22 @@
 
 # The control of the collapsed regression models: the shared settings,
 # `schedule` ("auto", the default, "staged" or "joint") and, for the models whose
-# bound goes over row chunks (sgpr), `memory` (R/stream.R).
-.collapsed_control <- function(control, memory = TRUE) {
-  ctrl <- .check_control(control, defaults = list(schedule = "auto"),
-                         own = c("schedule", if (memory) "memory"))
+# bound goes over row chunks (sgpr, osgpr), `memory` (R/stream.R), and for
+# sgpr `neighbour_rounds` (R/neighbours.R).
+.collapsed_control <- function(control, memory = TRUE, neighbours = FALSE) {
+  ctrl <- .check_control(control,
+                         defaults = c(list(schedule = "auto"),
+                                      if (neighbours) list(neighbour_rounds = .nb_refresh_rounds)),
+                         own = c("schedule", if (memory) "memory",
+                                 if (neighbours) "neighbour_rounds"))
   if (memory) ctrl$memory <- .check_memory(ctrl$memory)
+  if (neighbours) {
+    r <- ctrl$neighbour_rounds
+    if (!is.numeric(r) || length(r) != 1L || !is.finite(r) || r < 0 || r != round(r)) {
+      stop("'control$neighbour_rounds' must be a whole number >= 0", call. = FALSE)
+    }
+    ctrl$neighbour_rounds <- as.integer(r)
+  }
   if (!is.character(ctrl$schedule) || length(ctrl$schedule) != 1L ||
       !(ctrl$schedule %in% .schedules)) {
     stop(sprintf("'control$schedule' must be one of %s",

@@ -453,6 +453,33 @@ test_that("bad neighbour counts give clear errors; duplicated inputs work", {
   expect_lt(abs(fit$bound - vif_dense(fit)$ll) / abs(fit$bound), 1e-10)
 })
 
+test_that("control$neighbour_rounds caps the rounds of neighbour sets chosen anew", {
+  d <- vif_data(N = 60)
+  for (bad in list(-1, 1.5, NA, "two", c(1, 2), Inf)) {
+    expect_error(sgpr(d$x, d$y, inducing = 6, neighbours = 5, optimize = FALSE,
+                      control = list(neighbour_rounds = bad)), "control\\$neighbour_rounds")
+  }
+  # lengthscales far from the data's: the fit moves them by more than the
+  # 20% that makes the sets stale, so by default the sets are chosen anew
+  k <- kernel_matern52(c(3, 3), 1)
+  set.seed(10)
+  f3 <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, neighbours = 5)
+  expect_gte(f3$optim$neighbour_rounds, 1L)
+  expect_true("run_1" %in% names(f3$optim$stages))
+  # with 0 the sets chosen at the start are held: one run, and the sets are
+  # those chosen at the starting lengthscales
+  set.seed(10)
+  f0 <- sgpr(d$x, d$y, kernel = k, inducing = d$Z, neighbours = 5,
+             control = list(neighbour_rounds = 0))
+  expect_identical(f0$optim$neighbour_rounds, 0L)
+  expect_identical(names(f0$optim$stages), "run_0")
+  expect_equal(f0$neighbours$lengthscale, c(3, 3), ignore_attr = TRUE)
+  expect_lt(abs(f0$bound - vif_dense(f0)$ll) / abs(f0$bound), 1e-10)
+  # the models without neighbours do not take it
+  expect_error(osgpr(d$x, d$y, inducing = 6, optimize = FALSE,
+                     control = list(neighbour_rounds = 0)), "unknown 'control'")
+})
+
 test_that("on a cluster the likelihood, gradient and predictions equal one process", {
   skip_on_cran()
   cl <- tryCatch(parallel::makePSOCKcluster(2L), error = function(e) NULL)
@@ -530,8 +557,24 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_identical(r$reason, "trial")
   expect_identical(f$neighbours$K, 20L)
   expect_gt(r$gain, sparsevgp:::.vif_auto_gain)
+  # ... by many standard errors of the held-out rows' differences
+  expect_true(r$kept)
+  expect_true(r$gain_se > 0 && r$gain > sparsevgp:::.vif_auto_z * r$gain_se)
   expect_identical(f$loglik_kind, "likelihood")
   expect_output(print(summary(f)), "held-out rows")
+  expect_output(print(summary(f)), "standard error")
+  # a gain within the test's standard errors keeps no neighbours: the same
+  # trial with the test asking for more standard errors than it has
+  oldz <- sparsevgp:::.vif_auto_z
+  assignInNamespace(".vif_auto_z", r$gain / r$gain_se + 1, "sparsevgp")
+  on.exit(assignInNamespace(".vif_auto_z", oldz, "sparsevgp"), add = TRUE)
+  set.seed(1)
+  fz <- sgpr(height ~ row + col, data = d)
+  assignInNamespace(".vif_auto_z", oldz, "sparsevgp")
+  expect_equal(fz$auto_neighbours$gain, r$gain, tolerance = 1e-12)
+  expect_false(fz$auto_neighbours$kept)
+  expect_null(fz$neighbours)
+  expect_output(print(summary(fz)), "none: fitted on a subsample")
   # the share of the prior variance neither part explains is measured, and
   # on this surface small: the inducing inputs stay where greedy selection
   # put them
@@ -578,6 +621,7 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   fa <- sgpr(x, y)
   expect_identical(fa$auto_neighbours$reason, "trial")
   expect_lte(fa$auto_neighbours$gain, sparsevgp:::.vif_auto_gain)
+  expect_false(fa$auto_neighbours$kept)
   expect_null(fa$neighbours)
   # its automatic M chosen at the trial's fitted parameters meets the
   # target at the fitted ones (no round of R/auto_m.R needed)
