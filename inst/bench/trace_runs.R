@@ -77,3 +77,8 @@ nlpd <- -mean(dnorm(yt, pr$mean, sqrt(pr$var + f$params$noise), log = TRUE)) + l
 cat(sprintf("%s split %d: CPU %.2f s, K %s, M %d, rounds %s, test NLPD %.4f\n", set, k, total,
             format(if (is.null(f$neighbours)) 0 else f$neighbours$K), nrow(f$params$Z),
             format(f$selection$rounds), nlpd))
+r <- f$auto_neighbours
+if (identical(r$reason, "trial")) {
+  cat(sprintf("trial: held-out gain of the neighbours %.4f nats per observation, standard error %.4f\n",
+              r$gain, r$gain_se))
+}
