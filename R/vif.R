@@ -713,6 +713,7 @@
 
 # The line of summary() on an automatic choice.
 .vif_auto_line <- function(r) {
+  if (is.null(r$kept) && identical(r$reason, "trial")) r$kept <- isTRUE(r$gain > .vif_auto_gain)
   switch(r$reason,
          small = "none: the inducing points the budget allows can be as many as the observations (neighbours = \"auto\")",
          "not optimised" = "none (neighbours = \"auto\" without optimisation)",
@@ -721,7 +722,9 @@
            sprintf("%s: fitted on a subsample of %d rows, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better (standard error %s) than the model without (M = %d; neighbours are kept above %g nats and %g standard errors; neighbours = \"auto\")",
                    if (isTRUE(r$kept)) sprintf("K = %d", r$K) else "none",
                    r$rows, r$K, r$M[1L], r$held, format(r$gain, digits = 3L),
-                   format(r$gain_se, digits = 2L), r$M[2L], .vif_auto_gain, .vif_auto_z),
+                   # (a fit saved before the standard error was recorded has none)
+                   if (is.null(r$gain_se)) "not recorded" else format(r$gain_se, digits = 2L),
+                   r$M[2L], .vif_auto_gain, .vif_auto_z),
            if (!is.null(r$unexplained))
              sprintf("; it left %s of the prior variance unexplained (%s %g: inducing inputs %s)",
                      format(r$unexplained, digits = 3L),

@@ -645,6 +645,17 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_identical(f8$auto_neighbours$reason, "trial")
 })
 
+test_that("the summary line of the trial reads reports without the standard error", {
+  line <- sparsevgp:::.vif_auto_line
+  r <- list(reason = "trial", gain = 0.05, rows = 1500L, held = 1000L, K = 20L, M = c(30L, 200L))
+  # a fit saved before the test of standard errors: kept by the margin alone
+  expect_match(line(r), "^K = 20: .*standard error not recorded")
+  expect_match(line(utils::modifyList(r, list(gain = 0.005))), "^none: ")
+  # with them: the decision recorded in the report
+  expect_match(line(c(r, list(kept = FALSE, gain_se = 0.03))), "^none: .*standard error 0.03\\)")
+  expect_match(line(c(r, list(kept = TRUE, gain_se = 0.01))), "^K = 20: ")
+})
+
 test_that("an interrupt in the trial of neighbours = \"auto\" gives a fit without neighbours", {
   d <- vif_data(N = 700)
   old <- options(sparsevgp.interrupt_at = "neighbour_trial")
