@@ -659,7 +659,9 @@ test_that("known per-point noise variances from a column of the workers' data", 
       }, d = d, ends = ends)
       set.seed(5)
       h1 <- sgpr(y ~ x1 + x2, data = sh2, noise = s^2)
-      expect_equal(h1$params, f0$params, tolerance = 1e-8)
+      # (an optimiser's end, as above: 1e-8 with R's reference BLAS, about
+      # 1e-8 relative off with OpenBLAS, whose sums are ordered otherwise)
+      expect_equal(h1$params, f0$params, tolerance = 1e-6)
     }
     parallel::stopCluster(cl)
   }
