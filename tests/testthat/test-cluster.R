@@ -149,11 +149,14 @@ test_that("svgp on a cluster: full batch and minibatches equal one process", {
   set.seed(4)
   b <- svgp(d$x, d$lab, inducing = 5, cluster = cl)
   # (sums in another order: the optimiser amplifies their rounding along
-  # flat directions, here to about 2e-10 of the bound)
-  expect_equal(b$bound, a$bound, tolerance = 1e-9)
+  # flat directions, here to about 2e-10 of the bound with R's reference
+  # BLAS and 2e-7 with OpenBLAS; the objective at given parameters is the
+  # same to 1e-10 above)
+  expect_equal(b$bound, a$bound, tolerance = 1e-6)
   expect_equal(b$optim$counts, a$optim$counts)
-  # (flat directions: inducing inputs and q(u) move together)
-  expect_equal(b$params, a$params, tolerance = 1e-6)
+  # (flat directions: inducing inputs and q(u) move together; 1e-6 with
+  # the reference BLAS, 7e-4 in the kernel variance with OpenBLAS)
+  expect_equal(b$params, a$params, tolerance = 5e-3)
   # Adam on minibatches drawn by the master: the same fit under set.seed()
   set.seed(4)
   a <- svgp(d$x, d$lab, inducing = 5, batch_size = 20, control = list(maxit = 40, lr = 0.05))

@@ -104,8 +104,11 @@ test_that("planning pivots in blocks changes nothing but the speed", {
       s <- select_inducing(x, k, M = 120, weights = w, block = b, factor = TRUE)
       if (is.null(ref)) { ref <- s; next }
       expect_identical(s$index, ref$index)
-      expect_equal(s$factor, ref$factor, tolerance = 1e-12)
-      expect_equal(s$trace, ref$trace, tolerance = 1e-12)
+      # (blocks of pivots go through matrix products instead of vector
+      # updates: equal to rounding, which OpenBLAS's kernels make about
+      # 1e-12 relative here)
+      expect_equal(s$factor, ref$factor, tolerance = 1e-10)
+      expect_equal(s$trace, ref$trace, tolerance = 1e-10)
     }
     ref_res <- dense_residual(k, x, ref$Z, full = FALSE, kern = kernel_matrix)$d
     expect_equal(ref$residual, ref_res, tolerance = 1e-8)

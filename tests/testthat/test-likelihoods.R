@@ -266,7 +266,9 @@ test_that("Student-t: robust to gross outliers, the Gaussian fit for large degre
   gf <- svgp(x, y0, kernel = k, inducing = Z, likelihood = "gaussian", optimize_inducing = FALSE)
   tf <- svgp(x, y0, kernel = k, inducing = Z, optimize_inducing = FALSE,
              likelihood = gp_likelihood("student_t", df = 1e4))
-  expect_lt(max(abs(predict(tf, xs)$mean - predict(gf, xs)$mean)), 0.01)
+  # (two optimisers' ends on a function of amplitude 1: 0.007 apart with R's
+  # reference BLAS, 0.017 with OpenBLAS)
+  expect_lt(max(abs(predict(tf, xs)$mean - predict(gf, xs)$mean)), 0.03)
   expect_equal(tf$params$scale^2, gf$params$noise, tolerance = 0.02)
   # learned degrees of freedom grow on Gaussian data
   tl <- svgp(x, y0, kernel = k, inducing = Z, optimize_inducing = FALSE,
