@@ -79,6 +79,7 @@
  * one M x M x N product and O(M^3). Memory: A (M x N) and, with gradients,
  * Gwf (M x N); nothing is N x N.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <R.h>
@@ -149,8 +150,18 @@ int bo_factor_kww(bo_factors *f, double jit_base, double jit_cap,
     if (M1 > 0 && M2 > 0)
         F77_CALL(dsyrk)("L", "T", &M2, &M1, &mone, f->dv, &M1, &one, Cvv,
                         &M2 FCONE FCONE);
-    st = la_chol_jitter(Cvv, M2, M2, scale, jit_base, jit_cap, f->Lv,
-                        &out->jit_v);
+    /* C_vv carries rounding errors of about M1 eps times the kernel's
+     * scale (a difference of entries of that size), whatever its own
+     * diagonal: with O on Z it is rounding noise, which dpotrf accepts or
+     * not depending on the BLAS (OpenBLAS did, R's reference BLAS did
+     * not), and a factor of noise is not one of C_vv. Pivots below a
+     * hundred times that error count as failed, so that the jitter
+     * escalates with any BLAS. Near-coincident O with C_vv well above it
+     * (O = Z + 1e-6 lengthscales: the difference quotients of the kernel,
+     * derivative information) is factorised as it is. */
+    const double floor_v = 100.0 * (M1 + 1.0) * DBL_EPSILON * scale;
+    st = la_chol_jitter_floor(Cvv, M2, M2, scale, jit_base, jit_cap, floor_v, f->Lv,
+                              &out->jit_v);
     if (st != LA_OK) return st == LA_NOT_PD ? BO_CVV : BO_OVERFLOW;
     bo_block_lower(out->L, M1, M2, f->Lu, f->dv, f->Lv);     /* L21 = dv' */
     return BO_OK;

@@ -88,9 +88,12 @@ int la_jitter_scale(const double *S, int n, int lds, double *scale)
  * further digits, and at p near n eps the pivot is rounding noise (S is
  * singular to working precision: duplicated or coincident inducing
  * inputs). Above it the factor is used as it is: a well-conditioned K_uu
- * (cond(K_uu) ~ 1e9, say) gets no jitter at all. */
+ * (cond(K_uu) ~ 1e9, say) gets no jitter at all.
+ *
+ * floor (0, or that of la_chol_jitter_floor): a pivot below it is
+ * unusable too. */
 static int la_chol_shifted(const double *S, int n, int lds, double jit,
-                           double *L)
+                           double floor, double *L)
 {
     for (int j = 0; j < n; j++) {
         memset(L + (size_t) n * j, 0, (size_t) j * sizeof(double));
@@ -106,13 +109,21 @@ static int la_chol_shifted(const double *S, int n, int lds, double jit,
         if (!(ljj > 0.0)) return 1;
         for (int i = j; i < n; i++)
             if (!R_FINITE(L[i + (size_t) n * j])) return 2;
-        if (ljj * ljj < tol * (S[j + (size_t) lds * j] + jit)) return 1;
+        if (ljj * ljj < tol * (S[j + (size_t) lds * j] + jit) ||
+            ljj * ljj < floor) return 1;
     }
     return 0;
 }
 
 int la_chol_jitter(const double *S, int n, int lds, double scale,
                    double base, double cap, double *L, double *jitter)
+{
+    return la_chol_jitter_floor(S, n, lds, scale, base, cap, 0.0, L, jitter);
+}
+
+int la_chol_jitter_floor(const double *S, int n, int lds, double scale,
+                         double base, double cap, double floor, double *L,
+                         double *jitter)
 {
     *jitter = 0.0;
     if (n == 0) return LA_OK;
@@ -128,7 +139,7 @@ int la_chol_jitter(const double *S, int n, int lds, double scale,
     if (!R_FINITE(maxjit)) maxjit = DBL_MAX;
     for (int t = 0; t < LA_JITTER_TRIES; t++) {
         if (t > 0) R_CheckUserInterrupt();
-        const int st = la_chol_shifted(S, n, lds, jit, L);
+        const int st = la_chol_shifted(S, n, lds, jit, floor, L);
         if (st == 0) {
             *jitter = jit;
             return LA_OK;

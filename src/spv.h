@@ -202,6 +202,15 @@ int la_jitter_scale(const double *S, int n, int lds, double *scale);
 int la_chol_jitter(const double *S, int n, int lds, double scale,
                    double base, double cap, double *L, double *jitter);
 
+/* la_chol_jitter, where a pivot L_jj^2 below `floor` (absolute) also
+ * counts as failed: for a matrix formed as a difference whose rounding
+ * errors are absolute, of the size of the matrices subtracted, rather
+ * than relative to its own diagonal (C_vv of the orthogonal models,
+ * bound_orthogonal.c). */
+int la_chol_jitter_floor(const double *S, int n, int lds, double scale,
+                         double base, double cap, double floor, double *L,
+                         double *jitter);
+
 /* Plain Cholesky in place (lower); returns LAPACK's info (> 0: not
  * positive definite). */
 int la_chol(double *A, int n);

@@ -414,6 +414,35 @@ test_that("co-located and nearly co-located Z and O: jitter, a warning, never Na
     expect_true(all(is.finite(g$bounds)))
     expect_output(print(summary(g)), "Jitter on Kuu, Cvv")
   }
+  # O a little off Z. At 1e-7 C_vv is about 1e-14 of the kernel's variance,
+  # within a hundred rounding errors of its entries (about 1e-15 here):
+  # its pivots are judged against that error, not against C_vv's own
+  # diagonal, and the factorisation is jittered, with any BLAS. At 1e-6 it
+  # is about 1e-12, well above: factorised as it is, with no jitter, and
+  # the orthogonal inputs carry the kernel's difference quotients (the
+  # bound is that of O = Z + 1e-5 to 1e-3, far above SGPR's)
+  cvv <- function(e) {
+    O <- Z1[1:3, , drop = FALSE] + e
+    max(diag(kernel_matrix(k, O) - kernel_matrix(k, O, Z1) %*%
+               solve(kernel_matrix(k, Z1), kernel_matrix(k, Z1, O))))
+  }
+  expect_lt(cvv(1e-7), 1e-13)
+  expect_gt(cvv(1e-6), 1e-12)
+  at <- function(e) {
+    g <- NULL
+    expect_warning(g <- osgpr_at(d1, k, Z1, Z1[1:3, , drop = FALSE] + e,
+                                 control = list(jitter = 0)), "nearly coincide")
+    g
+  }
+  g7 <- at(1e-7)
+  expect_gt(g7$posterior$jitter[["Cvv"]], 0)
+  expect_true(is.finite(g7$bound))
+  g6 <- at(1e-6)
+  expect_identical(g6$posterior$jitter[["Cvv"]], 0)
+  g5 <- suppressWarnings(osgpr_at(d1, k, Z1, Z1[1:3, , drop = FALSE] + 1e-5,
+                                  control = list(jitter = 0)))
+  expect_equal(g6$bound, g5$bound, tolerance = 1e-3)
+  expect_gt(g6$bound, sz$bound + 10)
   # past the cap: a clear error
   expect_error(suppressWarnings(osgpr_at(d1, k, Z1, Z1[1:2, , drop = FALSE],
                                          control = list(jitter = 0, jitter_cap = 1e-14))),
