@@ -121,7 +121,7 @@
 #'   for \code{"gaussian"} and \code{"student_t"} a numeric vector, for
 #'   \code{"poisson"} counts (whole numbers >= 0), for \code{"robustmax"} and
 #'   \code{"softmax"} a factor (or character vector). A factor with more than
-#'   two classes selects the robust-max likelihood unless \code{likelihood}
+#'   two classes selects the softmax likelihood unless \code{likelihood}
 #'   is given.
 #' @param kernel a kernel; parameters left \code{NULL} are chosen from the
 #'   data (variance 1 for Bernoulli).
@@ -241,14 +241,8 @@
 #' @seealso \code{\link{pgpr}}, \code{\link{sgpr}}, \code{\link{natgrad_step}},
 #'   \code{\link{odvgp}}
 #' @examples
-#' d <- classification_data("banana")[1:200, ]
-#' set.seed(1)
-#' fit <- svgp(y ~ x1 + x2, data = d, inducing = 15, optimize_inducing = FALSE,
-#'             control = list(maxit = 200))
-#' fit
-#' mean(predict(fit, type = "class") == d$y)
-#'
-#' # Gaussian likelihood: at SGPR's optimal q(u) the ELBO is the SGPR bound
+#' # two classes: see ?predict.svgp. Gaussian likelihood: at SGPR's optimal
+#' # q(u) the ELBO is the SGPR bound
 #' s <- sgpr(y ~ x, data = snelson, inducing = 10)
 #' g <- svgp(y ~ x, data = snelson, kernel = kernel_rbf(s$params$lengthscale,
 #'           s$params$variance), inducing = s$params$Z, likelihood = "gaussian",
@@ -262,14 +256,7 @@
 #'           optimize_inducing = FALSE, batch_size = 50, control = list(maxit = 300, lr = 0.05))
 #' c(adam = logLik(a), sgpr = logLik(s))
 #'
-#' # counts: the Poisson likelihood (see ?gp_likelihood)
-#' set.seed(1)
-#' xc <- seq(0, 10, length.out = 150)
-#' yc <- rpois(150, exp(1 + sin(xc)))
-#' pc <- svgp(xc, yc, likelihood = "poisson", inducing = 12)
-#' head(predict(pc, type = "response", interval = "prediction"))
-#'
-#' # three classes: one latent function per class, robust-max likelihood,
+#' # three classes: one latent function per class, softmax likelihood,
 #' # M chosen from the data
 #' set.seed(1)
 #' m <- svgp(Species ~ ., data = iris)
@@ -632,6 +619,15 @@ svgp.default <- function(x, y, kernel = kernel_rbf(), inducing = NULL, M = NULL,
 #'   \code{newdata}, columns of multiclass results by the classes.
 #' @aliases predict.odvgp
 #' @examples
+#' # two classes: classes, probabilities with intervals
+#' d <- classification_data("banana")[1:200, ]
+#' set.seed(1)
+#' fit <- svgp(y ~ x1 + x2, data = d, inducing = 15, optimize_inducing = FALSE)
+#' fit
+#' mean(predict(fit, type = "class") == d$y)
+#' head(predict(fit, d[1:3, ], type = "prob", interval = "confidence"))
+#'
+#' # three classes: a matrix of probabilities
 #' set.seed(1)
 #' x <- matrix(runif(120, -2, 2), 60, 2)
 #' y <- factor(c("a", "b", "c")[1 + (x[, 1] > 0) + (x[, 2] > 0.5)])
