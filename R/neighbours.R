@@ -26,9 +26,11 @@
 # When. The neighbour sets are held fixed during each optimiser run, so
 # that the objective is one smooth function. They are chosen at the
 # starting values and chosen again after a run whenever some lengthscale
-# has changed by more than 20% since they were chosen (then the run is
-# repeated from where it ended, at most .nb_refresh_rounds times), and on
-# all the data after a fit on a subsample.
+# has changed by more than 20% since they were chosen and the new sets
+# raise the likelihood at the fitted parameters by more than min_gain per
+# observation (then the run is repeated from where it ended, at most
+# .nb_refresh_rounds times; R/vif.R, .nb_worth_a_run()), and on all the
+# data after a fit on a subsample.
 
 # The number of candidates per neighbour, and the relative change of a
 # lengthscale beyond which the neighbours are chosen anew.

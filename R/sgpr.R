@@ -123,9 +123,12 @@
 #'   \item \emph{When they are chosen}: the neighbour sets are held fixed
 #'     during each optimiser run (so that it sees one smooth function),
 #'     chosen at the starting values and again after a run whenever a
-#'     lengthscale has moved by more than 20\% since they were (the run then
-#'     continues from where it stopped; at most three times, or
-#'     \code{control$neighbour_rounds}).
+#'     lengthscale has moved by more than 20\% since they were and the new
+#'     sets raise the likelihood at the fitted parameters by more than
+#'     \code{control$min_gain} per observation (the run then continues from
+#'     where it stopped; at most three times, or
+#'     \code{control$neighbour_rounds}); new sets that do not are dropped
+#'     and the fit keeps the sets it was fitted with.
 #'   \item \emph{Kernel}: when none is given (\code{kernel = NULL}),
 #'     Matern 5/2 with one lengthscale per input column, the family of the
 #'     Vecchia packages (GpGp, GPBoost): the neighbours follow local

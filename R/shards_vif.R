@@ -125,7 +125,7 @@
 # .train_vif() on shards: L-BFGS-B over the free parameters with the
 # workers' neighbour sets held, chosen anew on the workers between runs
 # (at most .nb_refresh_rounds times, when a lengthscale changed by more than
-# 20%); with more rows than the subsample of the shards (at most
+# 20% and the new sets raise the likelihood, .nb_worth_a_run()); with more rows than the subsample of the shards (at most
 # .vif_train_subsample), first the fit with neighbours on a random
 # subsample of rows gathered here (its own neighbour sets, over all its
 # rows), then the kernel, noise and mean on all rows with the inducing
@@ -161,7 +161,15 @@
     .shards_checkpoint(fit, fit$params)
     if (isTRUE(fit$optim$interrupted) || round == rounds) break
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
+    old <- fit
+    before <- .evaluate(fit, fit$params, grad = FALSE)$value
     fit <- .shards_vif_choose(fit, fit$params)
+    if (!.nb_worth_a_run(fit, before)) {
+      # the workers choose the former sets again (the same order and
+      # parameters give the same sets)
+      fit <- .shards_vif_choose(old, old$neighbours$at)
+      break
+    }
   }
   fit$fixed <- .fixed_from_spec(fit)
   fit$optim <- .stage_report(fit$optim, reports, schedule = "neighbours")
