@@ -125,11 +125,11 @@
 # .train_vif() on shards: L-BFGS-B over the free parameters with the
 # workers' neighbour sets held, chosen anew on the workers between runs
 # (at most .nb_refresh_rounds times, when a lengthscale changed by more than
-# 20% and the new sets raise the likelihood, .nb_worth_a_run()); with more rows than the subsample of the shards (at most
-# .vif_train_subsample), first the fit with neighbours on a random
-# subsample of rows gathered here (its own neighbour sets, over all its
-# rows), then the kernel, noise and mean on all rows with the inducing
-# inputs held, as in one process.
+# 20% and the new sets raise the likelihood, .nb_worth_a_run()); with more
+# rows than the subsample of the shards (at most .vif_train_subsample),
+# first the fit with neighbours on a random subsample of rows gathered here
+# (its own neighbour sets, over all its rows), then the kernel, noise and
+# mean on all rows with the inducing inputs held, as in one process.
 .shards_train_vif <- function(fit) {
   start <- proc.time()[["elapsed"]]
   N <- .nobs(fit)

@@ -116,6 +116,34 @@ test_that("sgpr with neighbours on 2 and 3 shards (uneven, one empty) is one pro
   expect_error(fitted(f1), "fitted\\(fit, cluster = sh\\)")
 })
 
+test_that("on shards, neighbour sets chosen anew that do not raise the likelihood are dropped, and the workers keep the former sets", {
+  skip_on_cran()
+  # with these data the sets chosen at the fitted lengthscales lower the
+  # likelihood (in one process with the sets of the shards too)
+  d <- vif_shards_data(200, seed = 4)
+  ends <- c(80, 200)
+  cl <- local_cluster(2L)
+  sh <- make_shards(cl, d, ends)
+  k <- kernel_matern52(c(3, 3), 1)
+  set.seed(5)
+  f1 <- sgpr(y ~ x1 + x2, data = sh, neighbours = 5, inducing = 10, kernel = k)
+  set.seed(5)
+  f0 <- with_groups(shard_of(ends), sgpr(y ~ x1 + x2, data = d, neighbours = 5,
+                                         inducing = 10, kernel = k))
+  expect_identical(f0$optim$neighbour_rounds, 0L)
+  expect_identical(f1$optim$neighbour_rounds, 0L)
+  # the sets chosen at the starting lengthscales, on the workers too: the
+  # objective there is that of one process with those sets
+  expect_equal(f1$neighbours$lengthscale, c(3, 3), ignore_attr = TRUE)
+  expect_equal(f1$params, f0$params, tolerance = 1e-7)
+  expect_lt(abs(f1$bound - f0$bound), 1e-10 * abs(f0$bound))
+  o0 <- objective(f0)
+  o1 <- objective(f1, cluster = sh)
+  expect_same_objective(o1, o0, o0$par)
+  o1$release()
+  parallel::stopCluster(cl)
+})
+
 test_that("with neighbours, large data on shards fit a subsample first; a dead worker gives the classed error and the fit resumes", {
   skip_on_cran()
   d <- vif_shards_data(300, seed = 8)
