@@ -38,7 +38,9 @@
 #' small grid: lengthscales \eqn{c \cdot sd(x_d)}{c sd(x_d)} for \eqn{c}
 #' from 1/32 to 8 and the signal variance a share of \eqn{var(y)} (the rest
 #' being the starting noise), scored by the collapsed bound on a subsample of
-#' at most 1000 rows; the grid finds a signal that varies on a small part of
+#' at most 1000 rows (with neighbours, \code{sgpr(neighbours = K)}, by that
+#' model's likelihood, which sees structure shorter than the spacing of its
+#' inducing inputs); the grid finds a signal that varies on a small part of
 #' the input range, where a single start at a typical distance would settle
 #' on a flat fit. The classifiers start at variance 1 and the median distance
 #' between inputs. Models optimise kernel parameters on the log scale.

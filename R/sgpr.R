@@ -166,8 +166,9 @@
 #'     of the others the model without neighbours is fitted from its
 #'     starting values and inducing inputs, and the model with
 #'     \eqn{K = 20} neighbours (its smaller \eqn{M}, inducing inputs held,
-#'     neighbour sets chosen once, at the first fit's lengthscales) from
-#'     where that fit ended. Each is then built at its fitted
+#'     neighbour sets chosen once) from the better, by its likelihood, of
+#'     where that fit ended and its own starting values. Each is then built
+#'     at its fitted
 #'     parameters on all observations but the held-out ones (so that the
 #'     neighbours are as close as in the full fit) and predicts the
 #'     held-out ones; the neighbours are kept when their mean log predictive
@@ -402,7 +403,7 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
     spec$M <- min(spec$M, .vif_max_inducing(nrow(x), nbr$K))
   }
   st <- .start_collapsed(kernel, x, y, noise, spec, optimize && is.null(start) &&
-                           control$schedule != "joint")
+                           control$schedule != "joint", neighbours = nbr$K)
   kernel <- st$kernel
   nz <- .noise_setup(noise, x, y, data, start = st$noise, weights = wo$weights)
   # greedy selection weighted by 1/lambda at the starting noise, so that a

@@ -805,7 +805,7 @@ print.sparsevgp_shards <- function(x, ...) {
     spec <- .vif_cap_spec(.inducing_spec(inducing, M, threshold, g$x, auto_kl = .auto_kl), N,
                           nbr$K)
     if (known) noise <- g$s2
-    st <- .start_collapsed(kernel, g$x, g$y, noise, spec, search)
+    st <- .start_collapsed(kernel, g$x, g$y, noise, spec, search, neighbours = nbr$K)
     kernel <- st$kernel
     nz <- .noise_setup(noise, g$x, g$y, NULL, start = st$noise, weights = g$w)
     sel_weights <- 1 / .noise_lambda(list(noise_model = nz$model, x = g$x), nz$params,
@@ -830,7 +830,8 @@ print.sparsevgp_shards <- function(x, ...) {
     if (search) {
       st <- .start_regression(kernel, xs, ys, M = if (is.na(spec$M)) 100L else spec$M,
                               noise_free = TRUE,
-                              moments = list(vy = vy, sx = unname(dz$x["sd", ])))
+                              moments = list(vy = vy, sx = unname(dz$x["sd", ])),
+                              neighbours = nbr$K)
     }
     # unset variances from var(y) of all rows, unset lengthscales from the
     # 400 rows one process reads

@@ -263,13 +263,14 @@
 # data-driven defaults. `noise` is what the user gave (NULL, a number, a
 # vector of known variances, a formula); the returned `noise` is the
 # starting constant variance (NULL: the default).
-.start_collapsed <- function(kernel, x, y, noise, spec, search) {
+.start_collapsed <- function(kernel, x, y, noise, spec, search, neighbours = 0L) {
   .stage_mark("start search", x)
   if (!search) return(list(kernel = .kern_init(kernel, x, y), noise = NULL))
   learned <- is.null(noise) || inherits(noise, "formula")
   known <- if (is.numeric(noise) && length(noise) == nrow(x) && nrow(x) > 1L) noise
   M <- if (is.na(spec$M)) 100L else spec$M
-  st <- .start_regression(kernel, x, y, M = M, noise_free = learned, lambda = known)
+  st <- .start_regression(kernel, x, y, M = M, noise_free = learned, lambda = known,
+                          neighbours = neighbours)
   st$kernel <- .kern_init(st$kernel, x, y)
   if (length(x) >= .stage_gc_cells) .collect()
   st

@@ -520,6 +520,71 @@ test_that("neighbour sets chosen anew are kept only when they raise the likeliho
   expect_equal(f$bound, f0$bound, tolerance = 1e-12)
 })
 
+test_that("with neighbours the starting grid is scored by the model's own likelihood", {
+  ns <- asNamespace("sparsevgp")
+  # a trend plus bumps shorter than the spacing of 20 inducing inputs; noise
+  # variance 0.0025, 1.9% of var(y)
+  set.seed(7)
+  n <- 1200
+  x <- matrix(runif(2 * n), n)
+  y <- x[, 1] + 0.3 * sin(30 * x[, 1] + 25 * x[, 2]) + rnorm(n, sd = 0.05)
+  vy <- var(y)
+  k <- kernel_matern52()
+  # the collapsed bound with 20 inducing inputs calls the bumps noise (half
+  # of the variance, the largest ratio of the grid); the likelihood with 10
+  # neighbours takes the ratio nearest the truth (0.01) and short lengthscales
+  s0 <- ns$.start_regression(k, x, y, M = 20L)
+  s1 <- ns$.start_regression(k, x, y, M = 20L, neighbours = 10L)
+  expect_equal(s0$noise / vy, 0.5)
+  expect_equal(s1$noise / vy, 0.01)
+  expect_true(all(s1$kernel$lengthscale < 0.2))
+  # a score is the log likelihood of the model built at those parameters
+  # (the same neighbour sets: the grid draws its order with seed 1)
+  kk <- kernel_matern52(lengthscale = c(0.1, 0.1), variance = 1)
+  Z <- select_inducing(x[1:500, ], kk, M = 20)$Z
+  m <- ns$.start_vif_model(kk, x[1:500, ], y[1:500], Z, NULL, 10L)
+  k2 <- kernel_matern52(lengthscale = c(0.1, 0.1), variance = 0.7 * vy)
+  set.seed(1)
+  d <- sgpr(x[1:500, ], y[1:500], kernel = k2, inducing = Z, noise = 0.3 * vy, neighbours = 10,
+            optimize = FALSE)
+  expect_equal(ns$.start_score_vif(m, k2, 0.3 * vy), as.numeric(logLik(d)), tolerance = 1e-12)
+  # known noise variances are kept
+  lam <- rep(0.004, 500)
+  mk <- ns$.start_vif_model(kk, x[1:500, ], y[1:500], Z, lam, 10L)
+  set.seed(1)
+  dk <- sgpr(x[1:500, ], y[1:500], kernel = k2, inducing = Z, noise = lam, neighbours = 10,
+             optimize = FALSE)
+  expect_equal(ns$.start_score_vif(mk, k2, 0.3 * vy), as.numeric(logLik(dk)), tolerance = 1e-12)
+  # the fit with neighbours from that start finds the noise (0.0025)
+  set.seed(7)
+  f <- sgpr(x, y, neighbours = 10)
+  expect_lt(abs(log(f$params$noise / 0.0025)), log(1.5))
+})
+
+test_that("neighbours = \"auto\" finds short-range bumps on a smooth trend", {
+  skip_on_cran()
+  # the fit without neighbours calls the bumps noise (noise 0.048 where it
+  # is 0.0025); the trial's model with neighbours used to start there and
+  # stay (the neighbours dropped, test RMSE 0.216). It now starts from the
+  # better, by its likelihood, of that point and its own grid.
+  set.seed(11)
+  n <- 2500
+  x <- matrix(runif(3 * n), n)
+  y <- x[, 1] + sin(3 * x[, 2]) + 0.3 * sin(25 * x[, 1] + 20 * x[, 3]) + rnorm(n, sd = 0.05)
+  i <- 1:2000
+  set.seed(1)
+  f <- sgpr(x[i, ], y[i])
+  expect_identical(f$neighbours$K, 20L)
+  expect_gt(f$auto_neighbours$gain, 0.5)
+  expect_lt(abs(log(f$params$noise / 0.0025)), log(1.5))
+  p <- predict(f, x[-i, ])
+  expect_lt(sqrt(mean((p$mean - y[-i])^2)), 0.1)
+  # a kernel the user gives starts from its own grid alone
+  k <- kernel_rbf()
+  expect_identical(sparsevgp:::.vif_k_start(x, y, k, NULL, NULL, 10L, 5L, "constant", list()),
+                   list(kernel = k, noise = NULL))
+})
+
 test_that("on a cluster the likelihood, gradient and predictions equal one process", {
   skip_on_cran()
   cl <- tryCatch(parallel::makePSOCKcluster(2L), error = function(e) NULL)
