@@ -72,15 +72,17 @@
     k <- .kern_fill_variance(kls, vy)
     Z <- tryCatch(select_inducing(xs, k, M = m0, perm = seq_along(idx))$Z, error = skip(NULL))
     if (is.null(Z)) next
-    vif <- if (isTRUE(neighbours > 0L)) {
-      tryCatch(.start_vif_model(k, xs, ys, Z, lam_s, neighbours), error = skip(NULL))
-    }
-    if (isTRUE(neighbours > 0L) && is.null(vif)) next
+    vif <- NULL
     for (r in ratios) {
       if (need_var) k <- .kern_fill_variance(kls, (1 - r) * vy)
       noise <- if (is.null(lam_s)) rep(r * vy, length(ys)) else lam_s
-      value <- tryCatch(if (is.null(vif)) .start_score(k, xs, ys, Z, noise) else
-        .start_score_vif(vif, k, r * vy), error = skip(-Inf))
+      value <- tryCatch(if (!isTRUE(neighbours > 0L)) .start_score(k, xs, ys, Z, noise) else
+        if (is.null(vif)) {
+          # (built at the first point of the multiplier, whose score is the
+          # likelihood the build computes)
+          vif <- .start_vif_model(k, xs, ys, Z, lam_s, neighbours, r * vy)
+          vif$bound
+        } else .start_score_vif(vif, k, r * vy), error = skip(-Inf))
       if (is.finite(value) && value > best$value) {
         best <- list(value = value, kernel = k, noise = r * vy)
       }
@@ -94,7 +96,8 @@
 }
 
 # The model with `neighbours` neighbours per point on the grid's rows, at
-# the kernel `k` of one lengthscale multiplier (its neighbour sets depend on
+# the kernel `k` of one lengthscale multiplier and the noise variance `noise`
+# (or the known variances `lambda`; its neighbour sets depend on
 # the lengthscales only: the residual correlation that chooses them does not
 # change with the kernel's variance), for .start_score_vif(). With
 # neighbours the grid is scored by the model's own likelihood: the
@@ -102,14 +105,14 @@
 # structure shorter than their spacing and prefers to call it noise (a
 # smooth trend plus short-range bumps in 3 inputs, 5000 rows: noise 0.048
 # where it is 0.0025, test RMSE 0.215 against 0.059).
-.start_vif_model <- function(k, x, y, Z, lambda, neighbours) {
+.start_vif_model <- function(k, x, y, Z, lambda, neighbours, noise = 1) {
   K <- min(as.integer(neighbours), nrow(x) - 1L)
   # (the grid's rows, gathered from shards or not, are one group: the same
   # start in one process and on shards)
   old <- options(sparsevgp.neighbour_groups = NULL)
   on.exit(options(old), add = TRUE)
   .with_seed(1L, suppressWarnings(
-    sgpr.default(x, y, kernel = k, inducing = Z, noise = if (is.null(lambda)) 1 else lambda,
+    sgpr.default(x, y, kernel = k, inducing = Z, noise = if (is.null(lambda)) noise else lambda,
                  neighbours = K, optimize = FALSE)))
 }
 
