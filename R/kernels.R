@@ -569,6 +569,16 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
   kernel
 }
 
+# Whether the kernel that .kern_fill_variance(kernel, v) gives is v times
+# one kernel: every variance it fills scales the whole (a leaf without a
+# variance; a sum whose parts all are so; a product whose first part is so,
+# its other parts taking 1 or their own).
+.kern_variance_linear <- function(kernel) {
+  if (!.is_combo(kernel)) return(is.null(kernel$variance))
+  if (kernel$op == "sum") return(all(vapply(kernel$parts, .kern_variance_linear, TRUE)))
+  .kern_variance_linear(kernel$parts[[1L]])
+}
+
 # k(x, x) of a kernel with its variances set (s), and its derivatives with
 # respect to the log variances of the parts (ds).
 .kern_scale_grad <- function(kernel) {

@@ -39,6 +39,35 @@ test_that("default starts find a signal that a single start at a typical distanc
   expect_lt(ex$params$lengthscale, 0.5)
 })
 
+test_that("the grid's bounds at every noise share from one pass equal the bound at each", {
+  d <- toy_data(120, 2)
+  Z <- d$x[seq(1, 120, by = 6), ]
+  vy <- var(d$y)
+  r <- sparsevgp:::.start_noise_ratios
+  one_by_one <- function(kls, need_var) vapply(r, function(ri) {
+    k <- if (need_var) sparsevgp:::.kern_fill_variance(kls, (1 - ri) * vy) else kls
+    sparsevgp:::.start_score(k, d$x, d$y, Z, rep(ri * vy, 120))
+  }, 0)
+  kernels <- list(kernel_matern52(lengthscale = c(0.7, 1.3)), kernel_rbf(lengthscale = 0.4),
+                  kernel_rbf(lengthscale = 0.4) + kernel_matern12(lengthscale = 2),
+                  kernel_rbf(lengthscale = 0.4) * kernel_matern32(lengthscale = 2, variance = 3))
+  for (k in kernels) {
+    got <- sparsevgp:::.start_shares(k, TRUE, vy, r, d$x, d$y, Z)
+    expect_equal(got, one_by_one(k, TRUE), tolerance = 1e-10)
+  }
+  # with the variance given only the noise moves
+  k <- kernel_matern32(lengthscale = 0.5, variance = 2)
+  expect_equal(sparsevgp:::.start_shares(k, FALSE, vy, r, d$x, d$y, Z), one_by_one(k, FALSE),
+               tolerance = 1e-10)
+  # a sum with one variance given does not scale with the filled one: the
+  # bounds are evaluated one by one
+  k <- kernel_rbf(lengthscale = 0.4, variance = 0.5) + kernel_matern12(lengthscale = 2)
+  expect_false(sparsevgp:::.kern_variance_linear(k))
+  expect_null(sparsevgp:::.start_shares(k, TRUE, vy, r, d$x, d$y, Z))
+  expect_true(sparsevgp:::.kern_variance_linear(kernel_rbf() * kernel_matern12(variance = 2)))
+  expect_false(sparsevgp:::.kern_variance_linear(kernel_rbf(variance = 2) * kernel_matern12()))
+})
+
 test_that("several inputs: ARD by default, and the signal is found", {
   aq <- na.omit(airquality)
   fit <- sgpr(Ozone ~ Temp + Wind + Solar.R, data = aq, inducing = 20)
