@@ -162,7 +162,7 @@
     if (isTRUE(fit$optim$interrupted) || round == rounds) break
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
     old <- fit
-    before <- .evaluate(fit, fit$params, grad = FALSE)$value
+    before <- .nb_fitted_value(fit)
     fit <- .shards_vif_choose(fit, fit$params)
     if (!.nb_worth_a_run(fit, before)) {
       # the workers choose the former sets again (the same order and

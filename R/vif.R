@@ -387,7 +387,7 @@
     if (isTRUE(fit$optim$interrupted) || round == rounds) break
     if (!.nb_stale(fit$neighbours, fit$kernel, fit$params, ncol(fit$x))) break
     # (before the choice: on a cluster the workers then take the new sets)
-    before <- .evaluate(fit, fit$params, grad = FALSE)$value
+    before <- .nb_fitted_value(fit)
     cand <- .vif_refresh(fit, force = TRUE)
     if (!.nb_worth_a_run(cand, before)) break
     fit <- cand
@@ -418,6 +418,14 @@
   tol <- (if (is.null(new$control$min_gain)) 0 else new$control$min_gain) * .nobs(new)
   after <- .evaluate(new, new$params, grad = FALSE)$value
   isTRUE(after - before > tol)
+}
+
+# The likelihood where the fit's last run ended: the run's own value (the
+# objective at fit$params), or evaluated when the run did not record one.
+.nb_fitted_value <- function(fit) {
+  v <- fit$optim$value
+  if (is.numeric(v) && length(v) == 1L && is.finite(v)) v else
+    .evaluate(fit, fit$params, grad = FALSE)$value
 }
 
 # Choose the neighbour sets anew at the fit's parameters (when stale, or

@@ -497,6 +497,8 @@ test_that("neighbour sets chosen anew are kept only when they raise the likeliho
     # tolerance (L-BFGS-B never lowers the likelihood within a run)
     if (length(st) > 1L) expect_true(all(diff(st) > tol), info = paste("seed", seed))
     expect_lt(abs(f$bound - vif_dense(f)$ll) / abs(f$bound), 1e-10)
+    # the rule takes the likelihood where a run ended from the run's value
+    expect_equal(f$optim$value, f$bound, tolerance = 1e-10)
     # the rounds ended with the rule of R/neighbours.R: the cap, sets that
     # are not stale, or new sets no better at the fitted parameters
     nb <- ns$.nb_choose(f, f$params)
