@@ -291,6 +291,15 @@
         as.double(ytil), keep)
 }
 
+# Pass 1 over one block at the kernel scales `scale` and noise variances
+# `noise` (one pair per column of the results), from L, Kuf and the local
+# blocks (Kloc, or those of the single kernel `kernel` on x) of the kernel
+# at scale 1: list(BB (M x M x J), w (M x J), sums (4 x J), n).
+.ffi_vf_stats_shares <- function(L, Kuf, Kloc, kernel, x, nbl, ytil, scale, noise) {
+  .Call(ffi_vf_stats_shares, L, Kuf, Kloc, if (is.null(Kloc)) .ffi_kernel(kernel), x, nbl,
+        as.double(ytil), as.double(scale), as.double(noise))
+}
+
 # The VIF log likelihood from the summed statistics: list(bound, logdet,
 # fit, LB, v, vt[, Binv]).
 .ffi_vf_value <- function(s, N, grad) {

@@ -14,8 +14,9 @@
 # lengthscales of all parts jointly (each part starting at its own quantile
 # of the distances between inputs, R/kernels.R), the variances share
 # (1 - r) var(y), and whatever the user gave is kept.
-# The grid costs about 40 bound evaluations on that subsample, well under a
-# second: far less than the evaluations it saves on the full data.
+# The grid costs one pass over that subsample per multiplier (the four
+# noise shares reuse it: .start_shares(), .start_score_vif_shares()), well
+# under a second: far less than the evaluations it saves on the full data.
 
 .start_multipliers <- 2^(-5:3)
 .start_noise_ratios <- c(0.01, 0.05, 0.2, 0.5)
@@ -73,10 +74,24 @@
     Z <- tryCatch(select_inducing(xs, k, M = m0, perm = seq_along(idx))$Z, error = skip(NULL))
     if (is.null(Z)) next
     vif <- NULL
-    # (without neighbours and with one noise variance for all points, the
-    # bound at every noise share comes from one pass over the rows)
-    shares <- if (!isTRUE(neighbours > 0L) && is.null(lam_s)) {
-      tryCatch(.start_shares(kls, need_var, vy, ratios, xs, ys, Z), error = skip(NULL))
+    # with one noise variance for all points the scores at every noise share
+    # come from one pass over the rows (without neighbours), or from one
+    # model with its local blocks formed once (with them)
+    shares <- if (is.null(lam_s)) {
+      if (!isTRUE(neighbours > 0L)) {
+        tryCatch(.start_shares(kls, need_var, vy, ratios, xs, ys, Z), error = skip(NULL))
+      } else if (!need_var || .kern_variance_linear(kls)) {
+        k1 <- if (need_var) .kern_fill_variance(kls, (1 - ratios[1L]) * vy) else kls
+        vif <- tryCatch(.start_vif_model(k1, xs, ys, Z, NULL, neighbours, ratios[1L] * vy),
+                        error = skip(NULL))
+        if (!is.null(vif)) {
+          a <- if (need_var) (1 - ratios) / (1 - ratios[1L]) else rep(1, length(ratios))
+          c(vif$bound, if (length(ratios) > 1L) {
+            tryCatch(.start_score_vif_shares(vif, a[-1L], ratios[-1L] * vy),
+                     error = skip(rep(NA_real_, length(ratios) - 1L)))
+          })
+        }
+      }
     }
     for (i in seq_along(ratios)) {
       r <- ratios[i]
@@ -131,6 +146,32 @@
   p[names(kp)] <- kp
   if (!is.null(p[["noise"]])) p[["noise"]] <- noise
   .evaluate(fit, p, grad = FALSE)$value
+}
+
+# The log likelihoods of the model `fit` with neighbours (.start_vif_model(),
+# one noise variance for all points) with its kernel times each `scale` and
+# the noise variances `noise`, its inducing inputs and neighbour sets held:
+# .start_score_vif() at each, from one pass over the rows (the local
+# blocks K(S,S) - A_S'A_S are formed once; src/vecchia.c). NA where a
+# likelihood cannot be evaluated.
+.start_score_vif_shares <- function(fit, scale, noise) {
+  p <- fit$params
+  k <- .kernel_at(fit$kernel, p)
+  L <- .stream_chol(.ffi_kern_matrix(k, p$Z), fit$control)$L
+  t <- .targets(fit, p)
+  x <- fit$x
+  nbl <- fit$neighbours$index
+  Kloc <- if (.is_combo(k)) .kern_local(k, x, nbl)
+  s <- .ffi_vf_stats_shares(L, .ffi_kern_matrix(k, p$Z, x), Kloc, k, x, nbl, t$y - t$shift,
+                            scale, noise)
+  vapply(seq_along(scale), function(j) {
+    M <- nrow(L)
+    sj <- list(BB = matrix(s$BB[, , j], M, M), w = s$w[, j], sums = s$sums[, j])
+    tryCatch(.ffi_vf_value(sj, nrow(x), FALSE)$bound, error = function(e) {
+      .rethrow_fatal(e)
+      NA_real_
+    })
+  }, 0)
 }
 
 # The collapsed bound of a constant-mean SGPR at every noise share r of

@@ -75,6 +75,8 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                   SEXP ytil, SEXP keep);
 SEXP ffi_vf_stats_kern(SEXP L, SEXP Kuf, SEXP kern, SEXP x, SEXP nbl,
                        SEXP lambda, SEXP ytil, SEXP keep);
+SEXP ffi_vf_stats_shares(SEXP L, SEXP Kuf, SEXP Kloc, SEXP kern, SEXP x,
+                         SEXP nbl, SEXP ytil, SEXP scale, SEXP noise);
 SEXP ffi_vf_value(SEXP BB, SEXP w, SEXP sums, SEXP N, SEXP grad);
 
 #endif

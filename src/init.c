@@ -54,6 +54,7 @@ static const R_CallMethodDef CallEntries[] = {
     CALLDEF(ffi_vf_predict, 9),
     CALLDEF(ffi_vf_stats, 7),
     CALLDEF(ffi_vf_stats_kern, 8),
+    CALLDEF(ffi_vf_stats_shares, 9),
     CALLDEF(ffi_vf_value, 5),
     {NULL, NULL, 0}
 };

@@ -227,21 +227,16 @@ static void vf_work_alloc(vf_work *w, int M, int K)
     w->R = la_alloc((size_t) (K + 1) * (K + 1));
 }
 
-/* The local regression of point c of block b (header): R[S,S] = K(S,S) -
- * A_S'A_S + Lambda_S, the factor of G, t = (-b, 1) and d, written to the
- * record `rec` (vf_rec_size). With latent = 1 (prediction) a d below 0
- * from rounding is set to 0; otherwise d must be positive. Returns k in
- * *kout and a VF_ status. */
-static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
-                      int latent, int *kout)
+/* The block R[S,S] = K(S,S) - A_S'A_S of point c of block b, without the
+ * noise, into the lower triangle of R ((K+1) x (K+1)), with the gathered
+ * features A_S in w->W and S in w->S. Returns k, the number of neighbours. */
+static int vf_local(const vf_block *b, int c, vf_work *w, double *R)
 {
     const int M = b->M, K1 = b->K + 1;
     const int k = vf_set(b, c, w->S), n1 = k + 1;
-    *kout = k;
     for (int q = 0; q < n1; q++)
         memcpy(w->W + (size_t) M * q, b->A + (size_t) M * w->S[q], (size_t) M * sizeof(double));
     const double *Kc = vf_kloc(b, c);
-    double *R = w->R;
     for (int q = 0; q < n1; q++)
         for (int i = q; i < n1; i++)
             R[i + (size_t) K1 * q] = Kc[i + (size_t) K1 * q];
@@ -249,7 +244,16 @@ static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
     if (M > 0)
         F77_CALL(dsyrk)("L", "T", &n1, &M, &mone, w->W, &M, &one, R, &K1
                         FCONE FCONE);
-    for (int q = 0; q < n1; q++) R[q + (size_t) K1 * q] += b->lambda[w->S[q]];
+    return k;
+}
+
+/* The local regression from the block R[S,S] of a point with k neighbours
+ * (the noise added; lower triangle, leading dimension K1 = K + 1, overwritten):
+ * the factor of G, t = (-b, 1) and d, written to the record `rec`
+ * (vf_rec_size). With latent = 1 (prediction) a d below 0 from rounding is
+ * set to 0; otherwise d must be positive. Returns a VF_ status. */
+static int vf_factor(double *R, int k, int K1, double *rec, int latent)
+{
     /* G = L_G L_G'; l = L_G^-1 g; d = rho - l'l; b = L_G^-T l */
     double *t = rec, *P = rec + K1 + 1;
     for (int q = 0; q < k; q++) t[q] = R[k + (size_t) K1 * q];
@@ -273,6 +277,20 @@ static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
     }
     rec[K1] = d;
     return VF_OK;
+}
+
+/* The local regression of point c of block b (header): R[S,S] = K(S,S) -
+ * A_S'A_S + Lambda_S, then vf_factor(). Returns k in *kout and a VF_
+ * status. */
+static int vf_regress(const vf_block *b, int c, vf_work *w, double *rec,
+                      int latent, int *kout)
+{
+    const int K1 = b->K + 1;
+    double *R = w->R;
+    const int k = vf_local(b, c, w, R);
+    *kout = k;
+    for (int q = 0; q <= k; q++) R[q + (size_t) K1 * q] += b->lambda[w->S[q]];
+    return vf_factor(R, k, K1, rec, latent);
 }
 
 /* A = L^-1 Kuf into fresh workspace. */
@@ -340,6 +358,63 @@ static int vf_stats(const vf_block *b, double *BB, double *w, double *sums,
     sums[1] = sld;
     sums[2] = sleft;
     sums[3] = skk;
+    return VF_OK;
+}
+
+/* Pass 1 of block b at J points of the kernel's scale and the noise: the
+ * kernel times scale[j] (b's features and local kernel blocks are those of
+ * the kernel at scale 1) with the noise variance noise[j] at every point.
+ * The scaled kernel's features are sqrt(scale) A, so each point's block
+ * K(S,S) - A_S'A_S is formed once and only its factor is formed for each
+ * j: the starting grid scores several noise shares of one lengthscale so
+ * (R/start.R). BB (M x M x J), w (M x J) and sums (4 x J) as vf_stats()
+ * gives them at each point. */
+static int vf_stats_shares(const vf_block *b, int J, const double *scale,
+                           const double *noise, double *BB, double *w,
+                           double *sums)
+{
+    const int M = b->M, no = b->no, K1 = b->K + 1;
+    vf_work wk;
+    vf_work_alloc(&wk, M, b->K);
+    double *R0 = la_alloc((size_t) K1 * K1), *rec = la_alloc(vf_rec_size(b->K));
+    memset(rec, 0, vf_rec_size(b->K) * sizeof(double));
+    double *C = la_alloc((size_t) M * no * J);
+    memset(w, 0, (size_t) M * J * sizeof(double));
+    memset(sums, 0, (size_t) 4 * J * sizeof(double));
+    for (int c = 0; c < no; c++) {
+        if ((c & 1023) == 1023) R_CheckUserInterrupt();
+        const int k = vf_local(b, c, &wk, R0), n1 = k + 1;
+        const double kcc = vf_kloc(b, c)[(size_t) k * (K1 + 1)];
+        for (int j = 0; j < J; j++) {
+            double *R = wk.R;
+            for (int q = 0; q < n1; q++)
+                for (int i = q; i < n1; i++)
+                    R[i + (size_t) K1 * q] = scale[j] * R0[i + (size_t) K1 * q];
+            for (int q = 0; q < n1; q++) R[q + (size_t) K1 * q] += noise[j];
+            const int st = vf_factor(R, k, K1, rec, 0);
+            if (st != VF_OK) return st;
+            const double d = rec[K1];
+            double *Cc = C + (size_t) M * (c + (size_t) no * j), *wj = w + (size_t) M * j;
+            la_gemv('N', wk.W, M, n1, rec, Cc);
+            double e = 0.0;
+            for (int q = 0; q < n1; q++) e += b->ytil[wk.S[q]] * rec[q];
+            const double isd = 1.0 / sqrt(d), f = sqrt(scale[j]) * isd, es = e * isd;
+            for (int m = 0; m < M; m++) {
+                Cc[m] *= f;
+                wj[m] += Cc[m] * es;
+            }
+            double *sj = sums + 4 * j;
+            sj[0] += es * es;
+            sj[1] += log(d);
+            sj[2] += d - noise[j];
+            sj[3] += scale[j] * kcc;
+        }
+    }
+    for (int j = 0; j < J; j++) {
+        double *Bj = BB + (size_t) M * M * j;
+        la_syrk(C + (size_t) M * no * j, M, no, 1.0, 0.0, Bj);
+        la_symmetrize_lower(Bj, M);
+    }
     return VF_OK;
 }
 
@@ -612,6 +687,52 @@ SEXP ffi_vf_stats_kern(SEXP L, SEXP Kuf, SEXP kern, SEXP x, SEXP nbl,
                        SEXP lambda, SEXP ytil, SEXP keep)
 {
     return vf_stats_call(L, Kuf, R_NilValue, nbl, lambda, ytil, keep, kern, x);
+}
+
+/* Pass 1 over one block at J points of the kernel's scale and the noise
+ * (vf_stats_shares()): list(BB (M x M x J), w (M x J), sums (4 x J), n).
+ * L and Kuf are those of the kernel at scale 1, whose local blocks come
+ * from Kloc or, with Kloc NULL, from the single kernel `kern` on the
+ * block's rows x; scale and noise (length J) positive. */
+SEXP ffi_vf_stats_shares(SEXP L, SEXP Kuf, SEXP Kloc, SEXP kern, SEXP x,
+                         SEXP nbl, SEXP ytil, SEXP scale, SEXP noise)
+{
+    chk_real_vector(scale, "scale", -1);
+    const int J = length(scale);
+    if (J < 1) error("'scale' must have at least one value");
+    chk_real_vector(noise, "noise", J);
+    for (int j = 0; j < J; j++)
+        if (!(REAL(scale)[j] > 0.0 && R_FINITE(REAL(scale)[j]) &&
+              REAL(noise)[j] > 0.0 && R_FINITE(REAL(noise)[j])))
+            error("'scale' and 'noise' must be positive and finite");
+    chk_real_matrix(Kuf, "Kuf", -1);
+    int nprot = 0;
+    /* (the block's noise variances are those of each point j, not read) */
+    SEXP lam = PROTECT(allocVector(REALSXP, ncols(Kuf))); nprot++;
+    for (int i = 0; i < ncols(Kuf); i++) REAL(lam)[i] = REAL(noise)[0];
+    vf_block b;
+    vf_block_args(L, Kuf, Kloc, nbl, lam, ytil, &b);
+    vf_kcache kc;
+    spv_kernel kk;
+    if (isNull(Kloc)) vf_kcache_init(&kc, &kk, kern, x, &b);
+    b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu, NULL);
+    SEXP BB = PROTECT(alloc3DArray(REALSXP, b.M, b.M, J)); nprot++;
+    SEXP w = PROTECT(allocMatrix(REALSXP, b.M, J)); nprot++;
+    SEXP sums = PROTECT(allocMatrix(REALSXP, 4, J)); nprot++;
+    const int st = vf_stats_shares(&b, J, REAL(scale), REAL(noise), REAL(BB), REAL(w),
+                                   REAL(sums));
+    vf_status_error(st);
+    chk_result(REAL(BB), (size_t) b.M * b.M * J, "Vecchia statistic Bm");
+    chk_result(REAL(w), (size_t) b.M * J, "Vecchia statistic w");
+    chk_result(REAL(sums), (size_t) 4 * J, "Vecchia sums");
+    const char *names[] = {"BB", "w", "sums", "n", ""};
+    SEXP out = PROTECT(mkNamed(VECSXP, names)); nprot++;
+    SET_VECTOR_ELT(out, 0, BB);
+    SET_VECTOR_ELT(out, 1, w);
+    SET_VECTOR_ELT(out, 2, sums);
+    SET_VECTOR_ELT(out, 3, ScalarReal((double) b.no));
+    UNPROTECT(nprot);
+    return out;
 }
 
 /* The log likelihood from the summed statistics: list(bound, logdet, fit,

@@ -557,6 +557,33 @@ test_that("with neighbours the starting grid is scored by the model's own likeli
   dk <- sgpr(x[1:500, ], y[1:500], kernel = k2, inducing = Z, noise = lam, neighbours = 10,
              optimize = FALSE)
   expect_equal(ns$.start_score_vif(mk, k2, 0.3 * vy), as.numeric(logLik(dk)), tolerance = 1e-12)
+  # the scores at the other noise shares from one pass (the local blocks
+  # formed once) equal those evaluated one by one: a single kernel (blocks
+  # formed in C) and a sum (blocks formed in R)
+  for (kb in list(kk, kernel_matern52(lengthscale = 0.1, variance = 0.6) +
+                        kernel_rbf(lengthscale = 0.3, variance = 0.4))) {
+    mb <- ns$.start_vif_model(kb, x[1:500, ], y[1:500], Z, NULL, 10L, noise = 0.2)
+    a <- c(0.5, 1, 2.5)
+    s2 <- c(0.01, 0.3, 0.05)
+    # (the kernel times a: every variance of a sum, the first part's of a product)
+    times <- function(k, a) {
+      if (is.null(k$parts)) {
+        k$variance <- k$variance * a
+      } else if (k$op == "sum") {
+        k$parts <- lapply(k$parts, times, a = a)
+      } else {
+        k$parts[[1]] <- times(k$parts[[1]], a)
+      }
+      k
+    }
+    one <- vapply(1:3, function(j) {
+      ns$.start_score_vif(mb, times(ns$.kernel_at(mb$kernel, mb$params), a[j]), s2[j])
+    }, 0)
+    expect_equal(ns$.start_score_vif_shares(mb, a, s2), one, tolerance = 1e-10)
+  }
+  expect_error(ns$.ffi_vf_stats_shares(diag(2), matrix(0, 2, 3), NULL, kk, x[1:3, ],
+                                       matrix(0L, 1, 3), numeric(3), -1, 1),
+               "'scale' and 'noise' must be positive")
   # the fit with neighbours from that start finds the noise (0.0025)
   set.seed(7)
   f <- sgpr(x, y, neighbours = 10)
