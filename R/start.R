@@ -5,7 +5,11 @@
 # So the parameters a user leaves unset start at the best point of a small
 # grid, scored by the collapsed bound on a subsample:
 #   lengthscales  l_d = c sd(x_d) with c in 2^(-5:3) (one c for all inputs,
-#                 so the grid stays one-dimensional with ARD),
+#                 so the grid stays one-dimensional with ARD), and when the
+#                 best score is at c = 2^-5, c halving on while the best
+#                 score at c rises (at most .start_shorter times: a long
+#                 series whose structure is a few thousandths of its span,
+#                 20000 points, peaks at 2^-7),
 #   noise         r var(y), r in (0.01, 0.05, 0.2, 0.5),
 #   variance      (1 - r) var(y),
 # on at most 1000 rows (evenly spaced in the data's order, so that no random
@@ -19,6 +23,8 @@
 # under a second: far less than the evaluations it saves on the full data.
 
 .start_multipliers <- 2^(-5:3)
+# how many times the multipliers may halve below the shortest
+.start_shorter <- 8L
 .start_noise_ratios <- c(0.01, 0.05, 0.2, 0.5)
 
 # Kernel (and noise) starting values for Gaussian regression: the kernel with
@@ -62,7 +68,9 @@
   # with large data, the scores' temporaries are collected as they go:
   # R would let them pile up in proportion to the data it holds (?scaling)
   collect <- length(x) >= .stage_gc_cells
-  .interruptible(for (c in mult) {
+  # the highest score at the multiplier c (-Inf: none could be scored)
+  score_multiplier <- function(c) {
+    top <- -Inf
     .interrupt_point("start")
     if (collect) .collect()
     # the parts of a combination move jointly: c scales every unset
@@ -72,7 +80,7 @@
     } else kernel
     k <- .kern_fill_variance(kls, vy)
     Z <- tryCatch(select_inducing(xs, k, M = m0, perm = seq_along(idx))$Z, error = skip(NULL))
-    if (is.null(Z)) next
+    if (is.null(Z)) return(-Inf)
     vif <- NULL
     # with one noise variance for all points the scores at every noise share
     # come from one pass over the rows (without neighbours), or from one
@@ -105,8 +113,26 @@
           vif <- .start_vif_model(k, xs, ys, Z, lam_s, neighbours, r * vy)
           vif$bound
         } else .start_score_vif(vif, k, r * vy), error = skip(-Inf))
+      if (is.finite(value)) top <- max(top, value)
       if (is.finite(value) && value > best$value) {
-        best <- list(value = value, kernel = k, noise = r * vy)
+        best <<- list(value = value, kernel = k, noise = r * vy)
+      }
+    }
+    top
+  }
+  .interruptible({
+    at <- vapply(mult, score_multiplier, 0)
+    # the best at the shortest multiplier: the signal may be shorter still
+    # (a long series with structure on a few thousandths of its span), and
+    # the multipliers go on halving while the best score rises
+    if (need_ls && length(at) > 1L && is.finite(at[1L]) && which.max(at) == 1L) {
+      c <- mult[1L]
+      top <- at[1L]
+      for (i in seq_len(.start_shorter)) {
+        c <- c / 2
+        v <- score_multiplier(c)
+        if (!isTRUE(v > top)) break
+        top <- v
       }
     }
   }, "the search for starting values")

@@ -590,6 +590,37 @@ test_that("with neighbours the starting grid is scored by the model's own likeli
   expect_lt(abs(log(f$params$noise / 0.0025)), log(1.5))
 })
 
+test_that("the starting multipliers halve below the grid while the score rises", {
+  ns <- asNamespace("sparsevgp")
+  # a long series whose structure (periods 5-20) is a few thousandths of its
+  # span: the likelihood with neighbours peaks at c = 2^-6, below the grid
+  set.seed(21)
+  n <- 3000
+  t <- runif(n, 0, 600)
+  fr <- 1 / runif(50, 5, 20)
+  ph <- runif(50, 0, 2 * pi)
+  a <- rnorm(50) * sqrt(2 / 50)
+  y <- sin(2 * pi * t / 600) +
+    drop(cos(outer(t, 2 * pi * fr) + matrix(ph, n, 50, byrow = TRUE)) %*% a) + rnorm(n, sd = 0.2)
+  x <- matrix(t)
+  st <- ns$.start_regression(kernel_matern52(), x, y, M = 30L, neighbours = 10L)
+  expect_equal(st$kernel$lengthscale / sd(t), 2^-6)
+  expect_equal(st$noise / var(y), 0.05)
+  # the collapsed bound with 30 inducing inputs sees none of it: its best is
+  # inside the grid
+  expect_equal(ns$.start_regression(kernel_matern52(), x, y, M = 30L)$kernel$lengthscale / sd(t), 1)
+  # with the halving switched off it stops at the grid's shortest
+  old <- ns$.start_shorter
+  unlockBinding(".start_shorter", ns)
+  assign(".start_shorter", 0L, ns)
+  on.exit({
+    assign(".start_shorter", old, ns)
+    lockBinding(".start_shorter", ns)
+  })
+  st0 <- ns$.start_regression(kernel_matern52(), x, y, M = 30L, neighbours = 10L)
+  expect_equal(st0$kernel$lengthscale / sd(t), 2^-5)
+})
+
 test_that("neighbours = \"auto\" finds short-range bumps on a smooth trend", {
   skip_on_cran()
   # the fit without neighbours calls the bumps noise (noise 0.048 where it
