@@ -838,6 +838,11 @@ test_that("the summary line of the trial reads reports without the standard erro
   # with them: the decision recorded in the report
   expect_match(line(c(r, list(kept = FALSE, gain_se = 0.03))), "^none: .*standard error 0.03\\)")
   expect_match(line(c(r, list(kept = TRUE, gain_se = 0.01))), "^K = 20: ")
+  # decided with the inducing inputs of the model without neighbours held
+  expect_match(line(c(r, list(kept = TRUE, gain_se = 0.01, early = TRUE))),
+               "without \\(M = 200, its inducing inputs held;")
+  expect_match(line(c(r, list(kept = TRUE, gain_se = 0.01, early = FALSE))),
+               "without \\(M = 200; neighbours")
 })
 
 test_that("an interrupt in the trial of neighbours = \"auto\" gives a fit without neighbours", {
