@@ -36,7 +36,9 @@
 #' fitted. The regression models (\code{gpr}, \code{sgpr}, \code{osgpr},
 #' \code{svgp} with a Gaussian likelihood) start from the best point of a
 #' small grid: lengthscales \eqn{c \cdot sd(x_d)}{c sd(x_d)} for \eqn{c}
-#' from 1/32 to 8 and the signal variance a share of \eqn{var(y)} (the rest
+#' from 1/32 to 8 (and, when the best is at 1/32, halving on while the
+#' score rises, as for a long series with structure on a few thousandths
+#' of its span) and the signal variance a share of \eqn{var(y)} (the rest
 #' being the starting noise), scored by the collapsed bound on a subsample of
 #' at most 1000 rows (with neighbours, \code{sgpr(neighbours = K)}, by that
 #' model's likelihood, which sees structure shorter than the spacing of its
