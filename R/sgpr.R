@@ -176,7 +176,8 @@
 #'     for their extra cost, and by more than twice the standard error of
 #'     that mean difference over the held-out observations (so that a gain
 #'     from chance or a few outlying observations, as on small data, keeps
-#'     the simpler model). The model without neighbours is fitted first
+#'     the simpler model). Unless the subsample is all the observations not
+#'     held out, the model without neighbours is fitted first
 #'     with its inducing inputs held; when the neighbours win by 0.25 nats
 #'     per observation more than the rule asks (more than freeing those
 #'     inputs has given on the benchmark sets, at most 0.18), they are

@@ -624,7 +624,13 @@
 # 0-0.025, power 0.002-0.01; on concrete, where the gains are small, it
 # moved them by up to 0.10 either way), and where the neighbours win by far
 # more (volcano, 0.83-0.88 nats with the inducing inputs held) the free
-# fit cost a third of the whole fit.
+# fit cost a third of the whole fit. On small data, where the trial's
+# subsample is all the rows not held out (N <= .vif_auto_rows + V, at most
+# 2500), that fit frees them from the start as before: there the gains are
+# small and noisy, and the two stages moved them by up to 0.1 nats either
+# way and cost 1-2 s more per fit (concrete and energy, 20 splits: test
+# NLPD +0.008 on concrete, se 0.004; inst/bench/results/
+# bench_trial_early.txt).
 .vif_auto_decisive <- 0.25
 # The trial's fit with neighbours keeps the sets chosen at its starting
 # values (no rounds of choosing them anew; the full fit runs those, and the
@@ -669,8 +675,9 @@
   # (at most n / 2 of them, the first chosen: greedy selection takes them in
   # order of importance)
   Z0 <- Z[seq_len(min(nrow(Z), max(1L, n %/% 2L))), , drop = FALSE]
-  # (first with its inducing inputs held, see above)
-  free_Z <- isTRUE(start0$optimize_inducing)
+  # (first with its inducing inputs held when the subsample is a part of
+  # the rows not held out, see above)
+  free_Z <- isTRUE(start0$optimize_inducing) && n < N - V
   ref_ctl <- utils::modifyList(ctl, list(maxit = .vif_auto_ref_maxit))
   ref <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = start0$kernel, inducing = Z0,
                     noise = nz0, mean = mean, neighbours = 0L,

@@ -5,7 +5,8 @@
 # machine, alternating the libraries with --reps:
 #   R_LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/lib/R/lib \
 #     OPENBLAS_NUM_THREADS=1 Rscript inst/bench/bench_start_grid.R \
-#     --libs=<library A>,<library B> [--data=../shared/data/regression] \
+#     --libs=<library A>,<library B> [--peers=<library of fields>] \
+#     [--data=../shared/data/regression] \
 #     [--sets=kin8nm,power,volcano,concrete] [--reps=3]
 # Each (library, set, repetition) runs in a fresh Rscript process. The grid
 # is called as a fit calls it: without neighbours with RBF and the fit's
@@ -24,6 +25,10 @@ cpu <- function() {
   t <- proc.time()
   t[["user.self"]] + t[["sys.self"]]
 }
+
+# (rainfall needs fields, from the library of the peers)
+peers <- opt("peers", "")
+if (nzchar(peers)) .libPaths(c(.libPaths(), peers))
 
 if ("--child" %in% args) {
   suppressMessages(library(sparsevgp))
@@ -56,7 +61,7 @@ rows <- list()
 for (r in seq_len(reps)) for (set in sets) for (l in libs) {
   out <- system2(file.path(R.home("bin"), "Rscript"),
                  c(self, "--child", paste0("--lib=", l), paste0("--set=", set),
-                   paste0("--data=", data_dir)), stdout = TRUE)
+                   paste0("--data=", data_dir), paste0("--peers=", peers)), stdout = TRUE)
   hit <- strsplit(grep("^RESULT", out, value = TRUE), "\t")[[1L]]
   rows[[length(rows) + 1L]] <- data.frame(
     lib = basename(l), set = set, rep = r,
