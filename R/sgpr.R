@@ -182,7 +182,7 @@
 #'     per observation more than the rule asks (more than freeing those
 #'     inputs has given on the benchmark sets, at most 0.18), they are
 #'     kept, and otherwise that fit goes on with its inducing inputs free
-#'     and is scored again (on volcano this saves a third of the fit).
+#'     and is scored again (on volcano this saves a quarter of the fit's time).
 #'     The model kept starts the full fit from its trial's parameters. No dimension or other property of the data
 #'     enters the rule: on smooth functions the inducing points predict as
 #'     well and no neighbours are taken. When the neighbours are kept but
