@@ -818,11 +818,16 @@ test_that("neighbours = \"auto\": a clear gain is decided with the inducing inpu
   v <- data.frame(row = c(row(volcano)), col = c(col(volcano)), height = c(volcano))
   set.seed(2)
   d <- v[sample(nrow(v), 1200L), ]
-  rows <- sparsevgp:::.vif_auto_rows
-  assignInNamespace(".vif_auto_rows", 500L, "sparsevgp")
-  on.exit(assignInNamespace(".vif_auto_rows", rows, "sparsevgp"), add = TRUE)
-  set.seed(1)
-  f <- sgpr(height ~ row + col, data = d)
+  # the default fit with some of the trial's constants set
+  fit_with <- function(...) {
+    set <- list(...)
+    old <- mget(as.character(names(set)), envir = asNamespace("sparsevgp"))
+    for (n in names(set)) assignInNamespace(n, set[[n]], "sparsevgp")
+    on.exit(for (n in names(old)) assignInNamespace(n, old[[n]], "sparsevgp"))
+    set.seed(1)
+    sgpr(height ~ row + col, data = d)
+  }
+  f <- fit_with(.vif_auto_rows = 500L)
   r <- f$auto_neighbours
   # the neighbours win by more than freeing the inducing inputs of the
   # model without them could give: decided with those held
@@ -833,22 +838,13 @@ test_that("neighbours = \"auto\": a clear gain is decided with the inducing inpu
   # with that margin out of reach the model without neighbours goes on with
   # its inducing inputs free: it predicts the held-out rows better, and the
   # neighbours still win
-  oldd <- sparsevgp:::.vif_auto_decisive
-  assignInNamespace(".vif_auto_decisive", Inf, "sparsevgp")
-  on.exit(assignInNamespace(".vif_auto_decisive", oldd, "sparsevgp"), add = TRUE)
-  set.seed(1)
-  ff <- sgpr(height ~ row + col, data = d)
-  rf <- ff$auto_neighbours
+  rf <- fit_with(.vif_auto_rows = 500L, .vif_auto_decisive = Inf)$auto_neighbours
   expect_false(rf$early)
   expect_true(rf$kept)
   expect_lt(rf$gain, r$gain)
   expect_true(rf$gain > sparsevgp:::.vif_auto_z * rf$gain_se)
   # all rows not held out in the subsample: free from the start
-  assignInNamespace(".vif_auto_decisive", oldd, "sparsevgp")
-  assignInNamespace(".vif_auto_rows", rows, "sparsevgp")
-  set.seed(1)
-  fs <- sgpr(height ~ row + col, data = d)
-  expect_false(fs$auto_neighbours$early)
+  expect_false(fit_with()$auto_neighbours$early)
 })
 
 test_that("the summary line of the trial reads reports without the standard error", {
