@@ -103,6 +103,7 @@ fuzz_templates <- function() {
     },
     ffi_vf_stats = function() list(bg$L, Kuf, Kl, nbl, lam, yt, TRUE),
     ffi_vf_stats_kern = function() list(bg$L, Kuf, kc, x, nbl, lam, yt, TRUE),
+    ffi_vf_stats_shares = function() list(bg$L, Kuf, NULL, kc, x, nbl, yt, c(0.5, 2), c(0.1, 0.3)),
     ffi_vf_value = function() list(vs$BB, vs$w, vs$sums, 8, TRUE),
     ffi_softmax_ell = function() {
       list(matrix(c(0.1, -0.4, 1.2, 0, 0.3, -1), 2, 3), matrix(c(0.5, 1, 0.2, 2, 0.7, 0.1), 2, 3),
