@@ -566,9 +566,12 @@ static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
 
 /* The checks of a block: L (M x M factor), Kuf (M x nu), Kloc ((K+1)^2 x
  * no; NULL only where the caller allows it: pass 2 with the records of
- * pass 1 does not read it), nbl (K x no), lambda and ytil (nu). */
+ * pass 1 does not read it), nbl (K x no), ytil (nu) and, with per_row,
+ * lambda (nu); without it lambda is not read and b->lambda is NULL
+ * (ffi_vf_stats_shares(), whose noise variances are one per point of the
+ * grid, not one per row). */
 static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
-                          SEXP ytil, vf_block *b)
+                          int per_row, SEXP ytil, vf_block *b)
 {
     chk_chol_factor(L, "L", -1);
     const int M = nrows(L);
@@ -584,17 +587,19 @@ static void vf_block_args(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
             error("'Kloc' must have %d rows", (K + 1) * (K + 1));
         chk_finite(Kloc, "Kloc");
     }
-    chk_real_vector(lambda, "lambda", nu);
+    if (per_row) {
+        chk_real_vector(lambda, "lambda", nu);
+        chk_finite(lambda, "lambda");
+        for (int i = 0; i < nu; i++)
+            if (REAL(lambda)[i] < 0.0)
+                error("noise variances 'lambda' must not be negative");
+    }
     chk_real_vector(ytil, "ytil", nu);
-    chk_finite(lambda, "lambda");
     chk_finite(ytil, "ytil");
-    for (int i = 0; i < nu; i++)
-        if (REAL(lambda)[i] < 0.0)
-            error("noise variances 'lambda' must not be negative");
     b->M = M; b->K = K; b->nu = nu; b->no = no;
     b->Kloc = isNull(Kloc) ? NULL : REAL(Kloc); b->nbl = INTEGER(nbl);
     b->kc = NULL;
-    b->lambda = REAL(lambda); b->ytil = REAL(ytil);
+    b->lambda = per_row ? REAL(lambda) : NULL; b->ytil = REAL(ytil);
 }
 
 /* The owned points' noise variances must be positive (the bound's
@@ -625,7 +630,7 @@ static SEXP vf_stats_call(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
                           SEXP ytil, SEXP keep, SEXP kern, SEXP x)
 {
     vf_block b;
-    vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
+    vf_block_args(L, Kuf, Kloc, nbl, lambda, 1, ytil, &b);
     vf_positive_noise(&b);
     const int kp = chk_flag(keep, "keep");
     vf_kcache kc;
@@ -705,13 +710,9 @@ SEXP ffi_vf_stats_shares(SEXP L, SEXP Kuf, SEXP Kloc, SEXP kern, SEXP x,
         if (!(REAL(scale)[j] > 0.0 && R_FINITE(REAL(scale)[j]) &&
               REAL(noise)[j] > 0.0 && R_FINITE(REAL(noise)[j])))
             error("'scale' and 'noise' must be positive and finite");
-    chk_real_matrix(Kuf, "Kuf", -1);
     int nprot = 0;
-    /* (the block's noise variances are those of each point j, not read) */
-    SEXP lam = PROTECT(allocVector(REALSXP, ncols(Kuf))); nprot++;
-    for (int i = 0; i < ncols(Kuf); i++) REAL(lam)[i] = REAL(noise)[0];
     vf_block b;
-    vf_block_args(L, Kuf, Kloc, nbl, lam, ytil, &b);
+    vf_block_args(L, Kuf, Kloc, nbl, R_NilValue, 0, ytil, &b);
     vf_kcache kc;
     spv_kernel kk;
     if (isNull(Kloc)) vf_kcache_init(&kc, &kk, kern, x, &b);
@@ -810,7 +811,7 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     if (isNull(Kloc) && isNull(recs) && isNull(kern))
         error("'Kloc' must be a numeric matrix (it may be NULL only with 'recs'%s)",
               fac ? " or 'kern'" : "");
-    vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
+    vf_block_args(L, Kuf, Kloc, nbl, lambda, 1, ytil, &b);
     const int M = b.M, nu = b.nu, K1 = b.K + 1;
     vf_positive_noise(&b);
     vf_posterior_args(Binv, vt, M);
@@ -932,7 +933,7 @@ SEXP ffi_vf_predict(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
 {
     vf_block b;
     if (isNull(Kloc)) error("'Kloc' must be a numeric matrix");
-    vf_block_args(L, Kuf, Kloc, nbl, lambda, ytil, &b);
+    vf_block_args(L, Kuf, Kloc, nbl, lambda, 1, ytil, &b);
     const int M = b.M, no = b.no;
     vf_posterior_args(Binv, vt, M);
     const int fc = chk_flag(full, "full");
