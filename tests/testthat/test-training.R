@@ -51,19 +51,22 @@ test_that("the grid's bounds at every noise share from one pass equal the bound 
   kernels <- list(kernel_matern52(lengthscale = c(0.7, 1.3)), kernel_rbf(lengthscale = 0.4),
                   kernel_rbf(lengthscale = 0.4) + kernel_matern12(lengthscale = 2),
                   kernel_rbf(lengthscale = 0.4) * kernel_matern32(lengthscale = 2, variance = 3))
+  shares <- function(k, need_var) {
+    sh <- sparsevgp:::.start_share_scales(k, need_var, vy, r)
+    sparsevgp:::.start_shares(sh$kernel, sh$scale, sh$noise, d$x, d$y, Z)
+  }
   for (k in kernels) {
-    got <- sparsevgp:::.start_shares(k, TRUE, vy, r, d$x, d$y, Z)
-    expect_equal(got, one_by_one(k, TRUE), tolerance = 1e-10)
+    expect_equal(shares(k, TRUE), one_by_one(k, TRUE), tolerance = 1e-10)
   }
   # with the variance given only the noise moves
   k <- kernel_matern32(lengthscale = 0.5, variance = 2)
-  expect_equal(sparsevgp:::.start_shares(k, FALSE, vy, r, d$x, d$y, Z), one_by_one(k, FALSE),
-               tolerance = 1e-10)
+  expect_equal(sparsevgp:::.start_share_scales(k, FALSE, vy, r)$scale, rep(1, length(r)))
+  expect_equal(shares(k, FALSE), one_by_one(k, FALSE), tolerance = 1e-10)
   # a sum with one variance given does not scale with the filled one: the
   # bounds are evaluated one by one
   k <- kernel_rbf(lengthscale = 0.4, variance = 0.5) + kernel_matern12(lengthscale = 2)
   expect_false(sparsevgp:::.kern_variance_linear(k))
-  expect_null(sparsevgp:::.start_shares(k, TRUE, vy, r, d$x, d$y, Z))
+  expect_null(sparsevgp:::.start_share_scales(k, TRUE, vy, r))
   expect_true(sparsevgp:::.kern_variance_linear(kernel_rbf() * kernel_matern12(variance = 2)))
   expect_false(sparsevgp:::.kern_variance_linear(kernel_rbf(variance = 2) * kernel_matern12()))
 })
