@@ -42,7 +42,13 @@
 #' being the starting noise), scored by the collapsed bound on a subsample of
 #' at most 1000 rows (with neighbours, \code{sgpr(neighbours = K)}, by that
 #' model's likelihood, which sees structure shorter than the spacing of its
-#' inducing inputs); the grid finds a signal that varies on a small part of
+#' inducing inputs). With neighbours on dense data, whose median distance
+#' from a point to its nearest other point (in units of the inputs'
+#' standard deviations) is at most 1/128, the subsample is four disjoint
+#' compact windows of the data instead, where the neighbours are as close
+#' as in the full fit, and \eqn{c} starts at the power of two at or above
+#' twice that distance: rows spread over a long series with one observation
+#' per time unit are far apart and see a daily cycle as noise. The grid finds a signal that varies on a small part of
 #' the input range, where a single start at a typical distance would settle
 #' on a flat fit. The classifiers start at variance 1 and the median distance
 #' between inputs. Models optimise kernel parameters on the log scale.

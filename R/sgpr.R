@@ -167,7 +167,16 @@
 #'     starting values and inducing inputs, and the model with
 #'     \eqn{K = 20} neighbours (its smaller \eqn{M}, inducing inputs held,
 #'     neighbour sets chosen once) from the better, by its likelihood, of
-#'     where that fit ended and its own starting values. Each is then built
+#'     where that fit ended and its own starting values. On data dense for
+#'     the starting grid (see \code{\link{kernels}}: a median distance to
+#'     the nearest other observation of at most 1/128 of the inputs'
+#'     standard deviations, as in a long series with one observation per
+#'     time unit), the model with neighbours is fitted instead on four disjoint
+#'     compact windows of 1500 observations in all, where its neighbours are
+#'     as close as in the full fit: a subsample spread over all the data has
+#'     its neighbours far apart and takes structure on the scale of a few
+#'     observations for noise (20000 hourly observations with a daily
+#'     cycle: test RMSE 0.88 before, 0.30 after; GpGp's default 0.84). Each is then built
 #'     at its fitted
 #'     parameters on all observations but the held-out ones (so that the
 #'     neighbours are as close as in the full fit) and predicts the
@@ -196,7 +205,10 @@
 #'     multiplications per evaluation allows (about 100 for
 #'     \eqn{N = 7373}{N = 7373}, \eqn{K = 20}; at most \eqn{N / 4}), or the
 #'     \code{M} given, and the full fit holds them there (unless
-#'     \code{optimize_inducing = FALSE} or the inducing inputs are given).
+#'     \code{optimize_inducing = FALSE} or the inducing inputs are given, or
+#'     the data are dense: there the neighbours are the closest observations
+#'     there are, and what they leave is structure on the data's own
+#'     spacing, which sparser inducing inputs do not reach).
 #'     With \eqn{N} small enough that
 #'     the budget of the automatic \eqn{M} covers an inducing input for
 #'     every observation (\eqn{N^3 \le 3 \times 10^8}{N^3 <= 3e8}, about

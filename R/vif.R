@@ -664,8 +664,18 @@
   held <- sort(perm[seq_len(V)])
   rest <- sort(perm[-seq_len(V)])
   rows <- sort(perm[V + seq_len(n)])
+  # on data dense for the start grid (R/start.R), the model with neighbours
+  # is fitted on compact windows of the rows not held out, where its
+  # neighbours are as close as in the full fit; a subsample spread over all
+  # of them has its neighbours far apart and sees structure on the scale of
+  # a few observations as noise
+  sx <- .col_sd(x[rest, , drop = FALSE])
+  sx[!is.finite(sx) | sx <= 0] <- 1
+  windowed <- !is.null(.start_dense(x[rest, , drop = FALSE], sx))
+  krows <- if (windowed) rest[.start_windows(x[rest, , drop = FALSE], sx, n)] else rows
   known <- is.numeric(noise) && length(noise) == N
   nzt <- if (known) noise[rows] else if (is.numeric(noise) && length(noise) == 1L) noise
+  nzk <- if (known) noise[krows] else nzt
   Mt <- max(1L, min(n %/% 4L, .vif_max_inducing(N, K), nrow(Z)))
   ctl <- list(maxit = 200L, jitter = control$jitter, jitter_cap = control$jitter_cap, trace = 0L,
               memory = control$memory, neighbour_rounds = .vif_auto_rounds)
@@ -688,9 +698,9 @@
   # the subsample, of where the fit without neighbours ended and the best
   # point of its own grid (R/start.R, scored by its likelihood); with the
   # user's kernel, from the grid (.vif_k_start())
-  ks <- .vif_k_start(x[rows, , drop = FALSE], y[rows], kernel, ref, nzt, Mt, K, mean, ctl)
+  ks <- .vif_k_start(x[krows, , drop = FALSE], y[krows], kernel, ref, nzk, Mt, K, mean, ctl)
   if (is.null(ks)) return(list(K = 0L, report = list(reason = "interrupted")))
-  trial <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = ks$kernel, M = Mt,
+  trial <- .vif_trial(x[krows, , drop = FALSE], y[krows], kernel = ks$kernel, M = Mt,
                       noise = ks$noise, mean = mean, neighbours = K, optimize_inducing = FALSE,
                       control = ctl)
   if (is.null(trial)) return(list(K = 0L, report = list(reason = "interrupted")))
@@ -711,16 +721,18 @@
   l0 <- score(ref, 0L)
   lK <- if (!is.null(l0)) score(trial, K)
   if (is.null(lK)) return(list(K = 0L, report = list(reason = "interrupted")))
-  gain <- mean(lK - l0)
-  gain_se <- stats::sd(lK - l0) / sqrt(V)
-  clear <- function(gain, se, margin = 0) {
-    isTRUE(gain - margin > .vif_auto_gain && gain - margin > .vif_auto_z * se)
+  # the gain in nats per held-out observation and its standard error, and
+  # whether it clears the rule (by `margin` more)
+  compare <- function(l0) list(gain = mean(lK - l0), se = stats::sd(lK - l0) / sqrt(V))
+  clear <- function(g, margin = 0) {
+    isTRUE(g$gain - margin > .vif_auto_gain && g$gain - margin > .vif_auto_z * g$se)
   }
+  g <- compare(l0)
   # the model without neighbours with its inducing inputs held: when the
   # neighbours win by more than freeing them has been seen to give, they are
   # kept; otherwise that fit goes on with its inducing inputs free and is
   # scored again
-  early <- free_Z && clear(gain, gain_se, .vif_auto_decisive)
+  early <- free_Z && clear(g, .vif_auto_decisive)
   if (free_Z && !early) {
     pr <- ref$params
     ref <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = .kernel_at(ref$kernel, pr),
@@ -728,10 +740,9 @@
                       mean = mean, neighbours = 0L, optimize_inducing = TRUE, control = ref_ctl)
     l0 <- if (!is.null(ref)) score(ref, 0L)
     if (is.null(l0)) return(list(K = 0L, report = list(reason = "interrupted")))
-    gain <- mean(lK - l0)
-    gain_se <- stats::sd(lK - l0) / sqrt(V)
+    g <- compare(l0)
   }
-  keep <- clear(gain, gain_se)
+  keep <- clear(g)
   won <- if (keep) trial else ref
   # with neighbours kept: the share of the prior variance that neither part
   # explains at the trial's parameters on all rows but the held-out ones,
@@ -740,15 +751,18 @@
   left <- placed <- NULL
   if (keep) {
     left <- .vif_evaluate(scored, scored$params, grad = FALSE)$unexplained
-    if (isTRUE(left > .vif_auto_left) && isTRUE(start0$place)) {
+    # (on dense data the neighbours are the closest observations there are,
+    # and what they leave is structure on the data's own spacing, which
+    # inducing inputs, sparser still, do not reach)
+    if (isTRUE(left > .vif_auto_left) && isTRUE(start0$place) && !windowed) {
       Mc <- if (is.null(start0$M)) .vif_max_inducing(N, K, .vif_centres_budget) else start0$M
       placed <- select_inducing(x, M = min(Mc, N %/% 4L), method = "kmeans", trace = FALSE)$Z
     }
   }
   list(K = if (keep) K else 0L, params = won$params, kernel = .kernel_at(won$kernel, won$params),
        Z = placed,
-       report = list(reason = "trial", kept = keep, gain = gain, gain_se = gain_se, rows = n,
-                     early = early,
+       report = list(reason = "trial", kept = keep, gain = g$gain, gain_se = g$se, rows = n,
+                     early = early, windows = if (windowed) length(krows),
                      held = V, K = K,
                      M = c(Mt, nrow(Z0)), unexplained = left, placed = !is.null(placed),
                      centres = if (!is.null(placed)) nrow(placed)))
@@ -828,9 +842,11 @@
          "not optimised" = "none (neighbours = \"auto\" without optimisation)",
          interrupted = "none: the fit was interrupted before or during the trial (neighbours = \"auto\")",
          trial = paste0(
-           sprintf("%s: fitted on a subsample of %d rows, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better (standard error %s) than the model without (M = %s; neighbours are kept above %g nats and %g standard errors; neighbours = \"auto\")",
+           sprintf("%s: fitted on a subsample of %d rows%s, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better (standard error %s) than the model without (M = %s; neighbours are kept above %g nats and %g standard errors; neighbours = \"auto\")",
                    if (isTRUE(r$kept)) sprintf("K = %d", r$K) else "none",
-                   r$rows, r$K, r$M[1L], r$held, format(r$gain, digits = 3L),
+                   r$rows,
+                   if (!is.null(r$windows)) sprintf(" (for the model with neighbours, %d rows in compact windows: the data are dense)", r$windows) else "",
+                   r$K, r$M[1L], r$held, format(r$gain, digits = 3L),
                    # (a fit saved before the standard error was recorded has none)
                    if (is.null(r$gain_se)) "not recorded" else format(r$gain_se, digits = 2L),
                    paste0(r$M[2L], if (isTRUE(r$early)) ", its inducing inputs held"),
@@ -838,8 +854,10 @@
            if (!is.null(r$unexplained))
              sprintf("; it left %s of the prior variance unexplained (%s %g: inducing inputs %s)",
                      format(r$unexplained, digits = 3L),
-                     if (isTRUE(r$placed)) "above" else "at most",
+                     if (isTRUE(r$unexplained > .vif_auto_left)) "above" else "at most",
                      .vif_auto_left,
                      if (isTRUE(r$placed)) sprintf("at %d k-means centres of the inputs", r$centres) else
-                       "held where greedy selection put them")))
+                       paste0("held where greedy selection put them",
+                              if (!is.null(r$windows) && isTRUE(r$unexplained > .vif_auto_left))
+                                ", as the data are dense: what the neighbours leave is on the data's own spacing"))))
 }

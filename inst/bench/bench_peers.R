@@ -32,7 +32,9 @@
 #   ato              hetGP's ato (8 inputs, 2000 designs with 10 replicates
 #                    each, one row per replicate: 20000 rows with
 #                    heteroscedastic noise), a random 10% test split of the
-#                    rows (seed 500 + k).
+#                    rows (seed 500 + k);
+#   hourly           a synthetic long series (see load_split()), 20000
+#                    training rows: dense data, one observation per hour.
 # Every method gets the same inputs and targets, both standardised with the
 # training split's means and standard deviations; metrics are on the test
 # split in the target's units: RMSE and NLPD = -mean log N(y*; mean, var)
@@ -50,7 +52,7 @@
 #     [--data=../shared/data/regression] [--splits=0,1,2] \
 #     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
 # (the further sets: --sets=concrete,energy,yacht,bostonHousing,rainfall,
-# jason3,ato; rainfall needs fields, ato hetGP, jason3 GpGp)
+# jason3,ato,hourly; rainfall needs fields, ato hetGP, jason3 GpGp)
 # The peers are never dependencies of sparsevgp; a peer that is not
 # installed is skipped.
 #
@@ -126,6 +128,23 @@ load_split <- function(set, k) {
     X <- e$X[rep(seq_len(nrow(e$X)), ncol(e$Z)), , drop = FALSE]
     Y <- c(as.matrix(e$Z))
     seed <- 500 + k
+  } else if (set == "hourly") {
+    # synthetic, not a set of the literature: 21000 observations at random
+    # times over 21000 hours (one per hour on average) of a slow trend, a
+    # daily cycle, rough periods of 4-20 hours (200 random sinusoids) and
+    # noise of sd 0.2, drawn with seed 600 + k; dense data, where rows
+    # spread over the series are 20 hours apart
+    set.seed(600 + k)
+    n <- 21000L
+    t <- stats::runif(n, 0, n)
+    fr <- 1 / stats::runif(200L, 4, 20)
+    ph <- stats::runif(200L, 0, 2 * pi)
+    a <- stats::rnorm(200L) * sqrt(2 / 200) * 0.5
+    rough <- drop(cos(outer(t, 2 * pi * fr) + matrix(ph, n, 200L, byrow = TRUE)) %*% a)
+    X <- cbind(t = t)
+    Y <- 2 * sin(2 * pi * t / n) + t / n + sin(2 * pi * t / 24) + rough + 0.2 * stats::rnorm(n)
+    seed <- 700 + k
+    n_test <- 1000L
   } else {
     stop("unknown data set ", set)
   }

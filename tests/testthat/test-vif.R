@@ -603,6 +603,15 @@ test_that("the starting multipliers halve below the grid while the score rises",
   y <- sin(2 * pi * t / 600) +
     drop(cos(outer(t, 2 * pi * fr) + matrix(ph, n, 50, byrow = TRUE)) %*% a) + rnorm(n, sd = 0.2)
   x <- matrix(t)
+  # (the series is dense for the grid: its windows and longer multiplier
+  # list are tested below; here the grid on rows spread over the series)
+  dense <- ns$.start_dense
+  unlockBinding(".start_dense", ns)
+  assign(".start_dense", function(x, sx) NULL, ns)
+  on.exit({
+    assign(".start_dense", dense, ns)
+    lockBinding(".start_dense", ns)
+  }, add = TRUE)
   st <- ns$.start_regression(kernel_matern52(), x, y, M = 30L, neighbours = 10L)
   expect_equal(st$kernel$lengthscale / sd(t), 2^-6)
   expect_equal(st$noise / var(y), 0.05)
@@ -616,9 +625,82 @@ test_that("the starting multipliers halve below the grid while the score rises",
   on.exit({
     assign(".start_shorter", old, ns)
     lockBinding(".start_shorter", ns)
-  })
+  }, add = TRUE)
   st0 <- ns$.start_regression(kernel_matern52(), x, y, M = 30L, neighbours = 10L)
   expect_equal(st0$kernel$lengthscale / sd(t), 2^-5)
+})
+
+test_that("the data's spacing, dense data and compact windows for the grid", {
+  ns <- asNamespace("sparsevgp")
+  set.seed(3)
+  x <- matrix(rnorm(300), 150, 2)
+  sx <- apply(x, 2, sd)
+  xs <- sweep(x, 2, sx, "/")
+  d <- as.matrix(dist(xs))
+  diag(d) <- Inf
+  h <- median(apply(d, 1, min))
+  expect_equal(ns$.start_spacing(x, sx), h, tolerance = 1e-12)
+  # replicates do not count: the spacing of the distinct points
+  expect_equal(ns$.start_spacing(x[rep(1:150, 3), ], sx), h, tolerance = 1e-12)
+  expect_true(is.na(ns$.start_spacing(matrix(1, 5, 2), c(1, 1))))
+  expect_null(ns$.start_dense(x, sx))
+  # a series with one observation per unit of time over 3000 units: its
+  # neighbours are 1/3500 sd apart, far below the grid's 2^-5
+  t <- matrix(sort(runif(3000, 0, 3000)))
+  st <- sd(t)
+  c <- ns$.start_dense(t, st)
+  expect_equal(log2(c), ceiling(log2(2 * ns$.start_spacing(t, st))))
+  expect_lt(c, 2^-9)
+  # disjoint windows of 1000 rows: four runs of consecutive times (the
+  # series is sorted), one about each fifth of the span
+  w <- ns$.start_windows(t, st, 1000L)
+  expect_identical(w, sort(unique(w)))
+  expect_length(w, 1000L)
+  runs <- split(w, cumsum(c(1, diff(w) != 1)))
+  expect_length(runs, 4L)
+  expect_equal(lengths(runs, use.names = FALSE), rep(250L, 4))
+  expect_equal(vapply(runs, median, 0, USE.NAMES = FALSE), 3000 * (1:4) / 5, tolerance = 0.01)
+  # unsorted: four stretches of time all the same (three gaps between them)
+  o <- sample.int(3000)
+  wo <- ns$.start_windows(t[o, , drop = FALSE], st, 1000L)
+  expect_length(wo, 1000L)
+  expect_equal(sum(diff(sort(t[o[wo]])) > 20), 3L)
+  expect_identical(ns$.start_windows(t, st, 5000L), 1:3000)
+})
+
+test_that("on dense data the grid and the trial see structure on a few observations", {
+  skip_on_cran()
+  ns <- asNamespace("sparsevgp")
+  # 2000 observations one time unit apart, a cycle of 12 units and one of
+  # 5.3: rows spread over the series are 2-20 units apart and see noise
+  set.seed(11)
+  n <- 2000
+  t <- runif(n + 500, 0, n)
+  f <- function(t) sin(2 * pi * t / 12) + 0.6 * sin(2 * pi * t / 5.3 + 1) + t / n
+  y <- f(t) + 0.1 * rnorm(length(t))
+  i <- 1:n
+  x <- matrix(t[i])
+  # the grid with neighbours on compact windows: a lengthscale of a few
+  # units (the shortest grid multiplier, 2^-5 sd, is 18 units)
+  st <- ns$.start_regression(kernel_matern52(), x, y[i], M = 30L, neighbours = 20L)
+  expect_lt(st$kernel$lengthscale, 6)
+  expect_lt(st$noise, 0.1 * var(y))
+  # the default keeps the neighbours, its trial fitted on the windows; the
+  # inducing inputs stay few (k-means centres do not reach structure on the
+  # data's spacing)
+  set.seed(1)
+  fit <- sgpr(x, y[i])
+  expect_identical(fit$neighbours$K, 20L)
+  expect_gt(fit$auto_neighbours$gain, 0.5)
+  expect_identical(fit$auto_neighbours$windows, 1500L)
+  expect_false(fit$auto_neighbours$placed)
+  expect_lt(nrow(fit$params$Z), 200L)
+  p <- predict(fit, matrix(t[-i]))
+  # (a flat fit, as before the windows: 0.80)
+  expect_lt(sqrt(mean((p$mean - f(t[-i]))^2)), 0.3)
+  out <- paste(capture.output(summary(fit)), collapse = " ")
+  expect_match(out, "1500 rows in compact windows: the data are dense", fixed = TRUE)
+  expect_match(out, "as the data are dense", fixed = TRUE)
 })
 
 test_that("neighbours = \"auto\" finds short-range bumps on a smooth trend", {
