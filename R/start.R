@@ -189,27 +189,24 @@
 }
 
 # Rows of `windows` disjoint compact windows of the data x (sds sx), n rows
-# in all, sorted: the nearest n / windows rows (scaled by sx) not yet taken
-# to each of `windows` centres evenly spaced in the data's order (no random
-# numbers; a centre already taken moves to the nearest row in that order
-# that is not).
+# in all, sorted: to each of `windows` centres evenly spaced in the data's
+# order (no random numbers), its nearest n / windows rows (scaled by sx)
+# that an earlier window has not taken (one search: each centre's
+# n nearest rows hold enough).
 .start_windows_count <- 4L
 .start_windows <- function(x, sx, n, windows = .start_windows_count) {
   N <- nrow(x)
   if (n >= N) return(seq_len(N))
   xs <- x / rep(sx, each = N)
-  free <- seq_len(N)
   size <- ceiling(n / windows)
-  planned <- round(seq(1, N, length.out = windows + 2L))[-c(1L, windows + 2L)]
-  taken <- vector("list", windows)
+  centres <- round(seq(1, N, length.out = windows + 2L))[-c(1L, windows + 2L)]
+  nn <- .ffi_nb_query(xs, xs[centres, , drop = FALSE], min(N, size * windows))
+  taken <- integer(0)
   for (w in seq_len(windows)) {
-    centre <- free[which.min(abs(free - planned[w]))]
-    nn <- .ffi_nb_query(xs[free, , drop = FALSE], xs[centre, , drop = FALSE],
-                        min(length(free), size, n - sum(lengths(taken))))
-    taken[[w]] <- free[nn]
-    free <- free[-nn]
+    free <- nn[!(nn[, w] %in% taken), w]
+    taken <- c(taken, free[seq_len(min(length(free), size, n - length(taken)))])
   }
-  sort(unlist(taken))
+  sort(taken)
 }
 
 # The model with `neighbours` neighbours per point on the grid's rows, at

@@ -669,10 +669,12 @@
   # neighbours are as close as in the full fit; a subsample spread over all
   # of them has its neighbours far apart and sees structure on the scale of
   # a few observations as noise
-  sx <- .col_sd(x[rest, , drop = FALSE])
+  xr <- x[rest, , drop = FALSE]
+  sx <- .col_sd(xr)
   sx[!is.finite(sx) | sx <= 0] <- 1
-  windowed <- !is.null(.start_dense(x[rest, , drop = FALSE], sx))
-  krows <- if (windowed) rest[.start_windows(x[rest, , drop = FALSE], sx, n)] else rows
+  windowed <- !is.null(.start_dense(xr, sx))
+  krows <- if (windowed) rest[.start_windows(xr, sx, n)] else rows
+  rm(xr)
   known <- is.numeric(noise) && length(noise) == N
   nzt <- if (known) noise[rows] else if (is.numeric(noise) && length(noise) == 1L) noise
   nzk <- if (known) noise[krows] else nzt
