@@ -549,8 +549,7 @@ Ops.sparsevgp_kernel <- function(e1, e2) {
   j <- seq_len(n)
   idx <- unique(round(seq(1, nrow(x), length.out = min(nrow(x), 400L))))
   xs <- x[idx, , drop = FALSE]
-  sx <- .col_sd(xs)
-  sx[!is.finite(sx) | sx <= 0] <- 1
+  sx <- .sd_or_one(.col_sd(xs))
   d <- as.vector(stats::dist(sweep(xs, 2L, sx, "/")))
   d <- d[d > 0]
   q <- if (length(d)) {

@@ -231,8 +231,7 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   }
   if (!is.null(fit$x)) {
     cs <- .x_stats(fit)
-    sx <- cs["sd", ]
-    sx[!is.finite(sx) | sx <= 0] <- 1
+    sx <- .sd_or_one(cs["sd", ])
     mx <- cs["mean", ]
     io <- info$scale == "x"
     scale[io] <- sx[info$column[io]]

@@ -55,17 +55,16 @@
   vy <- if (is.null(moments)) stats::var(y) else moments$vy
   if (!is.finite(vy) || vy <= 0) vy <- 1
   if (!need_ls && !need_var && !noise_free) return(list(kernel = kernel, noise = NULL))
-  sx <- if (is.null(moments)) .col_sd(x) else moments$sx
-  sx[!is.finite(sx) | sx <= 0] <- 1
+  sx <- .sd_or_one(if (is.null(moments)) .col_sd(x) else moments$sx)
   sx_iso <- sqrt(mean(sx^2))
-  mult <- if (need_ls) .start_multipliers else NA_real_
+  dense <- if (need_ls && isTRUE(neighbours > 0L)) .start_dense(x, sx)
+  mult <- if (!need_ls) NA_real_ else if (is.null(dense)) .start_multipliers else
+    2^(log2(dense):log2(max(.start_multipliers)))
   ratios <- if (noise_free) .start_noise_ratios else
     if (is.null(lambda)) 0.1 else min(0.99, mean(lambda) / vy)
   n <- nrow(x)
-  dense <- if (need_ls && isTRUE(neighbours > 0L)) .start_dense(x, sx)
   idx <- if (!is.null(dense)) .start_windows(x, sx, min(n, 1000L)) else
     unique(round(seq(1, n, length.out = min(n, 1000L))))
-  if (!is.null(dense)) mult <- 2^(log2(dense):log2(max(.start_multipliers)))
   xs <- x[idx, , drop = FALSE]
   ys <- y[idx]
   lam_s <- if (is.null(lambda)) NULL else lambda[idx]

@@ -369,6 +369,13 @@
 
 .col_sd <- function(x) .col_stats(x)["sd", ]
 
+# Standard deviations `s` of input columns with 1 for a constant (or
+# non-finite) one, for scaling the inputs.
+.sd_or_one <- function(s) {
+  s[!is.finite(s) | s <= 0] <- 1
+  s
+}
+
 # max - min of each column.
 .col_span <- function(x) {
   s <- .col_stats(x)

@@ -670,8 +670,7 @@
   # of them has its neighbours far apart and sees structure on the scale of
   # a few observations as noise
   xr <- x[rest, , drop = FALSE]
-  sx <- .col_sd(xr)
-  sx[!is.finite(sx) | sx <= 0] <- 1
+  sx <- .sd_or_one(.col_sd(xr))
   windowed <- !is.null(.start_dense(xr, sx))
   krows <- if (windowed) rest[.start_windows(xr, sx, n)] else rows
   rm(xr)
