@@ -231,7 +231,8 @@ objective.sparsevgp <- function(fit, cluster = NULL, ...) {
   }
   if (!is.null(fit$x)) {
     cs <- .x_stats(fit)
-    sx <- .sd_or_one(cs["sd", ])
+    sx <- cs["sd", ]
+    sx[!is.finite(sx) | sx <= 0] <- 1
     mx <- cs["mean", ]
     io <- info$scale == "x"
     scale[io] <- sx[info$column[io]]

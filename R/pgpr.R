@@ -356,7 +356,9 @@ pgpr.default <- function(x, y, kernel = kernel_rbf(), inducing = "greedy", M = N
 
 # Standard deviations of the input columns (1 for constant columns).
 .column_sd <- function(x) {
-  .sd_or_one(apply(x, 2L, stats::sd))
+  s <- apply(x, 2L, stats::sd)
+  s[!is.finite(s) | s <= 0] <- 1
+  s
 }
 
 # The most inducing inputs an automatic M takes: about as many as keep one
