@@ -37,6 +37,83 @@
     !inherits(cluster, "sparsevgp_held") && .auto_max_inducing(N) >= N
 }
 
+# From the exact GP on small data of some size. There a sparse fit of the
+# bound route above (inducing inputs selected at the grid's starting values,
+# then optimised with the hyperparameters) costs more than the exact GP it
+# approximates: its automatic M comes to 0.7-0.9 N, one evaluation of the
+# bound with M inducing inputs (about 3 N M^2 + 5 M^3 operations) then
+# costs more than one of the exact log marginal likelihood (about N^3), and
+# it has D M more parameters. Its optimisation can also fail: on a series
+# of 600 points with cycles of 5.3 and 12 units, the grid's rows with 200
+# inducing inputs preferred a lengthscale of 168 units, greedy selection
+# took 7 inducing inputs there, and the fit with them free ended 60 nats
+# below the exact GP (test NLPD -0.245 against -0.33, in 55 CPU s against
+# 2.4 for the exact GP). So from .small_exact_rows rows on, each family is
+# fitted as the exact GP (gpr(): its hyperparameters by type-II maximum
+# likelihood), the family is chosen by the exact log marginal likelihoods
+# (a log Bayes factor, with the margin above), and the sparse model takes
+# the chosen fit's hyperparameters, with its inducing inputs chosen by
+# greedy selection there (for the automatic M's target: the bound is then
+# close to the exact log marginal likelihood) and held. It is not
+# optimised further: a run from there gained 0.1 nats on Boston housing for
+# 2.4 of 5.1 CPU s. Measured (inst/bench/results/bench_small_exact.txt;
+# OpenBLAS, one thread; test NLPD and CPU s of fit and predict, means):
+#   Boston housing (455 rows, 20 standard splits): 2.3564 in 6.7 s by the
+#     bound route, 2.3567 in 2.9 s from the exact GP (difference 0.0004,
+#     standard error 0.003);
+#   that series (20 draws): -0.41 in 4.5 s (the bound route: -0.245 in
+#     54-69 s on the two draws run);
+#   two simulated sets of R's small data benchmarks (bench_kernel_small.R;
+#     400 and 600 rows): the same accuracy (-0.001, -0.0001);
+# Below .small_exact_rows the bound route is kept: there the fit costs a
+# fraction of a second, and with its inducing inputs free it predicted a
+# little better than from the exact GP (yacht, 277 rows, 20 splits: -0.118
+# against -0.101, standard error of the difference 0.009; R's data sets of
+# 31-133 rows, by 0.002-0.016).
+# On shards (R/shards.R), whose fits keep no rows, the bound route is kept
+# at every size.
+.small_exact_rows <- 300L
+
+# Does the fully automatic default on small data (.family_by_bound()) start
+# from the exact GP? For N rows from .small_exact_rows on, with the noise
+# learned (one variance, no prior weights), no fixed parameters, the mean
+# learned and the inducing inputs left to the default. (With a cluster
+# these fits run in this process: the data are small.)
+.small_exact <- function(N, noise, weights, fixed, optimize_inducing, mean) {
+  N >= .small_exact_rows && is.null(noise) && is.null(weights) && is.null(fixed) &&
+    is.null(optimize_inducing) && identical(mean, "constant")
+}
+
+# The settings of sgpr()'s control that gpr() takes too.
+.exact_control <- function(control) control[intersect(names(control), names(.default_control))]
+
+# The exact GP of each family by exact(kernel), the family by their log
+# marginal likelihoods (the margin as above), and the sparse fit
+# sparse(kernel, noise) from the chosen one's kernel and noise. The
+# exact fits' warnings are dropped (the sparse fit is the one returned).
+.choose_family_exact <- function(exact, sparse) {
+  rbf <- .collect_warnings(exact(kernel_rbf()))$value
+  m52 <- if (!isTRUE(rbf$optim$interrupted) && !.interrupt_pending()) {
+    .keep_stream(.collect_warnings(exact(kernel_matern52()))$value)
+  }
+  ll <- c(RBF = rbf$bound, "Matern 5/2" = if (is.null(m52)) NA_real_ else m52$bound)
+  use_m52 <- !isTRUE(m52$optim$interrupted) && isTRUE(ll[[2L]] - ll[[1L]] > .family_margin)
+  g <- if (use_m52) m52 else rbf
+  fit <- sparse(.kernel_at(g$kernel, g$params), g$params[["noise"]])
+  # (and its mean: sgpr() starts a learned mean at mean(y))
+  fit$params$mean <- g$params$mean
+  fit <- .build_or_fit(fit, FALSE)
+  # the optimiser's report is the exact fit's (the sparse model is not
+  # optimised further, see above), its time that of both exact fits
+  fit$optim <- g$optim
+  fit$optim$value <- fit$bound
+  fit$time <- rbf$time + if (!is.null(m52)) m52$time else 0
+  fit$auto_kernel <- list(bounds = ll, chosen = if (use_m52) "Matern 5/2" else "RBF",
+                          exact = TRUE)
+  fit$summary_extra[["Kernel"]] <- .family_line(fit$auto_kernel)
+  fit
+}
+
 # Fit with each family by fit_with(kernel) and keep the one the bound
 # prefers (see above). The warnings of the fit not kept are dropped. The
 # stream of random numbers after the choice is that after the RBF fit, so
@@ -74,6 +151,11 @@
 
 # The line of summary() on the choice.
 .family_line <- function(a) {
+  if (isTRUE(a$exact)) {
+    return(sprintf("%s, chosen by the exact GP's log marginal likelihood (RBF %s, Matern 5/2 %s; Matern 5/2 is taken when ahead by more than %g nat); the hyperparameters are that exact GP's (type-II maximum likelihood: the optimiser's report is its fit's), the inducing inputs chosen there by greedy selection",
+                   a$chosen, format(a$bounds[[1L]], digits = 7L),
+                   format(a$bounds[[2L]], digits = 7L), .family_margin))
+  }
   sprintf("%s, chosen by the fitted bound (RBF %s, Matern 5/2 %s; Matern 5/2 is taken when ahead by more than %g nat)",
           a$chosen, format(a$bounds[[1L]], digits = 7L), format(a$bounds[[2L]], digits = 7L),
           .family_margin)

@@ -143,7 +143,22 @@
 #'     1995). On yacht (20 standard splits) this gave a test log predictive
 #'     density 0.19 nats per observation better than RBF, and nothing
 #'     worse beyond noise on fourteen small sets; the fit costs both fits.
-#'     \code{summary()} reports the two bounds.
+#'     \code{summary()} reports the two bounds. From 300 observations on
+#'     (with the noise learned, no weights, fixed parameters or
+#'     \code{optimize_inducing} given), where the automatic \eqn{M} comes
+#'     close to \eqn{N} and the exact GP is the cheaper fit, the two
+#'     families are fitted as exact GPs (\code{\link{gpr}()}), the family
+#'     is chosen by their log marginal likelihoods with the same margin, and
+#'     the sparse model takes the chosen fit's hyperparameters, with
+#'     inducing inputs chosen by greedy selection there (for the automatic
+#'     \eqn{M}'s target, so that its bound is close to the exact log
+#'     marginal likelihood) and held; the optimiser's report is the exact
+#'     fit's, and \code{summary()} says so. On Boston housing (455 rows, 20
+#'     splits) this gave the same test accuracy in less than half the time,
+#'     and on a series of 600 points with short cycles, where the sparse
+#'     fit's own optimisation ended far below the exact GP, the exact GP's
+#'     accuracy in a tenth of the time. (On \code{\link{shards}}, whose fits
+#'     keep no rows, the bound route is kept.)
 #'   \item \emph{Inducing inputs}: greedy selection at the starting values,
 #'     with the automatic \eqn{M} capped by a budget for one evaluation,
 #'     \eqn{N(M^2 + 1.5 M (K+1)^2) \le 10^8}{N (M^2 + 1.5 M (K+1)^2) <= 1e8} (a third of the budget
@@ -389,6 +404,19 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   # (R/kernel_choice.R)
   if (.family_by_bound(kernel, start, neighbours, inducing, M, threshold, optimize, cluster,
                        NROW(x))) {
+    # from the exact GP's hyperparameters where it is the cheaper fit
+    if (.small_exact(NROW(x), noise, weights, fixed, optimize_inducing, mean)) {
+      fit <- .choose_family_exact(
+        function(k) gpr.default(x, y, kernel = k, control = .exact_control(control),
+                                offset = offset, ...),
+        function(k, noise) {
+          sgpr.default(x, y, kernel = k, noise = noise, optimize = FALSE,
+                       optimize_inducing = FALSE, control = control, offset = offset,
+                       neighbours = 0L, ...)
+        })
+      fit$call <- call
+      return(fit)
+    }
     fit <- .choose_family(function(k) {
       sgpr.default(x, y, kernel = k, inducing = inducing, M = M, threshold = threshold,
                    noise = noise, mean = mean, optimize = optimize,

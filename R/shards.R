@@ -123,7 +123,10 @@
 #' most 20 000 rows (\code{set.seed()} reproduces it), then the kernel,
 #' noise and mean on all rows on the workers with the inducing inputs held.
 #' With at most 20 000 rows in all, the subsample is all of them and the
-#' fit is the one of one process on the rows concatenated in worker order.
+#' fit is the one of one process on the rows concatenated in worker order
+#' (except \code{sgpr()}'s fully automatic default on 300 to 669 rows, which
+#' one process starts from the exact GP: on shards it takes the route of
+#' fewer rows, see \code{\link{sgpr}()}, Kernel).
 #' The fit keeps no rows: \code{predict(fit, newdata)} works in this process
 #' as for any fit, and \code{fitted(fit, cluster = sh)} and
 #' \code{residuals(fit, cluster = sh)} compute the values at the workers'

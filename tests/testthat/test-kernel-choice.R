@@ -89,3 +89,76 @@ test_that("on shards the default chooses the kernel family as one process does",
   expect_equal(predict(f1, d[c(3, 90), ]), predict(f0, d[c(3, 90), ]), tolerance = 1e-10)
   expect_match(summary(f1)$extra[["Kernel"]], "chosen by the fitted bound")
 })
+
+test_that("from 300 rows on small data the default starts from the exact GP of the better family", {
+  # a rough path with a short cycle, 320 rows
+  set.seed(3)
+  x <- sort(runif(320))
+  y <- sin(25 * x) + cumsum(rnorm(320)) / 20 + rnorm(320, sd = 0.05)
+  set.seed(1)
+  f <- sgpr(x, y)
+  # the two exact GPs it compares, fitted on their own
+  r <- gpr(x, y, kernel = kernel_rbf())
+  m <- gpr(x, y, kernel = kernel_matern52())
+  expect_true(f$auto_kernel$exact)
+  expect_equal(unname(f$auto_kernel$bounds), c(r$bound, m$bound), tolerance = 1e-10)
+  expect_gt(m$bound - r$bound, sparsevgp:::.family_margin)
+  expect_identical(f$auto_kernel$chosen, "Matern 5/2")
+  expect_identical(f$kernel$family, "matern52")
+  # the chosen exact GP's hyperparameters, and its optimiser's report
+  for (b in c("variance", "lengthscale", "noise", "mean")) {
+    expect_equal(f$params[[b]], m$params[[b]], tolerance = 1e-12)
+  }
+  expect_identical(f$optim$counts, m$optim$counts)
+  expect_equal(f$optim$value, f$bound, tolerance = 1e-12)
+  # greedy inducing inputs for the automatic M's target there, held: the
+  # bound is below the exact log marginal likelihood and close to it
+  z_fixed <- f$fixed[grepl("^Z", names(f$fixed))]
+  expect_true(length(z_fixed) > 0L && all(z_fixed))
+  expect_lt(nrow(f$params$Z), 320L)
+  expect_lt(f$bound, m$bound)
+  expect_lt(m$bound - f$bound, 0.002 * 320)
+  # its bound at its parameters, evaluated as a fit of its own
+  g <- sgpr(x, y, kernel = sparsevgp:::.kernel_at(f$kernel, f$params), inducing = f$params$Z,
+            noise = f$params$noise, mean = f$params$mean, optimize = FALSE)
+  expect_equal(g$bound, f$bound, tolerance = 1e-10)
+  # predictions close to the exact GP's (noise sd 0.05)
+  xs <- c(0.1, 0.5, 0.9)
+  expect_equal(predict(f, xs)$mean, predict(m, xs)$mean, tolerance = 1e-3)
+  # the user's call; summary() says how the family and hyperparameters came about
+  expect_identical(f$call, quote(sgpr(x = x, y = y)))
+  line <- summary(f)$extra[["Kernel"]]
+  expect_match(line, "Matern 5/2, chosen by the exact GP's log marginal likelihood")
+  expect_match(line, format(r$bound, digits = 7L), fixed = TRUE)
+  expect_match(line, "the hyperparameters are that exact GP's")
+  # a smooth function: RBF is kept
+  set.seed(4)
+  xs2 <- runif(300)
+  ys2 <- sin(3 * xs2) + rnorm(300, sd = 0.1)
+  fs <- sgpr(xs2, ys2)
+  rs <- gpr(xs2, ys2, kernel = kernel_rbf())
+  expect_identical(fs$auto_kernel$chosen, "RBF")
+  expect_equal(fs$params$lengthscale, rs$params$lengthscale, tolerance = 1e-12)
+})
+
+test_that("the exact GP starts the default only where it applies", {
+  ok <- function(N = 300L, noise = NULL, weights = NULL, fixed = NULL,
+                 optimize_inducing = NULL, mean = "constant") {
+    sparsevgp:::.small_exact(N, noise, weights, fixed, optimize_inducing, mean)
+  }
+  expect_true(ok())
+  expect_false(ok(N = 299L))
+  expect_false(ok(noise = 0.1))
+  expect_false(ok(noise = ~ x))
+  expect_false(ok(weights = rep(1, 300)))
+  expect_false(ok(fixed = "noise"))
+  expect_false(ok(optimize_inducing = TRUE))
+  expect_false(ok(mean = 0))
+  # with the noise given, the fit is the bound route's (no exact GP)
+  set.seed(4)
+  x <- runif(300)
+  y <- sin(3 * x) + rnorm(300, sd = 0.1)
+  f <- sgpr(x, y, noise = 0.01)
+  expect_false(isTRUE(f$auto_kernel$exact))
+  expect_match(summary(f)$extra[["Kernel"]], "chosen by the fitted bound")
+})
