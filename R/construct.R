@@ -94,10 +94,15 @@
   start
 }
 
-# The prior mean: "constant" (learned, starting at `start`) or a fixed
-# number. list(value, fixed).
+# The prior mean: "constant" (learned, starting at `start`, or at the
+# attribute "start" of `mean`, which sgpr() sets for the model it builds at
+# an exact GP's fitted parameters, R/kernel_choice.R) or a fixed number.
+# list(value, fixed).
 .mean_start <- function(mean, start) {
-  if (identical(mean, "constant")) return(list(value = start, fixed = FALSE))
+  if (is.character(mean) && identical(as.vector(mean), "constant")) {
+    at <- attr(mean, "start")
+    return(list(value = if (is.null(at)) start else at, fixed = FALSE))
+  }
   if (is.numeric(mean) && length(mean) == 1L && is.finite(mean)) {
     return(list(value = as.double(mean), fixed = TRUE))
   }

@@ -70,8 +70,8 @@
 # little better than from the exact GP (yacht, 277 rows, 20 splits: -0.118
 # against -0.101, standard error of the difference 0.009; R's data sets of
 # 31-133 rows, by 0.002-0.016).
-# On shards (R/shards.R), whose fits keep no rows, the bound route is kept
-# at every size.
+# On shards (R/shards.R) the rows, at most 669, are gathered for the exact
+# GPs, and the sparse model is built on the workers: the fit of one process.
 .small_exact_rows <- 300L
 
 # Does the fully automatic default on small data (.family_by_bound()) start
@@ -88,8 +88,9 @@
 .exact_control <- function(control) control[intersect(names(control), names(.default_control))]
 
 # The exact GP of each family by exact(kernel), the family by their log
-# marginal likelihoods (the margin as above), and the sparse fit
-# sparse(kernel, noise) from the chosen one's kernel and noise. The
+# marginal likelihoods (the margin as above), and the sparse model
+# sparse(kernel, noise, mean) built at the chosen one's kernel, noise and
+# mean (`mean`: "constant" starting there, .mean_start()). The
 # exact fits' warnings are dropped (the sparse fit is the one returned).
 .choose_family_exact <- function(exact, sparse) {
   rbf <- .collect_warnings(exact(kernel_rbf()))$value
@@ -99,10 +100,8 @@
   ll <- c(RBF = rbf$bound, "Matern 5/2" = if (is.null(m52)) NA_real_ else m52$bound)
   use_m52 <- !isTRUE(m52$optim$interrupted) && isTRUE(ll[[2L]] - ll[[1L]] > .family_margin)
   g <- if (use_m52) m52 else rbf
-  fit <- sparse(.kernel_at(g$kernel, g$params), g$params[["noise"]])
-  # (and its mean: sgpr() starts a learned mean at mean(y))
-  fit$params$mean <- g$params$mean
-  fit <- .build_or_fit(fit, FALSE)
+  fit <- sparse(.kernel_at(g$kernel, g$params), g$params[["noise"]],
+                structure("constant", start = g$params$mean))
   # the optimiser's report is the exact fit's (the sparse model is not
   # optimised further, see above), its time that of both exact fits
   fit$optim <- g$optim

@@ -157,8 +157,7 @@
 #'     splits) this gave the same test accuracy in less than half the time,
 #'     and on a series of 600 points with short cycles, where the sparse
 #'     fit's own optimisation ended far below the exact GP, the exact GP's
-#'     accuracy in a tenth of the time. (On \code{\link{shards}}, whose fits
-#'     keep no rows, the bound route is kept.)
+#'     accuracy in a tenth of the time.
 #'   \item \emph{Inducing inputs}: greedy selection at the starting values,
 #'     with the automatic \eqn{M} capped by a budget for one evaluation,
 #'     \eqn{N(M^2 + 1.5 M (K+1)^2) \le 10^8}{N (M^2 + 1.5 M (K+1)^2) <= 1e8} (a third of the budget
@@ -404,16 +403,22 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   # (R/kernel_choice.R)
   if (.family_by_bound(kernel, start, neighbours, inducing, M, threshold, optimize, cluster,
                        NROW(x))) {
-    # from the exact GP's hyperparameters where it is the cheaper fit
-    if (.small_exact(NROW(x), noise, weights, fixed, optimize_inducing, mean)) {
-      fit <- .choose_family_exact(
+    # from the exact GP's hyperparameters where it is the cheaper fit (an
+    # error there, such as bad input, is left to the route below to report)
+    fit <- if (.small_exact(NROW(x), noise, weights, fixed, optimize_inducing, mean)) {
+      tryCatch(.choose_family_exact(
         function(k) gpr.default(x, y, kernel = k, control = .exact_control(control),
                                 offset = offset, ...),
-        function(k, noise) {
-          sgpr.default(x, y, kernel = k, noise = noise, optimize = FALSE,
+        function(k, noise, mean) {
+          sgpr.default(x, y, kernel = k, noise = noise, mean = mean, optimize = FALSE,
                        optimize_inducing = FALSE, control = control, offset = offset,
                        neighbours = 0L, ...)
+        }), error = function(e) {
+          .rethrow_fatal(e)
+          NULL
         })
+    }
+    if (!is.null(fit)) {
       fit$call <- call
       return(fit)
     }

@@ -123,10 +123,7 @@
 #' most 20 000 rows (\code{set.seed()} reproduces it), then the kernel,
 #' noise and mean on all rows on the workers with the inducing inputs held.
 #' With at most 20 000 rows in all, the subsample is all of them and the
-#' fit is the one of one process on the rows concatenated in worker order
-#' (except \code{sgpr()}'s fully automatic default on 300 to 669 rows, which
-#' one process starts from the exact GP: on shards it takes the route of
-#' fewer rows, see \code{\link{sgpr}()}, Kernel).
+#' fit is the one of one process on the rows concatenated in worker order.
 #' The fit keeps no rows: \code{predict(fit, newdata)} works in this process
 #' as for any fit, and \code{fitted(fit, cluster = sh)} and
 #' \code{residuals(fit, cluster = sh)} compute the values at the workers'
@@ -769,6 +766,24 @@ print.sparsevgp_shards <- function(x, ...) {
   # one process (R/kernel_choice.R)
   if (.family_by_bound(if (!kernel_default) kernel, start, neighbours, inducing, M, threshold,
                        optimize, NULL, N)) {
+    # from 300 rows, from the exact GP on the gathered rows (few: at most
+    # 669), as in one process (R/kernel_choice.R)
+    if (!known && .small_exact(N, noise, .weights, fixed, optimize_inducing, mean)) {
+      g <- .shards_gather(h, seq_len(N))
+      colnames(g$x) <- dz$colnames
+      .cluster_release(h)
+      fit <- tryCatch(.choose_family_exact(
+        function(k) gpr.default(g$x, g$y, kernel = k, control = .exact_control(control_given)),
+        function(k, noise, mean) {
+          .shards_sgpr(formula, sh, kernel = k, inducing = inducing, noise = noise, mean = mean,
+                       optimize = FALSE, optimize_inducing = FALSE, control = control_given,
+                       neighbours = 0L, .call = .call)
+        }), error = function(e) {
+          .rethrow_fatal(e)
+          NULL
+        })
+      if (!is.null(fit)) return(fit)
+    }
     .cluster_release(h)
     return(.choose_family(function(k) {
       .shards_sgpr(formula, sh, kernel = k, inducing = inducing, M = M, threshold = threshold,

@@ -131,13 +131,27 @@ test_that("from 300 rows on small data the default starts from the exact GP of t
   expect_match(line, "Matern 5/2, chosen by the exact GP's log marginal likelihood")
   expect_match(line, format(r$bound, digits = 7L), fixed = TRUE)
   expect_match(line, "the hyperparameters are that exact GP's")
-  # a smooth function: RBF is kept
+  # with a cluster the same fit (the exact GPs and the model are built here)
+  skip_on_cran()
+  cl <- local_cluster(2)
+  on.exit(parallel::stopCluster(cl))
+  set.seed(1)
+  fc <- sgpr(x, y, cluster = cl)
+  expect_equal(fc$params, f$params, tolerance = 1e-12)
+  expect_equal(fc$bound, f$bound, tolerance = 1e-12)
+})
+
+test_that("from 300 rows a smooth function keeps RBF, chosen by the exact GPs", {
   set.seed(4)
   xs2 <- runif(300)
   ys2 <- sin(3 * xs2) + rnorm(300, sd = 0.1)
   fs <- sgpr(xs2, ys2)
   rs <- gpr(xs2, ys2, kernel = kernel_rbf())
+  ms <- gpr(xs2, ys2, kernel = kernel_matern52())
+  expect_true(fs$auto_kernel$exact)
+  expect_lte(ms$bound - rs$bound, sparsevgp:::.family_margin)
   expect_identical(fs$auto_kernel$chosen, "RBF")
+  expect_identical(fs$kernel$family, "rbf")
   expect_equal(fs$params$lengthscale, rs$params$lengthscale, tolerance = 1e-12)
 })
 
@@ -161,4 +175,8 @@ test_that("the exact GP starts the default only where it applies", {
   f <- sgpr(x, y, noise = 0.01)
   expect_false(isTRUE(f$auto_kernel$exact))
   expect_match(summary(f)$extra[["Kernel"]], "chosen by the fitted bound")
+  # bad input gets sgpr()'s own errors, naming the argument
+  expect_error(sgpr(x, replace(y, 5, NA)), "'y' contains NA")
+  expect_error(sgpr(cbind(x, NA), y), "'x' contains NA")
+  expect_error(sgpr(x, y[-1]), "'y' has 299 values but 'x' has 300 rows")
 })

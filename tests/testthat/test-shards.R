@@ -73,6 +73,8 @@ test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the
   d <- shards_data(300)
   set.seed(5)
   f0 <- sgpr(y ~ x1 + x2, data = d)
+  # (300 rows: from the exact GPs, R/kernel_choice.R)
+  expect_true(f0$auto_kernel$exact)
   o0 <- objective(f0)
   for (ends in list(c(120, 300), c(100, 101, 300))) {
     cl <- local_cluster(length(ends))
@@ -84,6 +86,7 @@ test_that("a default sgpr fit on 2 and 3 shards is the fit of one process on the
     # evaluated on the workers
     expect_equal(f1$params, f0$params, tolerance = 1e-10)
     expect_lt(abs(f1$bound - f0$bound), 1e-10 * abs(f0$bound))
+    expect_equal(f1$auto_kernel, f0$auto_kernel, tolerance = 1e-10)
     expect_equal(nobs(f1), 300)
     expect_equal(f1$upper_bound, f0$upper_bound, tolerance = 1e-10)
     # bound and gradient at other parameters, evaluated on the workers
