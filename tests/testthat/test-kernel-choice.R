@@ -178,5 +178,5 @@ test_that("the exact GP starts the default only where it applies", {
   # bad input gets sgpr()'s own errors, naming the argument
   expect_error(sgpr(x, replace(y, 5, NA)), "'y' contains NA")
   expect_error(sgpr(cbind(x, NA), y), "'x' contains NA")
-  expect_error(sgpr(x, y[-1]), "'y' has 299 values but 'x' has 300 rows")
+  expect_error(sgpr(x, y[-1]), "'y' has length 299 but the inputs have 300 rows")
 })
