@@ -56,15 +56,16 @@
 # greedy selection there (for the automatic M's target: the bound is then
 # close to the exact log marginal likelihood) and held. It is not
 # optimised further: a run from there gained 0.1 nats on Boston housing for
-# 2.4 of 5.1 CPU s. Measured (inst/bench/results/bench_small_exact.txt;
-# OpenBLAS, one thread; test NLPD and CPU s of fit and predict, means):
-#   Boston housing (455 rows, 20 standard splits): 2.3564 in 6.7 s by the
-#     bound route, 2.3567 in 2.9 s from the exact GP (difference 0.0004,
+# 2.3 more CPU s (5.1 against 2.8). Measured in one run (OpenBLAS, one
+# thread; test NLPD and CPU s of fit and predict, means;
+# inst/bench/results/bench_small_exact.txt):
+#   Boston housing (455 rows, 20 standard splits): 2.3564 in 8.4 s by the
+#     bound route, 2.3566 in 3.0 s from the exact GP (difference 0.0002,
 #     standard error 0.003);
-#   that series (20 draws): -0.41 in 4.5 s (the bound route: -0.245 in
-#     54-69 s on the two draws run);
-#   two simulated sets of R's small data benchmarks (bench_kernel_small.R;
-#     400 and 600 rows): the same accuracy (-0.001, -0.0001);
+#   R's co2 (374 months, 5 random splits): 0.347 in 4.5 s, 0.350 in 1.3 s;
+#   that series (3 draws): -0.267 in 57 s, -0.361 in 5.9 s;
+#   two simulated sets of bench_kernel_small.R (360 and 540 rows): the same
+#     accuracy (-0.001, -0.0001).
 # Below .small_exact_rows the bound route is kept: there the fit costs a
 # fraction of a second, and with its inducing inputs free it predicted a
 # little better than from the exact GP (yacht, 277 rows, 20 splits: -0.118

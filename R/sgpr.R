@@ -154,9 +154,9 @@
 #'     \eqn{M}'s target, so that its bound is close to the exact log
 #'     marginal likelihood) and held; the optimiser's report is the exact
 #'     fit's, and \code{summary()} says so. On Boston housing (455 rows, 20
-#'     splits) this gave the same test accuracy in less than half the time,
-#'     and on a series of 600 points with short cycles, where the sparse
-#'     fit's own optimisation ended far below the exact GP, the exact GP's
+#'     splits) this gave the same test accuracy in a third of the time, and
+#'     on a series of 600 points with short cycles, where the sparse fit's
+#'     own optimisation ended far below the exact GP, the exact GP's
 #'     accuracy in a tenth of the time.
 #'   \item \emph{Inducing inputs}: greedy selection at the starting values,
 #'     with the automatic \eqn{M} capped by a budget for one evaluation,
