@@ -16,13 +16,9 @@
 # a trend, noise sd 0.1, 500 test points (draw k: seed 10 + k); co2 is R's
 # monthly series (random 80/20 splits, seed 100 + k). Inputs and response
 # are standardised on the training rows for every method.
-args <- commandArgs(trailingOnly = TRUE)
-opt <- function(name, default) {
-  a <- grep(sprintf("^--%s=", name), args, value = TRUE)
-  if (length(a)) sub(sprintf("^--%s=", name), "", a[1L]) else default
-}
-lib <- opt("lib", "")
-if (nzchar(lib)) .libPaths(c(lib, .libPaths()))
+# (args, opt(), lib and blas_name() from the shared helper)
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))),
+                 "bench_child.R"))
 suppressMessages(library(sparsevgp))
 label <- opt("label", basename(lib))
 data_dir <- opt("data", "")
@@ -85,7 +81,8 @@ for (set in sets) {
   for (k in ks) {
     s <- switch(set, series = series(k), co2 = co2_split(k), uci(set, k))
     r <- run(s)
-    cat(sprintf("%-14s %2d %-10s rmse %.4f nlpd %.4f cpu %.2f M %d bound %.2f\n", set, k, label,
-                r[["rmse"]], r[["nlpd"]], r[["cpu"]], as.integer(r[["M"]]), r[["bound"]]))
+    cat(sprintf("%-14s %2d %-10s rmse %.4f nlpd %.4f cpu %.2f M %d bound %.2f  %s\n", set, k,
+                label, r[["rmse"]], r[["nlpd"]], r[["cpu"]], as.integer(r[["M"]]), r[["bound"]],
+                blas_name()))
   }
 }
