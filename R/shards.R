@@ -777,7 +777,7 @@ print.sparsevgp_shards <- function(x, ...) {
         function(k, noise, mean) {
           .shards_sgpr(formula, sh, kernel = k, inducing = inducing, noise = noise, mean = mean,
                        optimize = FALSE, optimize_inducing = FALSE, control = control_given,
-                       neighbours = 0L, .call = .call)
+                       neighbours = 0L, .call = .call, .extra = .extra)
         }), error = function(e) {
           .rethrow_fatal(e)
           NULL

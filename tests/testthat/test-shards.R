@@ -681,6 +681,28 @@ test_that("known per-point noise variances from a column of the workers' data", 
   expect_workers_objective(f2, sh, dd, noise = dd$s2)
 })
 
+test_that("from 300 rows the default's exact-GP start on shards keeps the subset and offset", {
+  skip_on_cran()
+  d <- shards_data(340)
+  d$o <- d$x1 / 3
+  d$keep <- d$x2 > -2.5
+  set.seed(5)
+  f0 <- sgpr(y ~ x1 + x2 + offset(x2 / 4), data = d, subset = keep, offset = o)
+  expect_gte(nobs(f0), 300)
+  expect_lt(nobs(f0), 340)
+  expect_true(f0$auto_kernel$exact)
+  cl <- local_cluster(2)
+  on.exit(parallel::stopCluster(cl))
+  sh <- make_shards(cl, d, c(150, 340))
+  set.seed(5)
+  f1 <- sgpr(y ~ x1 + x2 + offset(x2 / 4), data = sh, subset = keep, offset = o)
+  expect_equal(nobs(f1), nobs(f0))
+  expect_equal(f1$auto_kernel, f0$auto_kernel, tolerance = 1e-10)
+  expect_equal(f1$params, f0$params, tolerance = 1e-10)
+  expect_lt(abs(f1$bound - f0$bound), 1e-10 * abs(f0$bound))
+  expect_equal(predict(f1, d[1:5, ]), predict(f0, d[1:5, ]), tolerance = 1e-10)
+})
+
 test_that("subset and offset on shards are evaluated on the workers", {
   skip_on_cran()
   d <- shards_labels(300)
