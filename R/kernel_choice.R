@@ -93,7 +93,16 @@
 # sparse(kernel, noise, mean) built at the chosen one's kernel, noise and
 # mean (`mean`: "constant" starting there, .mean_start()). The
 # exact fits' warnings are dropped (the sparse fit is the one returned).
+# NULL when a step fails (bad input, say): the caller takes the bound route,
+# whose checks report it in sgpr()'s words.
 .choose_family_exact <- function(exact, sparse) {
+  tryCatch(.choose_family_exact_run(exact, sparse), error = function(e) {
+    .rethrow_fatal(e)
+    NULL
+  })
+}
+
+.choose_family_exact_run <- function(exact, sparse) {
   rbf <- .collect_warnings(exact(kernel_rbf()))$value
   m52 <- if (!isTRUE(rbf$optim$interrupted) && !.interrupt_pending()) {
     .keep_stream(.collect_warnings(exact(kernel_matern52()))$value)

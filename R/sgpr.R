@@ -403,19 +403,16 @@ sgpr.default <- function(x, y, kernel = NULL, inducing = "greedy", M = NULL,
   # (R/kernel_choice.R)
   if (.family_by_bound(kernel, start, neighbours, inducing, M, threshold, optimize, cluster,
                        NROW(x))) {
-    # from the exact GP's hyperparameters where it is the cheaper fit (an
-    # error there, such as bad input, is left to the route below to report)
+    # from the exact GP's hyperparameters where it is the cheaper fit (NULL:
+    # an error there, such as bad input, left to the route below to report)
     fit <- if (.small_exact(NROW(x), noise, weights, fixed, optimize_inducing, mean)) {
-      tryCatch(.choose_family_exact(
+      .choose_family_exact(
         function(k) gpr.default(x, y, kernel = k, control = .exact_control(control),
                                 offset = offset, ...),
         function(k, noise, mean) {
           sgpr.default(x, y, kernel = k, noise = noise, mean = mean, optimize = FALSE,
                        optimize_inducing = FALSE, control = control, offset = offset,
                        neighbours = 0L, ...)
-        }), error = function(e) {
-          .rethrow_fatal(e)
-          NULL
         })
     }
     if (!is.null(fit)) {

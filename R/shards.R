@@ -772,15 +772,12 @@ print.sparsevgp_shards <- function(x, ...) {
       g <- .shards_gather(h, seq_len(N))
       colnames(g$x) <- dz$colnames
       .cluster_release(h)
-      fit <- tryCatch(.choose_family_exact(
+      fit <- .choose_family_exact(
         function(k) gpr.default(g$x, g$y, kernel = k, control = .exact_control(control_given)),
         function(k, noise, mean) {
           .shards_sgpr(formula, sh, kernel = k, inducing = inducing, noise = noise, mean = mean,
                        optimize = FALSE, optimize_inducing = FALSE, control = control_given,
                        neighbours = 0L, .call = .call, .extra = .extra)
-        }), error = function(e) {
-          .rethrow_fatal(e)
-          NULL
         })
       if (!is.null(fit)) return(fit)
     }
