@@ -33,6 +33,15 @@
 #                    each, one row per replicate: 20000 rows with
 #                    heteroscedastic noise), a random 10% test split of the
 #                    rows (seed 500 + k);
+#   diamonds         ggplot2's diamonds (log price against nine inputs, the
+#                    ordered factors as their level numbers), a random 10%
+#                    test split (seed 800 + k), 48546 training rows;
+#   lidar            MBA's LIDAR (ground elevation against easting and
+#                    northing), a random 10% test split (seed 900 + k), 9120
+#                    training rows;
+#   bcef             spNNGP's BCEF (forest canopy height against easting and
+#                    northing), 5000 random test points (seed 1000 + k),
+#                    183717 training rows;
 #   hourly           a synthetic long series (see load_split()), 20000
 #                    training rows: dense data, one observation per hour.
 # Every method gets the same inputs and targets, both standardised with the
@@ -52,7 +61,10 @@
 #     [--data=../shared/data/regression] [--splits=0,1,2] \
 #     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
 # (the further sets: --sets=concrete,energy,yacht,bostonHousing,rainfall,
-# jason3,ato,hourly; rainfall needs fields, ato hetGP, jason3 GpGp)
+# jason3,ato,diamonds,lidar,bcef,hourly; rainfall needs fields, ato hetGP,
+# jason3 GpGp, diamonds ggplot2, lidar MBA and bcef spNNGP, installed or,
+# for diamonds and bcef, --sources=<directory> holding the package's source
+# unpacked, whose data/<name>.rda is read)
 # The peers are never dependencies of sparsevgp; a peer that is not
 # installed is skipped.
 #
@@ -80,11 +92,27 @@ cpu <- function() {
 }
 
 # A data set shipped with package `pkg` (or, with all = TRUE, the
-# environment with every object its file holds).
+# environment with every object its file holds). Where `pkg` is not
+# installed, its file data/<name>.rda in the unpacked source of the package
+# under --sources (a directory holding e.g. spNNGP/ from CRAN's tarball).
+source_data <- function(name, pkg) {
+  dir <- opt("sources", "")
+  if (nzchar(dir)) file.path(dir, pkg, "data", paste0(name, ".rda")) else ""
+}
 pkg_data <- function(name, pkg, all = FALSE) {
   e <- new.env()
-  utils::data(list = name, package = pkg, envir = e)
+  src <- source_data(name, pkg)
+  if (!nzchar(system.file(package = pkg)) && file.exists(src)) {
+    load(src, envir = e)
+  } else {
+    utils::data(list = name, package = pkg, envir = e)
+  }
   if (all) e else e[[name]]
+}
+# whether the data set `name` of `pkg` can be read (the package's namespace
+# need not load: only its data are read)
+have_data <- function(name, pkg) {
+  nzchar(system.file(package = pkg)) || file.exists(source_data(name, pkg))
 }
 
 # The split k of a data set, standardised on its training part.
@@ -128,6 +156,34 @@ load_split <- function(set, k) {
     X <- e$X[rep(seq_len(nrow(e$X)), ncol(e$Z)), , drop = FALSE]
     Y <- c(as.matrix(e$Z))
     seed <- 500 + k
+  } else if (set == "diamonds") {
+    # ggplot2's diamonds: log price against carat, cut, colour, clarity (their
+    # level numbers), depth, table and the three dimensions x, y, z; 53940 rows
+    # (48546 train), tabular data with discrete inputs and a few gross outliers
+    # in the dimensions, left as they are
+    d <- pkg_data("diamonds", "ggplot2")
+    X <- cbind(carat = d$carat, cut = as.integer(d$cut), color = as.integer(d$color),
+               clarity = as.integer(d$clarity), depth = d$depth, table = d$table,
+               x = d$x, y = d$y, z = d$z)
+    Y <- log(d$price)
+    seed <- 800 + k
+  } else if (set == "lidar") {
+    # MBA's LIDAR: ground elevation (m) against easting and northing at 10133
+    # points of a forest (9120 train); 2-D, rough at short range
+    d <- pkg_data("LIDAR", "MBA")
+    X <- cbind(x = d$x, y = d$y)
+    Y <- d$z
+    seed <- 900 + k
+  } else if (set == "bcef") {
+    # spNNGP's BCEF: forest canopy height (m) from LiDAR against easting and
+    # northing (km) at 188717 points of the Bonanza Creek Experimental
+    # Forest (183717 train; 5000 test points, which keeps the peers'
+    # predictive variances affordable); 2-D, large N
+    d <- pkg_data("BCEF", "spNNGP")
+    X <- cbind(x = d$x, y = d$y)
+    Y <- d$FCH
+    seed <- 1000 + k
+    n_test <- 5000L
   } else if (set == "hourly") {
     # synthetic, not a set of the literature: 21000 observations at random
     # times over 21000 hours (one per hour on average) of a slow trend, a
@@ -300,6 +356,10 @@ for (set in sets) {
   if (set %in% c("argo", "jason3") && !have("GpGp")) next
   if (set == "rainfall" && !have("fields")) next
   if (set == "ato" && !have("hetGP")) next
+  # (only the data of ggplot2 is read: its namespace need not load)
+  if (set == "diamonds" && !have_data("diamonds", "ggplot2")) next
+  if (set == "lidar" && !have_data("LIDAR", "MBA")) next
+  if (set == "bcef" && !have_data("BCEF", "spNNGP")) next
   for (k in splits) {
     for (m in methods) {
       if (m %in% names(needs) && !have(needs[[m]])) next
@@ -309,7 +369,9 @@ for (set in sets) {
       configs[[length(configs) + 1L]] <- c(sprintf("--set=%s", set), sprintf("--split=%d", k),
                                            sprintf("--method=%s", m),
                                            if (nzchar(peers)) sprintf("--peers=%s", peers),
-                                           sprintf("--data=%s", data_dir))
+                                           sprintf("--data=%s", data_dir),
+                                           if (nzchar(opt("sources", "")))
+                                             sprintf("--sources=%s", opt("sources", "")))
       labels <- c(labels, sprintf("%s split %d %s", set, k, m))
     }
   }
