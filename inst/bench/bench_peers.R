@@ -44,6 +44,11 @@
 #                    183717 training rows;
 #   hourly           a synthetic long series (see load_split()), 20000
 #                    training rows: dense data, one observation per hour.
+# and, with R (base R's datasets and the recommended package MASS), five
+# sets of the kind a statistician has at hand, each with a random 10% test
+# split (seeds 1100 + k to 1500 + k; see load_split()):
+#   sunspots (2859 training rows, 1-D), treering (7182, 1-D), dax (1674,
+#   1-D), quakes (900, 3-D), nlschools (2058, 4-D).
 # Every method gets the same inputs and targets, both standardised with the
 # training split's means and standard deviations; metrics are on the test
 # split in the target's units: RMSE and NLPD = -mean log N(y*; mean, var)
@@ -61,7 +66,8 @@
 #     [--data=../shared/data/regression] [--splits=0,1,2] \
 #     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
 # (the further sets: --sets=concrete,energy,yacht,bostonHousing,rainfall,
-# jason3,ato,diamonds,lidar,bcef,hourly; rainfall needs fields, ato hetGP,
+# jason3,ato,diamonds,lidar,bcef,hourly,sunspots,treering,dax,quakes,
+# nlschools; rainfall needs fields, ato hetGP,
 # jason3 GpGp, diamonds ggplot2, lidar MBA and bcef spNNGP, installed or,
 # for diamonds and bcef, --sources=<directory> holding the package's source
 # unpacked, whose data/<name>.rda is read)
@@ -201,6 +207,39 @@ load_split <- function(set, k) {
     Y <- 2 * sin(2 * pi * t / n) + t / n + sin(2 * pi * t / 24) + rough + 0.2 * stats::rnorm(n)
     seed <- 700 + k
     n_test <- 1000L
+  } else if (set == "sunspots") {
+    # R's sunspot.month: the square root of the monthly mean sunspot number
+    # (a common variance-stabilising scale) against time in years, 1749-2013;
+    # 1-D, quasi-periodic (about 11 years) and rough from month to month
+    X <- cbind(t = as.numeric(stats::time(datasets::sunspot.month)))
+    Y <- sqrt(as.numeric(datasets::sunspot.month))
+    seed <- 1100 + k
+  } else if (set == "treering") {
+    # R's treering: normalised tree-ring widths against year, 7980 years;
+    # 1-D, mostly noise with weak short-range dependence
+    X <- cbind(t = as.numeric(stats::time(datasets::treering)))
+    Y <- as.numeric(datasets::treering)
+    seed <- 1200 + k
+  } else if (set == "dax") {
+    # R's EuStockMarkets: the log DAX index against time (1860 trading days,
+    # 1991-1998); 1-D, a random walk (rough at every scale)
+    X <- cbind(t = as.numeric(stats::time(datasets::EuStockMarkets)))
+    Y <- log(as.numeric(datasets::EuStockMarkets[, "DAX"]))
+    seed <- 1300 + k
+  } else if (set == "quakes") {
+    # R's quakes: magnitude against latitude, longitude and depth of 1000
+    # earthquakes near Fiji; 3-D, mostly noise
+    X <- as.matrix(datasets::quakes[, c("lat", "long", "depth")])
+    Y <- datasets::quakes$mag
+    seed <- 1400 + k
+  } else if (set == "nlschools") {
+    # MASS's nlschools: language test score of 2287 pupils against IQ, class
+    # size, family SES and multi-grade class (0/1); 4-D tabular data with
+    # many repeated inputs (IQ and SES take few values)
+    d <- pkg_data("nlschools", "MASS")
+    X <- cbind(IQ = d$IQ, GS = d$GS, SES = d$SES, COMB = as.integer(d$COMB) - 1L)
+    Y <- d$lang
+    seed <- 1500 + k
   } else {
     stop("unknown data set ", set)
   }
