@@ -231,11 +231,11 @@
 #'     iterations of L-BFGS-B for each of the two fits of the model without
 #'     neighbours, 200 for the one with) and one or two evaluations of each
 #'     model on the data, and restores the
-#'     stream of random numbers. On 700 to 3000 observations it is half
-#'     to three quarters of the whole fit's time (R's \code{quakes}, 900
-#'     observations: 3 of 4.3 CPU seconds); give \code{neighbours = 0}
-#'     (smooth or noisy data) or \code{20} (rough data in few inputs)
-#'     to skip it.
+#'     stream of random numbers. On 700 to 3000 observations it takes
+#'     most of the fit's time (R's \code{quakes}, 900 observations: 4.3
+#'     CPU seconds for the default fit, 1.1 with \code{neighbours = 0});
+#'     give \code{neighbours = 0} (smooth or noisy data) or \code{20}
+#'     (rough data in few inputs) to skip it.
 #'     \code{summary()} reports the choice and its figures; give
 #'     \code{neighbours} a number to choose. With \code{optimize = FALSE}
 #'     \code{"auto"} means 0.
