@@ -536,7 +536,10 @@
 #   1. V = min(.vif_auto_held, N / 5) random rows are held out; of the
 #      others a random subsample of .vif_auto_rows rows is drawn;
 #   2. on the subsample, the model without neighbours is fitted from its
-#      starting values and inducing inputs (held), and the model with K
+#      starting values and inducing inputs (held); when its residuals show
+#      no correlation between nearby inputs (.vif_local_evidence()), the
+#      neighbours are not tried (that fit goes on as in step 4 and starts
+#      the full fit); otherwise the model with K
 #      neighbours (the M of .vif_max_inducing(), inducing inputs held) from
 #      the better of where that fit ended and its own grid (.vif_k_start());
 #   3. each model is built at its fitted parameters on all rows but the
@@ -632,6 +635,11 @@
 # NLPD +0.008 on concrete, se 0.004; inst/bench/results/
 # bench_trial_early.txt).
 .vif_auto_decisive <- 0.25
+# The evidence of local structure below which the model with neighbours is
+# not fitted at all (.vif_local_evidence()), and the number of nearest rows
+# whose mean residual it also tries.
+.vif_auto_local_z <- 2
+.vif_local_k <- 5L
 # The trial's fit with neighbours keeps the sets chosen at its starting
 # values (no rounds of choosing them anew; the full fit runs those, and the
 # held-out rows are scored with sets chosen at the fitted lengthscales).
@@ -695,6 +703,24 @@
                     optimize_inducing = if (free_Z) FALSE else start0$optimize_inducing,
                     control = ref_ctl)
   if (is.null(ref)) return(list(K = 0L, report = list(reason = "interrupted")))
+  # the model without neighbours with its inducing inputs free (when they
+  # were held above), from where the fit with them held ended
+  free_ref <- function(ref) {
+    pr <- ref$params
+    .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = .kernel_at(ref$kernel, pr),
+               inducing = pr$Z, noise = if (is.null(nzt)) pr[["noise"]] else nzt,
+               mean = mean, neighbours = 0L, optimize_inducing = TRUE, control = ref_ctl)
+  }
+  # no local correlation in what that model leaves: the model with
+  # neighbours is not fitted (see .vif_local_evidence())
+  local <- .vif_local_evidence(ref, x, y, rest, held)
+  if (isTRUE(local$z < .vif_auto_local_z)) {
+    if (free_Z) ref <- free_ref(ref)
+    if (is.null(ref)) return(list(K = 0L, report = list(reason = "interrupted")))
+    return(list(K = 0L, params = ref$params, kernel = .kernel_at(ref$kernel, ref$params),
+                report = list(reason = "residuals", kept = FALSE, rows = n, held = V, K = K,
+                              M = nrow(Z0), local = local)))
+  }
   # the model with neighbours starts from the better, by its likelihood on
   # the subsample, of where the fit without neighbours ended and the best
   # point of its own grid (R/start.R, scored by its likelihood); with the
@@ -735,10 +761,7 @@
   # scored again
   early <- free_Z && clear(g, .vif_auto_decisive)
   if (free_Z && !early) {
-    pr <- ref$params
-    ref <- .vif_trial(x[rows, , drop = FALSE], y[rows], kernel = .kernel_at(ref$kernel, pr),
-                      inducing = pr$Z, noise = if (is.null(nzt)) pr[["noise"]] else nzt,
-                      mean = mean, neighbours = 0L, optimize_inducing = TRUE, control = ref_ctl)
+    ref <- free_ref(ref)
     l0 <- if (!is.null(ref)) score(ref, 0L)
     if (is.null(l0)) return(list(K = 0L, report = list(reason = "interrupted")))
     g <- compare(l0)
@@ -765,8 +788,61 @@
        report = list(reason = "trial", kept = keep, gain = g$gain, gain_se = g$se, rows = n,
                      early = early, windows = if (windowed) length(krows),
                      held = V, K = K,
-                     M = c(Mt, nrow(Z0)), unexplained = left, placed = !is.null(placed),
+                     M = c(Mt, nrow(Z0)), local = local, unexplained = left,
+                     placed = !is.null(placed),
                      centres = if (!is.null(placed)) nrow(placed)))
+}
+
+# The evidence, before the trial's model with neighbours is fitted, that
+# they have anything to model: whether what the fitted model without them
+# (`fit`, on a subsample of the rows `rest`) leaves is correlated between
+# nearby inputs. Each held-out row's residual y - mean is set against the
+# residual of its nearest row among `rest` and against the mean residual
+# of its .vif_local_k nearest, by rank correlation (Spearman's, so that a
+# few outlying residuals neither hide structure nor make it). Without local
+# structure the residuals of distinct rows are independent and each
+# correlation r over the V held-out rows is about N(0, 1/V); the evidence
+# is z = sqrt(V) max(r), and below .vif_auto_local_z the neighbours are not
+# tried. (The nearest row alone sees structure on the data's own spacing,
+# near-repeated inputs say; the mean of five sees it with less noise on a
+# slightly larger scale.)
+# "Nearest" in two metrics, as neither alone sees all local structure: the
+# inputs scaled by the fit's lengthscales (as the neighbour sets are
+# searched), and by their standard deviations. The fit without neighbours
+# may call structure along one input noise and give that input a long
+# lengthscale; nearest rows in its metric then ignore that input: on a
+# trend plus bumps shorter than its inducing inputs can follow (3 inputs,
+# 2000 rows; the test in test-vif.R), Pearson's z = 0.47 in its metric and
+# 12 in the other.
+# Measured on 100 splits of 16 sets (bench_peers.R): z at most 1.91 on
+# quakes and 1.42 on nlschools, where the neighbours were never kept and
+# every split is skipped; at least 2.8 everywhere else, and at least 4.28
+# (concrete) where the trial kept them, so that no decision changed
+# (inst/bench/results/bench_trial_local.txt). On the splits it skips, the
+# fit is the one the trial gave before, in a third of the CPU. Returns
+# list(z, r (one per metric and number of nearest rows), held).
+.vif_local_evidence <- function(fit, x, y, rest, held) {
+  V <- length(held)
+  kn <- min(.vif_local_k, length(rest))
+  xr <- x[rest, , drop = FALSE]
+  xh <- x[held, , drop = FALSE]
+  scales <- list(lengthscales = .nb_lengthscales(.kernel_at(fit$kernel, fit$params), ncol(x)),
+                 sd = .sd_or_one(.col_sd(xr)))
+  nn <- lapply(scales, function(s) .ffi_nb_query(.nb_scaled(xr, s), .nb_scaled(xh, s), kn))
+  # the residuals at the held-out rows and at their neighbours only
+  used <- sort(unique(unlist(nn, use.names = FALSE)))
+  at <- c(held, rest[used])
+  e <- y[at] - .predict_latent(fit, x[at, , drop = FALSE], FALSE)$mean
+  eh <- e[seq_len(V)]
+  er <- numeric(length(rest))
+  er[used] <- e[-seq_len(V)]
+  # (a constant residual, to rounding: nothing local to model)
+  varies <- function(v) isTRUE(stats::sd(v) > 1e-8 * max(abs(v)))
+  cr <- function(b) if (varies(eh) && varies(b)) stats::cor(eh, b, method = "spearman") else 0
+  r <- unlist(lapply(nn, function(m) {
+    c(nearest = cr(er[m[1L, ]]), mean = cr(colMeans(matrix(er[m], kn))))
+  }))
+  list(z = sqrt(V) * max(r), r = r, held = V)
 }
 
 # The start of the trial's model with neighbours on the rows x, y: list(kernel,
@@ -842,6 +918,9 @@
          small = "none: the inducing points the budget allows can be as many as the observations (neighbours = \"auto\")",
          "not optimised" = "none (neighbours = \"auto\" without optimisation)",
          interrupted = "none: the fit was interrupted before or during the trial (neighbours = \"auto\")",
+         residuals = sprintf("none: fitted on a subsample of %d rows, the model without neighbours (M = %d) left residuals on %d held-out rows that are not correlated with those of their nearest rows (rank correlation at most %s standard errors, below %g; nearest by its lengthscales and by the inputs' standard deviations, the nearest row and the mean of the %d nearest), so the model with neighbours was not tried (neighbours = \"auto\")",
+                             r$rows, r$M[1L], r$held, format(r$local$z, digits = 2L),
+                             .vif_auto_local_z, .vif_local_k),
          trial = paste0(
            sprintf("%s: fitted on a subsample of %d rows%s, the model with K = %d neighbours (M = %d) predicted %d held-out rows %s nats per observation better (standard error %s) than the model without (M = %s; neighbours are kept above %g nats and %g standard errors; neighbours = \"auto\")",
                    if (isTRUE(r$kept)) sprintf("K = %d", r$K) else "none",
