@@ -713,7 +713,7 @@
   }
   # no local correlation in what that model leaves: the model with
   # neighbours is not fitted (see .vif_local_evidence())
-  local <- .vif_local_evidence(ref, x, y, rest, held)
+  local <- .vif_local_evidence(ref, x, y, rest, held, sx)
   if (isTRUE(local$z < .vif_auto_local_z)) {
     if (free_Z) ref <- free_ref(ref)
     if (is.null(ref)) return(list(K = 0L, report = list(reason = "interrupted")))
@@ -820,14 +820,16 @@
 # (concrete) where the trial kept them, so that no decision changed
 # (inst/bench/results/bench_trial_local.txt). On the splits it skips, the
 # fit is the one the trial gave before, in a third of the CPU. Returns
-# list(z, r (one per metric and number of nearest rows), held).
-.vif_local_evidence <- function(fit, x, y, rest, held) {
+# list(z, r (one per metric and number of nearest rows), held). `sx`: the
+# standard deviations of the inputs' columns over the rows `rest`.
+.vif_local_evidence <- function(fit, x, y, rest, held,
+                                sx = .sd_or_one(.col_sd(x[rest, , drop = FALSE]))) {
   V <- length(held)
   kn <- min(.vif_local_k, length(rest))
   xr <- x[rest, , drop = FALSE]
   xh <- x[held, , drop = FALSE]
   scales <- list(lengthscales = .nb_lengthscales(.kernel_at(fit$kernel, fit$params), ncol(x)),
-                 sd = .sd_or_one(.col_sd(xr)))
+                 sd = sx)
   nn <- lapply(scales, function(s) .ffi_nb_query(.nb_scaled(xr, s), .nb_scaled(xh, s), kn))
   # the residuals at the held-out rows and at their neighbours only
   used <- sort(unique(unlist(nn, use.names = FALSE)))
