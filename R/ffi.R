@@ -283,9 +283,9 @@
   .Call(ffi_vf_stats, L, Kuf, Kloc, nbl, as.double(lambda), as.double(ytil), keep)
 }
 
-# The same with the local kernel blocks of a single kernel formed from the
-# block's rows x in batches of 64 points (no (K+1)^2 x no matrix); with
-# keep = TRUE also A, the features L^-1 Kuf.
+# The same with the local kernel blocks of a single kernel (or a sum of
+# single kernels) formed from the block's rows x in batches of 64 points
+# (no (K+1)^2 x no matrix); with keep = TRUE also A, the features L^-1 Kuf.
 .ffi_vf_stats_kern <- function(L, Kuf, kernel, x, nbl, lambda, ytil, keep = FALSE) {
   .Call(ffi_vf_stats_kern, L, Kuf, .ffi_kernel(kernel), x, nbl, as.double(lambda),
         as.double(ytil), keep)
@@ -293,8 +293,9 @@
 
 # Pass 1 over one block at the kernel scales `scale` and noise variances
 # `noise` (one pair per column of the results), from L, Kuf and the local
-# blocks (Kloc, or those of the single kernel `kernel` on x) of the kernel
-# at scale 1: list(BB (M x M x J), w (M x J), sums (4 x J), n).
+# blocks (Kloc, or those of the kernel `kernel` on x, single or a sum of
+# single kernels) of the kernel at scale 1: list(BB (M x M x J), w (M x J),
+# sums (4 x J), n).
 .ffi_vf_stats_shares <- function(L, Kuf, Kloc, kernel, x, nbl, ytil, scale, noise) {
   .Call(ffi_vf_stats_shares, L, Kuf, Kloc, if (is.null(Kloc)) .ffi_kernel(kernel), x, nbl,
         as.double(ytil), as.double(scale), as.double(noise))
@@ -309,7 +310,8 @@
 # Pass 2 over one block: list(Guf, Gloc, glambda, gytil, AbarA); recs: the
 # records of pass 1 (or NULL). With fac = TRUE, Gfac (the factors of the
 # local adjoints, 2K + 3 doubles per point) in place of Gloc ((K+1)^2), and
-# with neither Kloc nor recs the local blocks of the single kernel `kernel`
+# with neither Kloc nor recs the local blocks of the kernel `kernel` (single,
+# or a sum of single kernels)
 # formed from the block's rows x in batches of 64 points, and then also
 # theta, their contraction (.ffi_kern_local_grad_fac()); A: pass 1's
 # features L^-1 Kuf (.ffi_vf_stats_kern(keep = TRUE)), or NULL.

@@ -221,6 +221,22 @@
   Reduce(if (kernel$op == "sum") `+` else `*`, parts)
 }
 
+# Whether the passes of src/vecchia.c form the local blocks of `kernel`
+# themselves, in batches as they go: a single kernel or a sum of single
+# kernels (a product's blocks come from .kern_local()).
+.local_in_c <- function(kernel) {
+  !.is_combo(kernel) || (kernel$op == "sum" && !any(vapply(kernel$parts, .is_combo, NA)))
+}
+
+# The contraction of the adjoint of the local blocks given by its factors
+# Gfac (src/vecchia.c) for a kernel that .local_in_c() takes: each part's
+# gradient in its log parameters, in the order of .kern_split_theta().
+.kern_grad_local_fac <- function(kernel, x, nbl, Gfac) {
+  if (!.is_combo(kernel)) return(.ffi_kern_local_grad_fac(kernel, x, nbl, Gfac, NULL))
+  unlist(lapply(kernel$parts, .ffi_kern_local_grad_fac, x = x, nbl = nbl, G = Gfac,
+                Kloc = NULL))
+}
+
 # The contraction of an adjoint G of the local blocks: the gradient in the
 # log parameters of the parts, in the order of .kern_split_theta() (the
 # product rule for a product, as .kern_grad()). Kloc: the blocks of a

@@ -252,7 +252,7 @@
   t <- .targets(fit, p)
   x <- fit$x
   nbl <- fit$neighbours$index
-  Kloc <- if (.is_combo(k)) .kern_local(k, x, nbl)
+  Kloc <- if (!.local_in_c(k)) .kern_local(k, x, nbl)
   s <- .ffi_vf_stats_shares(L, .ffi_kern_matrix(k, p$Z, x), Kloc, k, x, nbl, t$y - t$shift,
                             scale, noise)
   vapply(seq_along(scale), function(j) {

@@ -57,7 +57,8 @@
 # chunk holds its Kuf, features and their adjoint (about four rows x M
 # doubles, and as much again for its halo) and, for a sum or product of
 # kernels, its local kernel blocks with their adjoint (2 (K+1)^2 doubles
-# per row). A single kernel's passes form the blocks in batches of 64
+# per row). The passes of a single kernel, or of a sum of single kernels,
+# form the blocks in batches of 64
 # points and hold none, but the budget still counts them, so that the
 # chunks, and the order of every sum, do not depend on the kernel's form.
 .vif_rows <- function(memory, M, K) {
@@ -100,8 +101,9 @@
 
 # Pass 1: the summed statistics of the blocks of space `sp` (list(BB, w,
 # sums, n)), `held`, the kernel matrices of a single block (reused by pass
-# 2; a single kernel keeps its features L^-1 Kuf but not its local blocks,
-# which both passes form in batches), and `recs`, the blocks' records of
+# 2; a single kernel, or a sum of single kernels, keeps its features
+# L^-1 Kuf but not its local blocks, which both passes form in batches),
+# and `recs`, the blocks' records of
 # the local regressions (the factor of each point's neighbour block G_i,
 # t_i and d_i: (K+1)(K+2)/2 + 1 doubles per point) when they are kept for
 # pass 2. `t`: the model's targets on the rows of the space (.targets(),
@@ -120,14 +122,15 @@
     xb <- if (one && identical(b$U, seq_len(nrow(sp$x)))) sp$x else sp$x[b$U, , drop = FALSE]
     Kuf <- .ffi_kern_matrix(k, Z, xb)
     tb <- .targets_rows(t, b$U)
-    if (.is_combo(k)) {
-      # a sum or product of kernels forms its local blocks here (and a
-      # single block keeps them for pass 2)
+    if (!.local_in_c(k)) {
+      # a product of kernels forms its local blocks here (and a single block
+      # keeps them for pass 2)
       Kloc <- .kern_local(k, xb, b$nbl)
       sb <- .ffi_vf_stats(L, Kuf, Kloc, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
     } else {
-      # a single kernel: the blocks are formed 64 points at a time in C, no
-      # (K+1)^2 doubles per row of the chunk (the same numbers)
+      # a single kernel or a sum of single kernels: the blocks are formed 64
+      # points at a time in C, no (K+1)^2 doubles per row of the chunk (the
+      # same numbers)
       Kloc <- NULL
       sb <- .ffi_vf_stats_kern(L, Kuf, k, xb, b$nbl, tb$lambda, tb$ytil, keep = one || keep)
     }
@@ -176,16 +179,18 @@
       xb <- sp$x[b$U, , drop = FALSE]
       Kuf <- .ffi_kern_matrix(k, Z, xb)
       # with the records of pass 1 the local kernel blocks are not read
-      # (the kernel gradient of a single kernel evaluates it as it goes);
-      # without them a single kernel's blocks are formed in batches in C
+      # (the kernel gradient of a single kernel, or of each part of a sum of
+      # single kernels, evaluates it as it goes); without them those
+      # kernels' blocks are formed in batches in C
       if (!is.null(p1$recs)) recs <- p1$recs[[i]]
-      Kloc <- if (is.null(recs) && .is_combo(k)) .kern_local(k, xb, b$nbl)
+      Kloc <- if (is.null(recs) && !.local_in_c(k)) .kern_local(k, xb, b$nbl)
     }
     tb <- .targets_rows(t, b$U)
     # with the records the adjoint pass does not read the local blocks; a
-    # single kernel takes the factors of the local adjoints (O(K) per point)
-    # rather than the blocks ((K+1)^2), a sum or product the blocks
-    fac <- !.is_combo(k)
+    # single kernel or a sum of single kernels takes the factors of the
+    # local adjoints (O(K) per point) rather than the blocks ((K+1)^2), a
+    # product the blocks
+    fac <- .local_in_c(k)
     a <- .ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, if (is.null(recs)) Kloc, b$nbl, tb$lambda,
                           tb$ytil, recs, fac = fac, kernel = k, x = xb, A = A)
     a$glambda <- a$glambda * tb$lambda
@@ -193,7 +198,7 @@
                    want_W = want_W)
     # (forming the blocks in batches, pass 2 contracts them as it goes)
     th <- .kern_split_theta(k, if (!is.null(a$theta)) a$theta
-                               else if (fac) .ffi_kern_local_grad_fac(k, xb, b$nbl, a$Gfac, Kloc)
+                               else if (fac) .kern_grad_local_fac(k, xb, b$nbl, a$Gfac)
                                else .kern_grad_local(k, xb, b$nbl, a$Gloc))
     rm(Kuf, Kloc, recs, A)
     g$variance <- g$variance + th$variance

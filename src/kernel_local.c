@@ -152,6 +152,76 @@ void kern_grad_local(const spv_kernel *k, const double *xs, const int *nbl,
     for (int p = 0; p < k->nls; p++) dtheta[1 + p] += dls[p];
 }
 
+/* ---- a single kernel or a sum of single kernels --------------------------- */
+
+void kern_klocal_args(SEXP kern, SEXP x, spv_klocal *kl)
+{
+    /* list(sum code, list(parts)) (R/ffi.R, .ffi_kernel()), every part a
+     * single kernel; else a single kernel */
+    SEXP parts = R_NilValue;
+    if (TYPEOF(kern) == VECSXP && XLENGTH(kern) == 2) {
+        SEXP op = VECTOR_ELT(kern, 0);
+        parts = VECTOR_ELT(kern, 1);
+        if (!isInteger(op) || XLENGTH(op) != 1 || INTEGER(op)[0] != 1 ||
+            TYPEOF(parts) != VECSXP || XLENGTH(parts) < 2)
+            error("'kern' must be a single kernel or a sum of single kernels");
+        for (R_xlen_t j = 0; j < XLENGTH(parts); j++) {
+            SEXP pj = VECTOR_ELT(parts, j);
+            if (TYPEOF(pj) == VECSXP && XLENGTH(pj) == 2)
+                error("'kern' must be a single kernel or a sum of single kernels");
+        }
+    }
+    kl->np = isNull(parts) ? 1 : (int) XLENGTH(parts);
+    kl->k = (spv_kernel *) R_alloc((size_t) kl->np, sizeof(spv_kernel));
+    kl->xs = (double **) R_alloc((size_t) kl->np, sizeof(double *));
+    kl->npar = 0;
+    for (int j = 0; j < kl->np; j++) {
+        kl->xs[j] = kern_local_args(isNull(parts) ? kern : VECTOR_ELT(parts, j), x, kl->k + j);
+        kl->npar += kern_npar(kl->k + j);
+    }
+}
+
+void kern_klocal_range(const spv_klocal *kl, const int *nbl, int K, int c0,
+                       int c1, double *Kloc, double *Kparts, int *S, double *r2)
+{
+    if (kl->np == 1) {
+        kern_local_range(kl->k, kl->xs[0], nbl, K, c0, c1, Kloc, S, r2, 1);
+        return;
+    }
+    const size_t K1 = (size_t) K + 1, stride = K1 * K1 * (size_t) (c1 - c0);
+    for (int j = 0; j < kl->np; j++)
+        kern_local_range(kl->k + j, kl->xs[j], nbl, K, c0, c1, Kparts + stride * j, S, r2, 1);
+    /* the sum of the parts in order (as .kern_local() adds them in R, so
+     * that the numbers are the same), over the entries written: the
+     * diagonal and strict lower triangle of each |S_c| x |S_c| block */
+    for (int c = c0; c < c1; c++) {
+        const int kc = kl_set(nbl, K, c, S);
+        const size_t o = K1 * K1 * (c - c0);
+        for (int q = 0; q <= kc; q++) {
+            for (int p = q; p <= kc; p++) {
+                const size_t e = o + p + K1 * q;
+                double v = Kparts[e];
+                for (int j = 1; j < kl->np; j++) v += Kparts[stride * j + e];
+                Kloc[e] = v;
+            }
+        }
+    }
+}
+
+void kern_klocal_grad_acc(const spv_klocal *kl, const int *nbl, int K, int c0,
+                          int c1, const double *G, const double *Kloc,
+                          const double *Kparts, double *dtheta, int *S, double *s)
+{
+    const size_t K1 = (size_t) K + 1, stride = K1 * K1 * (size_t) (c1 - c0);
+    int off = 0;
+    for (int j = 0; j < kl->np; j++) {
+        const double *Kj = kl->np == 1 ? Kloc : Kparts != NULL ? Kparts + stride * j : NULL;
+        kern_grad_local_acc(kl->k + j, kl->xs[j], nbl, K, c0, c1, G, 1, Kj,
+                            dtheta + off, dtheta + off + 1, S, s);
+        off += kern_npar(kl->k + j);
+    }
+}
+
 /* ---- .Call entry points ------------------------------------------------ */
 
 /* Scaled points of x (nu x D) and the kernel, checked. */

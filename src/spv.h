@@ -83,6 +83,31 @@ void kern_grad_local_acc(const spv_kernel *k, const double *xs, const int *nbl,
                          int K, int c0, int c1, const double *G, int fac,
                          const double *Kloc, double *dvar, double *dls, int *S,
                          double *s);
+/* A single kernel or a sum of single kernels, as the passes that form the
+ * local blocks in batches read it (kernel_local.c): its np parts, each
+ * with the rows of x scaled by its own lengthscales; npar parameters in
+ * all (each part's log variance and log lengthscales, in order). */
+typedef struct {
+    int np, npar;
+    spv_kernel *k;
+    double **xs;
+} spv_klocal;
+/* The kernel `kern` of a .Call (a single kernel, or a sum of single
+ * kernels), checked, on the rows of x. */
+void kern_klocal_args(SEXP kern, SEXP x, spv_klocal *kl);
+/* kern_local_range() of the sum of the parts (lower = 1) into Kloc; with
+ * more than one part, each part's blocks also stay in Kparts (np (K+1)^2
+ * (c1 - c0) doubles, part j at offset j (K+1)^2 (c1 - c0)). */
+void kern_klocal_range(const spv_klocal *kl, const int *nbl, int K, int c0,
+                       int c1, double *Kloc, double *Kparts, int *S, double *r2);
+/* kern_grad_local_acc() of each part over the points c0 <= c < c1, from
+ * the factors G (fac = 1), added to dtheta (npar: each part's d/d log
+ * variance and d/d log lengthscales); the blocks of these points, of a
+ * single kernel in Kloc or of the parts in Kparts (as kern_klocal_range()
+ * left them), save the exponentials; either may be NULL. */
+void kern_klocal_grad_acc(const spv_klocal *kl, const int *nbl, int K, int c0,
+                          int c1, const double *G, const double *Kloc,
+                          const double *Kparts, double *dtheta, int *S, double *s);
 /* Entry (i, j) of the adjoint of a local block from its factors:
  * H = dbar t t' + (beta~ t' + t beta~') / 2 (src/vecchia.c). One macro for
  * the pass that writes the blocks and the contraction that reads the

@@ -69,16 +69,19 @@
  * records ((K+1)(K+2)/2 + 1 doubles per point; R/vif.R decides by
  * control$memory).
  *
- * Memory: with a single kernel (ffi_vf_stats_kern, ffi_vf_adjoints_fac)
+ * Memory: with a single kernel or a sum of single kernels
+ * (ffi_vf_stats_kern, ffi_vf_adjoints_fac)
  * the local kernel blocks are formed VF_BATCH points at a time
  * (kern_local_range(), kernel_local.c) as the regressions need them, and
  * pass 2 returns the adjoint of each block by its factors (t, beta~, dbar:
  * 2K + 3 doubles) rather than as a (K+1)^2 block, so that neither pass
  * holds (K+1)^2 doubles per row of a block. The kernel gradient
  * (kern_grad_local()) forms each kernel value again as kern_local() does:
- * every number is the one of the route with the blocks. A sum or product
- * of kernels takes the blocks (ffi_vf_stats, ffi_vf_adjoints), which
- * R/neighbours.R combines from the parts.
+ * every number is the one of the route with the blocks (a sum adds its
+ * parts' blocks in the order R/neighbours.R does, and keeps each part's
+ * blocks of the batch for its gradient). A product of kernels takes the
+ * blocks (ffi_vf_stats, ffi_vf_adjoints), which R/neighbours.R combines
+ * from the parts.
  */
 #include <math.h>
 #include <string.h>
@@ -102,9 +105,8 @@ enum { VF_OK = 0, VF_LOCAL = 1, VF_NONFINITE = 2 };
  * (pass 1 without a chunk-sized Kloc): the kernel, the block's scaled
  * inputs, the batch's blocks (points c0 <= c < c1) and workspace. */
 typedef struct {
-    const spv_kernel *k;
-    const double *xs;
-    double *buf, *r2;
+    const spv_klocal *kl;
+    double *buf, *parts, *r2;   /* parts: each part's blocks of a sum */
     int *S;
     int c0, c1;
 } vf_kcache;
@@ -127,21 +129,23 @@ static const double *vf_kloc(const vf_block *b, int c)
     if (c < kc->c0 || c >= kc->c1) {
         kc->c0 = c;
         kc->c1 = b->no - c < VF_BATCH ? b->no : c + VF_BATCH;
-        kern_local_range(kc->k, kc->xs, b->nbl, b->K, kc->c0, kc->c1, kc->buf,
-                         kc->S, kc->r2, 1);
+        kern_klocal_range(kc->kl, b->nbl, b->K, kc->c0, kc->c1, kc->buf, kc->parts,
+                          kc->S, kc->r2);
     }
     return kc->buf + bs * (c - kc->c0);
 }
 
-/* The batch cache of block b for the single kernel `kern` (checked into
- * *k) on the block's rows x, empty, attached to b. */
-static void vf_kcache_init(vf_kcache *kc, spv_kernel *k, SEXP kern, SEXP x, vf_block *b)
+/* The batch cache of block b for the kernel `kern` (a single kernel or a
+ * sum of single kernels, checked into *kl) on the block's rows x, empty,
+ * attached to b. */
+static void vf_kcache_init(vf_kcache *kc, spv_klocal *kl, SEXP kern, SEXP x, vf_block *b)
 {
     const size_t K1 = (size_t) b->K + 1;
-    kc->xs = kern_local_args(kern, x, k);
+    kern_klocal_args(kern, x, kl);
     if (nrows(x) != b->nu) error("'x' must have %d rows", b->nu);
-    kc->k = k;
+    kc->kl = kl;
     kc->buf = la_alloc(K1 * K1 * VF_BATCH);
+    kc->parts = kl->np > 1 ? la_alloc(K1 * K1 * VF_BATCH * kl->np) : NULL;
     kc->r2 = la_alloc(K1 * K1 + 1);
     kc->S = (int *) R_alloc(K1, sizeof(int));
     kc->c0 = kc->c1 = 0;
@@ -425,7 +429,7 @@ static int vf_stats_shares(const vf_block *b, int J, const double *scale,
 /* The kernel gradient of the local blocks accumulated by pass 2 batch by
  * batch while the batch's blocks are at hand (kern_grad_local_acc()). */
 typedef struct {
-    double dvar, *dls, *s;
+    double *th, *s;
     int *S;
 } vf_kgrad;
 
@@ -554,9 +558,9 @@ static int vf_adjoints(const vf_block *b, const double *Binv, const double *vt,
              * values formed again (the same numbers) */
             const vf_kcache *kc = b->kc;
             const int same = kc->c0 == c0 && kc->c1 == c0 + nc;
-            kern_grad_local_acc(kc->k, kc->xs, b->nbl, K, c0, c0 + nc, Gfac, 1,
-                                same ? kc->buf : NULL, &kg->dvar, kg->dls, kg->S,
-                                kg->s);
+            kern_klocal_grad_acc(kc->kl, b->nbl, K, c0, c0 + nc, Gfac,
+                                 same ? kc->buf : NULL, same ? kc->parts : NULL,
+                                 kg->th, kg->S, kg->s);
         }
     }
     return VF_OK;
@@ -634,7 +638,7 @@ static SEXP vf_stats_call(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     vf_positive_noise(&b);
     const int kp = chk_flag(keep, "keep");
     vf_kcache kc;
-    spv_kernel kk;
+    spv_klocal kk;
     if (isNull(Kloc)) {
         vf_kcache_init(&kc, &kk, kern, x, &b);
     }
@@ -684,7 +688,8 @@ SEXP ffi_vf_stats(SEXP L, SEXP Kuf, SEXP Kloc, SEXP nbl, SEXP lambda,
     return vf_stats_call(L, Kuf, Kloc, nbl, lambda, ytil, keep, R_NilValue, R_NilValue);
 }
 
-/* The same with the local kernel blocks of a single kernel `kern` formed
+/* The same with the local kernel blocks of the kernel `kern` (single, or a
+ * sum of single kernels) formed
  * from the block's rows x (nu x D) in batches; with keep, also A, the
  * whitened features L^-1 Kuf, which pass 2 may take instead of forming
  * them again. */
@@ -697,7 +702,8 @@ SEXP ffi_vf_stats_kern(SEXP L, SEXP Kuf, SEXP kern, SEXP x, SEXP nbl,
 /* Pass 1 over one block at J points of the kernel's scale and the noise
  * (vf_stats_shares()): list(BB (M x M x J), w (M x J), sums (4 x J), n).
  * L and Kuf are those of the kernel at scale 1, whose local blocks come
- * from Kloc or, with Kloc NULL, from the single kernel `kern` on the
+ * from Kloc or, with Kloc NULL, from the kernel `kern` (single, or a sum
+ * of single kernels) on the
  * block's rows x; scale and noise (length J) positive. */
 SEXP ffi_vf_stats_shares(SEXP L, SEXP Kuf, SEXP Kloc, SEXP kern, SEXP x,
                          SEXP nbl, SEXP ytil, SEXP scale, SEXP noise)
@@ -714,7 +720,7 @@ SEXP ffi_vf_stats_shares(SEXP L, SEXP Kuf, SEXP Kloc, SEXP kern, SEXP x,
     vf_block b;
     vf_block_args(L, Kuf, Kloc, nbl, R_NilValue, 0, ytil, &b);
     vf_kcache kc;
-    spv_kernel kk;
+    spv_klocal kk;
     if (isNull(Kloc)) vf_kcache_init(&kc, &kk, kern, x, &b);
     b.A = vf_features(REAL(L), b.M, REAL(Kuf), b.nu, NULL);
     SEXP BB = PROTECT(alloc3DArray(REALSXP, b.M, b.M, J)); nprot++;
@@ -820,10 +826,11 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
         if ((size_t) nrows(recs) != vf_rec_size(b.K))
             error("'recs' must have %d rows", (int) vf_rec_size(b.K));
     }
-    /* without the blocks and the records: the blocks of a single kernel
+    /* without the blocks and the records: the blocks of a single kernel (or
+     * a sum of single kernels)
      * formed VF_BATCH points at a time as the regressions need them */
     vf_kcache kc;
-    spv_kernel kk;
+    spv_klocal kk;
     if (isNull(Kloc) && isNull(recs)) {
         vf_kcache_init(&kc, &kk, kern, x, &b);
     }
@@ -855,11 +862,10 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
     vf_kgrad kg;
     SEXP sth = R_NilValue;
     if (b.kc != NULL && fac) {
-        sth = PROTECT(allocVector(REALSXP, kern_npar(&kk))); nprot++;
-        kg.dvar = 0.0;
-        kg.dls = (double *) R_alloc((size_t) kk.nls, sizeof(double));
-        memset(kg.dls, 0, (size_t) kk.nls * sizeof(double));
-        kg.s = la_alloc((size_t) kk.D + 1);
+        sth = PROTECT(allocVector(REALSXP, kk.npar)); nprot++;
+        kg.th = REAL(sth);
+        memset(kg.th, 0, (size_t) kk.npar * sizeof(double));
+        kg.s = la_alloc((size_t) kk.k[0].D + 1);
         kg.S = (int *) R_alloc((size_t) K1, sizeof(int));
     }
     const int st = vf_adjoints(&b, REAL(Binv), REAL(vt),
@@ -868,11 +874,7 @@ static SEXP vf_adjoints_call(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
                                REAL(sgl), REAL(sgy), isNull(sth) ? NULL : &kg);
     vf_status_error(st);
     if (!isNull(sth)) {
-        double *th = REAL(sth);
-        memset(th, 0, (size_t) kern_npar(&kk) * sizeof(double));
-        th[0] += kg.dvar;
-        for (int p = 0; p < kk.nls; p++) th[1 + p] += kg.dls[p];
-        chk_result(th, (size_t) kern_npar(&kk), "gradient in the kernel parameters");
+        chk_result(REAL(sth), (size_t) kk.npar, "gradient in the kernel parameters");
     }
     /* Abar A' (M x M), then Guf = L^-T Abar in place */
     const double one = 1.0, zero = 0.0;
@@ -911,7 +913,8 @@ SEXP ffi_vf_adjoints(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,
 
 /* The same with the factors of the local adjoints (Gfac) in place of
  * Gloc: 2K + 3 doubles per point instead of (K+1)^2. With neither Kloc
- * nor recs, the local kernel blocks of the single kernel `kern` are formed
+ * nor recs, the local kernel blocks of the kernel `kern` (single, or a sum
+ * of single kernels) are formed
  * from the block's rows x (nu x D) in batches; kern and x are read only
  * then. A: the features L^-1 Kuf of pass 1, or NULL (formed here). */
 SEXP ffi_vf_adjoints_fac(SEXP L, SEXP Binv, SEXP vt, SEXP Kuf, SEXP Kloc,

@@ -264,12 +264,28 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
   x <- matrix(runif(120), 40, 3)
   y <- sin(4 * x[, 1]) + x[, 2] + rnorm(40, sd = 0.1)
   Z <- x[c(3, 9, 17, 25, 33), ]
-  kerns <- list(kernel_rbf(c(0.3, 0.5, 0.4), 1.2), kernel_matern12(0.4, 0.8),
+  # (sums of single kernels are formed in batches in C too, part by part;
+  # the checks after the loop take the last, a single kernel)
+  kerns <- list(kernel_matern52(c(0.6, 0.8, 0.5), 1) + kernel_matern52(0.1, 0.2),
+                kernel_rbf(0.5, 0.7) + kernel_matern12(c(0.2, 0.3, 0.4), 0.3) +
+                  kernel_matern32(0.3, 0.1),
+                kernel_rbf(c(0.3, 0.5, 0.4), 1.2), kernel_matern12(0.4, 0.8),
                 kernel_matern32(c(0.5, 0.2, 0.6), 1), kernel_matern52(c(0.3, 0.4, 0.5), 1.5))
   for (k0 in kerns) {
     fit <- sgpr(x, y, kernel = k0, inducing = Z, noise = 0.05, neighbours = 5, optimize = FALSE)
     p <- fit$params
     k <- ns$.kernel_at(fit$kernel, p)
+    expect_true(ns$.local_in_c(k))
+    # the contractions of the local adjoints, full and by their factors (a
+    # sum's parts one by one)
+    grad_full <- function(G, Kc) {
+      if (ns$.is_combo(k)) ns$.kern_grad_local(k, xb, b$nbl, G)
+      else ns$.ffi_kern_local_grad(k, xb, b$nbl, G, Kc)
+    }
+    grad_fac <- function(G, Kc) {
+      if (ns$.is_combo(k)) ns$.kern_grad_local_fac(k, xb, b$nbl, G)
+      else ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, G, Kc)
+    }
     L <- ns$.stream_chol(ns$.ffi_kern_matrix(k, p$Z), fit$control)$L
     t <- ns$.targets(fit, p)
     sp <- ns$.vif_space(fit)
@@ -297,7 +313,7 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
       # without the records it contracts the blocks as it goes: the numbers
       # of the separate contraction
       if (is.null(recs)) {
-        expect_identical(f2$theta, ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, f$Gfac, Kl))
+        expect_identical(f2$theta, grad_fac(f$Gfac, Kl))
         f2$theta <- NULL
       } else {
         expect_null(f2$theta)
@@ -319,8 +335,9 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
       }, numeric(36))
       expect_equal(H, a$Gloc, tolerance = 1e-14)
       for (Kc in list(NULL, Kl)) {
-        g1 <- ns$.ffi_kern_local_grad(k, xb, b$nbl, a$Gloc, Kc)
-        g2 <- ns$.ffi_kern_local_grad_fac(k, xb, b$nbl, f$Gfac, Kc)
+        g1 <- grad_full(a$Gloc, Kc)
+        g2 <- grad_fac(f$Gfac, Kc)
+        expect_length(g2, length(unlist(ns$.kern_params(k))))
         expect_equal(g2, g1, tolerance = 1e-12)
         expect_gt(max(abs(g1)), 1e-3)
       }
@@ -333,6 +350,13 @@ test_that("the local adjoints by their factors equal the adjoint blocks", {
                                    fac = TRUE, kernel = k, x = xb[-1, ]), "'x' must have 40 rows")
   expect_error(ns$.ffi_vf_stats_kern(L, Kuf, k, xb[-1, ], b$nbl, tb$lambda, tb$ytil),
                "'x' must have 40 rows")
+  # a product (or a sum holding one) forms its blocks in R
+  for (kp in list(kernel_rbf(0.5, 1) * kernel_matern32(0.4),
+                  kernel_rbf(0.5, 1) + kernel_rbf(0.2, 1) * kernel_matern32(0.4))) {
+    expect_false(ns$.local_in_c(kp))
+    expect_error(ns$.ffi_vf_stats_kern(L, Kuf, kp, xb, b$nbl, tb$lambda, tb$ytil),
+                 "'kern' must be a single kernel or a sum of single kernels")
+  }
   expect_error(ns$.ffi_vf_adjoints(L, v$Binv, v$vt, Kuf, NULL, b$nbl, tb$lambda, tb$ytil,
                                    s1$recs, fac = TRUE, A = s2$A[-1, ]), "'A' must have 5 rows")
 })
