@@ -1024,6 +1024,65 @@ test_that("neighbours = \"auto\": a clear gain is decided with the inducing inpu
   expect_false(fit_with()$auto_neighbours$early)
 })
 
+test_that("the short-range part of the kernel is scored by the likelihood on the trial's rows", {
+  ns <- asNamespace("sparsevgp")
+  # a trend and weaker bumps on a much shorter scale, under noise
+  set.seed(3)
+  n <- 900
+  x <- matrix(runif(2 * n), n)
+  y <- sin(3 * x[, 1]) + 0.3 * sin(40 * x[, 1]) * cos(35 * x[, 2]) + rnorm(n, sd = 0.2)
+  k1 <- kernel_matern52(lengthscale = c(0.4, 0.5), variance = 0.6)
+  ctl <- list(neighbour_rounds = 0L)
+  set.seed(1)
+  sp <- ns$.vif_short_part(x, y, k1, list(noise = 0.09), NULL, 20L, 10L, "constant", ctl)
+  # the candidates as documented, scored in the same order by sgpr() at
+  # their starting values: the trial's kernel alone, then with a Matern 5/2
+  # of lengthscales r times as long and half the noise variance
+  r <- ns$.vif_short_ratios
+  h <- ns$.vif_short_share
+  expect_equal(h, 0.5)
+  cands <- c(list(list(k = k1, nz = 0.09)), lapply(r, function(ri) {
+    list(k = k1 + kernel_matern52(lengthscale = c(0.4, 0.5) * ri, variance = h * 0.09),
+         nz = (1 - h) * 0.09)
+  }))
+  set.seed(1)
+  ll <- vapply(cands, function(cd) {
+    sgpr(x, y, kernel = cd$k, M = 20, noise = cd$nz, neighbours = 10, optimize = FALSE,
+         control = ctl)$bound
+  }, 1)
+  expect_equal(sp$report$scores, ll, tolerance = 1e-12)
+  # the bumps are there: a sum wins, and it is the start returned
+  b <- which.max(ll)
+  expect_gt(b, 1L)
+  expect_gt(ll[b] - ll[1L], 5)
+  expect_identical(sp$report$ratio, r[b - 1L])
+  expect_equal(sp$kernel$parts[[2L]]$lengthscale, c(0.4, 0.5) * r[b - 1L])
+  expect_equal(sp$kernel$parts[[1L]]$lengthscale, c(0.4, 0.5))
+  expect_equal(sp$noise, 0.045)
+  # known noise stays as given, and the short part takes half its mean
+  nz <- rep(c(0.03, 0.05), length.out = n)
+  set.seed(1)
+  sk <- ns$.vif_short_part(x, y, k1, list(noise = 0.3), nz, 20L, 10L, "constant", ctl)
+  expect_identical(sk$noise, nz)
+  expect_equal(sk$kernel$parts[[2L]]$variance, 0.02)
+  # without the bumps (a smooth function) the single kernel stays
+  y0 <- sin(3 * x[, 1]) + rnorm(n, sd = 0.2)
+  set.seed(1)
+  s0 <- ns$.vif_short_part(x, y0, k1, list(noise = 0.04), NULL, 20L, 10L, "constant", ctl)
+  expect_null(s0$kernel)
+  expect_null(s0$report$ratio)
+  expect_identical(which.max(s0$report$scores), 1L)
+  # the summary line says which
+  line <- ns$.vif_auto_line
+  rep0 <- list(reason = "trial", kept = TRUE, gain = 0.3, gain_se = 0.02, rows = 1500L,
+               held = 1000L, K = 20L, M = c(30L, 200L))
+  expect_match(line(c(rep0, list(short = sp$report))),
+               sprintf("plus a short-range Matern 5/2 with lengthscales %s times as long",
+                       r[b - 1L]))
+  expect_match(line(c(rep0, list(short = s0$report))), "the kernel: one Matern 5/2")
+  expect_false(grepl("kernel:", line(rep0)))
+})
+
 test_that("the summary line of the trial reads reports without the standard error", {
   line <- sparsevgp:::.vif_auto_line
   r <- list(reason = "trial", gain = 0.05, rows = 1500L, held = 1000L, K = 20L, M = c(30L, 200L))
