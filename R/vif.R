@@ -575,7 +575,11 @@
 # bound of the one without favours the neighbours by the bound's gap, and
 # it separated rough from smooth functions less clearly (volcano 0.47,
 # power 0.008, a smooth function -0.004 nats per observation, against
-# 0.67, 0.076 and -0.001 held out).
+# 0.67, 0.076 and -0.001 held out). When the rule does not keep them (and
+# no kernel is given), the model with neighbours is fitted once more from a
+# start with a short-range part on the neighbours' own scale
+# (.vif_reach_start()), scored in the same way against the same model
+# without, and kept by the same rule.
 #   5. With the neighbours kept, the model is built once more at the
 #      trial's parameters on all rows but the held-out ones (pass 1 only)
 #      for the share of the prior variance that neither part explains,
@@ -772,6 +776,26 @@
     g <- compare(l0)
   }
   keep <- clear(g)
+  # not kept, with the default kernel: a second try from a start with a
+  # short-range part on the neighbours' scale (.vif_reach_start())
+  reach <- NULL
+  if (!keep && is.null(kernel)) {
+    rs <- .vif_reach_start(x[krows, , drop = FALSE], y[krows], ks$ends, nzk, Mt, K, mean, ctl)
+    trial2 <- if (!is.null(rs)) {
+      .vif_trial(x[krows, , drop = FALSE], y[krows], kernel = rs$kernel, M = Mt,
+                 noise = rs$noise, mean = mean, neighbours = K, optimize_inducing = FALSE,
+                 control = ctl)
+    }
+    lK2 <- if (!is.null(trial2)) score(trial2, K)
+    if (is.null(lK2)) return(list(K = 0L, report = list(reason = "interrupted")))
+    g2 <- list(gain = mean(lK2 - l0), se = stats::sd(lK2 - l0) / sqrt(V))
+    reach <- c(rs$report, list(gain = g2$gain, gain_se = g2$se, kept = clear(g2)))
+    if (reach$kept) {
+      keep <- TRUE
+      trial <- trial2
+      g <- g2
+    }
+  }
   won <- if (keep) trial else ref
   # with neighbours kept: the share of the prior variance that neither part
   # explains at the trial's parameters on all rows but the held-out ones,
@@ -793,7 +817,7 @@
   # (.vif_short_part())
   wk <- .kernel_at(won$kernel, won$params)
   short <- NULL
-  if (keep && is.null(kernel)) {
+  if (keep && is.null(kernel) && !.is_combo(wk)) {
     short <- .vif_short_part(x[krows, , drop = FALSE], y[krows], wk, won$params,
                              if (known) nzk, Mt, K, mean, ctl)
     if (is.null(short)) return(list(K = 0L, report = list(reason = "interrupted")))
@@ -809,7 +833,8 @@
                      held = V, K = K,
                      M = c(Mt, nrow(Z0)), local = local, unexplained = left,
                      placed = !is.null(placed),
-                     centres = if (!is.null(placed)) nrow(placed), short = short$report))
+                     centres = if (!is.null(placed)) nrow(placed), reach = reach,
+                     short = short$report))
 }
 
 # The evidence, before the trial's model with neighbours is fitted, that
@@ -902,7 +927,73 @@
   a <- score(ends)
   b <- if (!is.null(a)) score(grid)
   if (is.null(b)) return(NULL)
-  if (isTRUE(b > a)) grid else ends
+  c(if (isTRUE(b > a)) grid else ends, list(ends = ends))
+}
+
+# The start of the trial's second try at the model with neighbours, when
+# the first (one kernel, from .vif_k_start()) did not predict the held-out
+# rows well enough to be kept: the fit without neighbours may have called
+# short-range structure noise (its lengthscales far longer than that
+# structure, one of them 1e5 times the input's spread on the two-scale
+# surface below), and a
+# single kernel with neighbours, started there or from the grid, stays
+# there. On f = sin(3a) + 0.3 sin(40a) cos(35b), noise variance 0.0675,
+# 3000 rows (a, b uniform on the unit square), the trial's model with
+# K = 20 neighbours on 1500 of them ended with the noise of the fit without
+# (log likelihood -1636 against -1634), and the neighbours were dropped
+# (test NLPD 0.202; GpGp 0.115). The neighbours can carry structure on the
+# scale of the distance to the K-th nearest row; the start is the end of
+# the fit without neighbours (`ends`: list(kernel, noise), Matern 5/2) plus
+# a Matern 5/2 with lengthscales f rho (in each input's units) for f in
+# .vif_reach, rho the median of that distance over the rows x in the
+# inputs scaled by their standard deviations, and a share h in
+# .vif_reach_share of the noise variance (the rest stays noise; known
+# noise stays as given), the best by the model's log likelihood on the
+# rows x, y (M inducing inputs by greedy selection, K neighbours). Each
+# candidate is scored with the same random numbers (the greedy selection's
+# tie-breaking order and the neighbours' order), from the stream as it is
+# on entry. On the surface above, from the best of these the neighbours
+# were kept (test NLPD 0.119). Returns list(kernel, noise, report =
+# list(scores, rho, reach = f, share = h)), or NULL when Ctrl-C stopped it.
+# `noise`: the user's on these rows, or NULL (learned).
+.vif_reach <- c(0.125, 0.25, 0.5)
+.vif_reach_share <- c(0.25, 0.5)
+.vif_reach_start <- function(x, y, ends, noise, M, K, mean, control) {
+  reach <- .vif_reach_lengthscales(x, K)
+  lam <- if (is.null(noise)) ends$noise else mean(noise)
+  grid <- expand.grid(f = seq_along(.vif_reach), h = seq_along(.vif_reach_share))
+  seed <- get(".Random.seed", envir = globalenv())
+  scores <- numeric(nrow(grid))
+  cands <- vector("list", nrow(grid))
+  for (j in seq_len(nrow(grid))) {
+    h <- .vif_reach_share[grid$h[j]]
+    cands[[j]] <- list(
+      kernel = ends$kernel + kernel_matern52(lengthscale = reach$lengthscales[[grid$f[j]]],
+                                             variance = h * lam),
+      noise = if (is.null(noise)) (1 - h) * lam else noise)
+    assign(".Random.seed", seed, envir = globalenv())
+    f <- .vif_trial(x, y, kernel = cands[[j]]$kernel, M = M, noise = cands[[j]]$noise,
+                    mean = mean, neighbours = K, optimize = FALSE, control = control)
+    if (is.null(f)) return(NULL)
+    scores[j] <- f$bound
+  }
+  b <- which.max(scores)
+  c(cands[[b]], list(report = list(scores = scores, rho = reach$rho,
+                                   reach = .vif_reach[grid$f[b]],
+                                   share = .vif_reach_share[grid$h[b]])))
+}
+
+# rho of .vif_reach_start() on the rows x, and the short part's
+# lengthscales for each fraction: list(lengthscales, rho).
+.vif_reach_lengthscales <- function(x, K) {
+  s <- .sd_or_one(.col_sd(x))
+  xs <- .nb_scaled(x, s)
+  k <- min(K + 1L, nrow(x))
+  # (each row is its own nearest: the K-th other row is the (K+1)-th)
+  far <- .ffi_nb_query(xs, xs, k)[k, ]
+  rho <- max(stats::median(sqrt(rowSums((xs - xs[far, , drop = FALSE])^2))),
+             sqrt(.Machine$double.eps))
+  list(lengthscales = lapply(.vif_reach, function(f) f * rho * s), rho = rho)
 }
 
 # The short-range part of the kernel of a model with neighbours (the
@@ -1016,6 +1107,14 @@
                        paste0("held where greedy selection put them",
                               if (!is.null(r$windows) && isTRUE(r$unexplained > .vif_auto_left))
                                 ", as the data are dense: what the neighbours leave is on the data's own spacing")),
+           if (!is.null(r$reach))
+             if (isTRUE(r$reach$kept))
+               sprintf("; with one kernel the model with neighbours gained too little, and it was fitted again from one with a short-range Matern 5/2 part (lengthscales %s times the median distance to the %dth nearest row, %s in the inputs scaled by their standard deviations), which gained the figure above",
+                       format(r$reach$reach), r$K, format(r$reach$rho, digits = 3L))
+             else
+               sprintf("; fitted again from a kernel with a short-range Matern 5/2 part (lengthscales %s times the median distance to the %dth nearest row), it gained %s (standard error %s)",
+                       format(r$reach$reach), r$K, format(r$reach$gain, digits = 3L),
+                       format(r$reach$gain_se, digits = 2L)),
            if (!is.null(r$short))
              if (is.null(r$short$ratio))
                "; the kernel: one Matern 5/2 (a short-range part added to it did not raise the likelihood on the trial's rows)"

@@ -67,7 +67,8 @@
 #     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
 # (the further sets: --sets=concrete,energy,yacht,bostonHousing,rainfall,
 # jason3,ato,diamonds,lidar,bcef,hourly,sunspots,treering,dax,quakes,
-# nlschools; rainfall needs fields, ato hetGP,
+# nlschools, and the synthetic twoscale,rough2,bumps3,step2,series1;
+# rainfall needs fields, ato hetGP,
 # jason3 GpGp, diamonds ggplot2, lidar MBA and bcef spNNGP, installed or,
 # for diamonds and bcef, --sources=<directory> holding the package's source
 # unpacked, whose data/<name>.rda is read)
@@ -122,6 +123,44 @@ have_data <- function(name, pkg) {
 }
 
 # The split k of a data set, standardised on its training part.
+# Synthetic cases of the problem class, each a function of n returning the
+# inputs x, the function f at them and the noise sd:
+#   twoscale  a smooth trend and weaker variation on a much shorter scale,
+#             sin(3a) + 0.3 sin(40a) cos(35b) (2 inputs uniform on the unit
+#             square; noise variance 0.0675)
+#   rough2    sin(8a) cos(6b) + 0.5 sin(25a + 20b) (noise sd 0.2)
+#   bumps3    a linear trend and three narrow Gaussian bumps (sd 0.05) in 3
+#             inputs (noise sd 0.1): structure in a small part of the space
+#   step2     a jump of 1 along a wavy line, plus a gentle slope (noise sd
+#             0.1): not stationary
+#   series1   sin(t/8) + 0.4 sin(1.7 t) on (0, 100) (noise sd 0.3): smooth,
+#             two periods
+synthetic_cases <- list(
+  twoscale = function(n) {
+    x <- matrix(stats::runif(2 * n), n)
+    list(x = x, f = sin(3 * x[, 1]) + 0.3 * sin(40 * x[, 1]) * cos(35 * x[, 2]), sd = sqrt(0.0675))
+  },
+  rough2 = function(n) {
+    x <- matrix(stats::runif(2 * n), n)
+    list(x = x, f = sin(8 * x[, 1]) * cos(6 * x[, 2]) + 0.5 * sin(25 * x[, 1] + 20 * x[, 2]),
+         sd = 0.2)
+  },
+  bumps3 = function(n) {
+    x <- matrix(stats::runif(3 * n), n)
+    ctr <- rbind(c(0.2, 0.7, 0.5), c(0.3, 0.6, 0.8), c(0.5, 0.4, 0.2))
+    b <- rowSums(sapply(1:3, function(j) exp(-colSums((t(x) - ctr[j, ])^2) / 0.005)))
+    list(x = x, f = x[, 1] + b, sd = 0.1)
+  },
+  step2 = function(n) {
+    x <- matrix(stats::runif(2 * n), n)
+    list(x = x, f = ifelse(x[, 1] + 0.3 * sin(6 * x[, 2]) > 0.5, 1, 0) + 0.2 * x[, 2], sd = 0.1)
+  },
+  series1 = function(n) {
+    x <- matrix(stats::runif(n) * 100, n)
+    list(x = x, f = sin(x[, 1] / 8) + 0.4 * sin(x[, 1] * 1.7), sd = 0.3)
+  }
+)
+
 load_split <- function(set, k) {
   # the sets without standard splits: a random test split of n_test rows
   # (10% unless set) drawn with seed `seed`
@@ -240,6 +279,17 @@ load_split <- function(set, k) {
     X <- cbind(IQ = d$IQ, GS = d$GS, SES = d$SES, COMB = as.integer(d$COMB) - 1L)
     Y <- d$lang
     seed <- 1500 + k
+  } else if (set %in% names(synthetic_cases)) {
+    # synthetic, not sets of the literature: 3000 training and 2000 test
+    # rows of a function of the problem class (low-dimensional, structure
+    # on a short range), drawn with seed 1600 + 10 i + k for the i-th case
+    # (see synthetic_cases)
+    set.seed(1600L + 10L * match(set, names(synthetic_cases)) + k)
+    g <- synthetic_cases[[set]](5000L)
+    X <- g$x
+    Y <- g$f + g$sd * stats::rnorm(nrow(X))
+    tr <- seq_len(3000L)
+    te <- 3000L + seq_len(2000L)
   } else {
     stop("unknown data set ", set)
   }

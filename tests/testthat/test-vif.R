@@ -1083,6 +1083,114 @@ test_that("the short-range part of the kernel is scored by the likelihood on the
   expect_false(grepl("kernel:", line(rep0)))
 })
 
+test_that("the trial's second start has a short-range part on the neighbours' scale", {
+  ns <- asNamespace("sparsevgp")
+  # rho: the median distance to the K-th nearest other row, in the inputs
+  # scaled by their standard deviations, against brute force (inputs on
+  # different scales; one row repeated, so that some row's nearest other
+  # row is at distance 0)
+  set.seed(5)
+  n <- 400
+  x <- cbind(runif(n, 0, 10), runif(n, -1, 1))
+  x[7, ] <- x[3, ]
+  rl <- ns$.vif_reach_lengthscales(x, 10L)
+  s <- apply(x, 2L, sd)
+  d <- as.matrix(dist(sweep(x, 2L, s, "/")))
+  dk <- apply(d, 1L, function(v) sort(v)[11L])
+  expect_equal(rl$rho, median(dk), tolerance = 1e-12)
+  expect_equal(rl$lengthscales, lapply(ns$.vif_reach, function(f) f * median(dk) * s),
+               tolerance = 1e-12)
+  # two scales: a smooth trend, and weaker variation on a much shorter
+  # scale that the fit without neighbours calls noise
+  set.seed(1)
+  n <- 1200
+  x <- matrix(runif(2 * n), n)
+  fx <- function(x) sin(3 * x[, 1]) + 0.3 * sin(40 * x[, 1]) * cos(35 * x[, 2])
+  y <- fx(x) + rnorm(n, sd = 0.26)
+  ends <- list(kernel = kernel_matern52(lengthscale = c(0.7, 50), variance = 0.5), noise = 0.09)
+  ctl <- list(neighbour_rounds = 0L, maxit = 200L)
+  set.seed(2)
+  rs <- ns$.vif_reach_start(x, y, ends, NULL, 30L, 20L, "constant", ctl)
+  # the candidates as documented, each scored by sgpr() at its starting
+  # values from the same random numbers: `ends` plus a Matern 5/2 of
+  # lengthscales f rho (in each input's units) with a share h of the noise
+  # variance, f varying first
+  rl <- ns$.vif_reach_lengthscales(x, 20L)
+  cands <- list()
+  for (h in ns$.vif_reach_share) for (l in rl$lengthscales) {
+    cands[[length(cands) + 1L]] <- list(
+      k = ends$kernel + kernel_matern52(lengthscale = l, variance = h * 0.09), nz = (1 - h) * 0.09)
+  }
+  ll <- vapply(cands, function(cd) {
+    set.seed(2)
+    sgpr(x, y, kernel = cd$k, M = 30, noise = cd$nz, neighbours = 20, optimize = FALSE,
+         control = ctl)$bound
+  }, 1)
+  expect_equal(rs$report$scores, ll, tolerance = 1e-12)
+  expect_equal(rs$report$rho, rl$rho)
+  # the best is the start returned
+  b <- which.max(ll)
+  nf <- length(ns$.vif_reach)
+  fi <- (b - 1L) %% nf + 1L
+  hi <- (b - 1L) %/% nf + 1L
+  expect_identical(rs$report$reach, ns$.vif_reach[fi])
+  expect_identical(rs$report$share, ns$.vif_reach_share[hi])
+  expect_equal(rs$kernel$parts[[1L]]$lengthscale, c(0.7, 50))
+  expect_equal(rs$kernel$parts[[2L]]$lengthscale, rl$lengthscales[[fi]])
+  expect_equal(rs$kernel$parts[[2L]]$variance, ns$.vif_reach_share[hi] * 0.09)
+  expect_equal(rs$noise, (1 - ns$.vif_reach_share[hi]) * 0.09)
+  # the short variation is there: the best start is far above the end of
+  # the fit without neighbours alone
+  set.seed(2)
+  l1 <- sgpr(x, y, kernel = ends$kernel, M = 30, noise = 0.09, neighbours = 20,
+             optimize = FALSE, control = ctl)$bound
+  expect_gt(max(ll) - l1, 10)
+  # known noise stays as given, and the short part takes a share of its mean
+  nz <- rep(c(0.05, 0.07), length.out = n)
+  set.seed(2)
+  kn <- ns$.vif_reach_start(x, y, ends, nz, 30L, 20L, "constant", ctl)
+  expect_identical(kn$noise, nz)
+  expect_equal(kn$kernel$parts[[2L]]$variance, kn$report$share * 0.06)
+  # the summary line says which
+  line <- ns$.vif_auto_line
+  rep0 <- list(reason = "trial", kept = TRUE, gain = 0.3, gain_se = 0.02, rows = 1500L,
+               held = 1000L, K = 20L, M = c(30L, 200L))
+  expect_match(line(c(rep0, list(reach = c(rs$report, kept = TRUE)))),
+               sprintf("fitted again from one with a short-range Matern 5/2 part \\(lengthscales %s times the median distance to the 20th nearest row",
+                       ns$.vif_reach[fi]))
+  rep0$kept <- FALSE
+  expect_match(line(c(rep0, list(reach = c(rs$report, kept = FALSE, gain = 0.004,
+                                            gain_se = 0.003)))),
+               "^none: .*fitted again from a kernel with a short-range .* it gained 0.004 \\(standard error 0.003\\)")
+  expect_false(grepl("fitted again", line(rep0)))
+})
+
+test_that("neighbours = \"auto\" keeps the neighbours, with a short-range part, on two scales", {
+  skip_on_cran()
+  # the fit without neighbours calls the short-range variation noise, and a
+  # single kernel with neighbours stays there; the trial's second try, from
+  # a start on the neighbours' scale, finds it
+  set.seed(1)
+  n <- 3000
+  x <- matrix(runif(2 * n), n)
+  fx <- function(x) sin(3 * x[, 1]) + 0.3 * sin(40 * x[, 1]) * cos(35 * x[, 2])
+  y <- fx(x) + rnorm(n, sd = 0.26)
+  xt <- matrix(runif(2000), 1000)
+  set.seed(1)
+  fit <- sgpr(x, y)
+  r <- fit$auto_neighbours
+  expect_identical(fit$neighbours$K, 20L)
+  expect_true(r$reach$kept)
+  expect_identical(r$gain, r$reach$gain)
+  expect_identical(fit$kernel$op, "sum")
+  set.seed(1)
+  f1 <- sgpr(x, y, neighbours = 20)
+  err <- function(f) sqrt(mean((predict(f, xt)$mean - fx(xt))^2))
+  # (about 0.10 against 0.16)
+  expect_lt(err(fit), 0.8 * err(f1))
+  expect_match(paste(capture.output(summary(fit)), collapse = " "), "median\\s+distance")
+})
+
 test_that("the summary line of the trial reads reports without the standard error", {
   line <- sparsevgp:::.vif_auto_line
   r <- list(reason = "trial", gain = 0.05, rows = 1500L, held = 1000L, K = 20L, M = c(30L, 200L))
