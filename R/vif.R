@@ -789,7 +789,8 @@
     lK2 <- if (!is.null(trial2)) score(trial2, K)
     if (is.null(lK2)) return(list(K = 0L, report = list(reason = "interrupted")))
     g2 <- list(gain = mean(lK2 - l0), se = stats::sd(lK2 - l0) / sqrt(V))
-    reach <- c(rs$report, list(gain = g2$gain, gain_se = g2$se, kept = clear(g2)))
+    reach <- c(rs$report, list(gain = g2$gain, gain_se = g2$se, kept = clear(g2),
+                               first_gain = g$gain, first_gain_se = g$se))
     if (reach$kept) {
       keep <- TRUE
       trial <- trial2
@@ -1109,7 +1110,9 @@
                                 ", as the data are dense: what the neighbours leave is on the data's own spacing")),
            if (!is.null(r$reach))
              if (isTRUE(r$reach$kept))
-               sprintf("; with one kernel the model with neighbours gained too little, and it was fitted again from one with a short-range Matern 5/2 part (lengthscales %s times the median distance to the %dth nearest row, %s in the inputs scaled by their standard deviations), which gained the figure above",
+               sprintf("; with one kernel the model with neighbours gained %s (standard error %s), too little, and it was fitted again from one with a short-range Matern 5/2 part (lengthscales %s times the median distance to the %dth nearest row, %s in the inputs scaled by their standard deviations), which gained the figure above",
+                       format(r$reach$first_gain, digits = 3L),
+                       format(r$reach$first_gain_se, digits = 2L),
                        format(r$reach$reach), r$K, format(r$reach$rho, digits = 3L))
              else
                sprintf("; fitted again from a kernel with a short-range Matern 5/2 part (lengthscales %s times the median distance to the %dth nearest row), it gained %s (standard error %s)",

@@ -838,9 +838,10 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_output(print(summary(f)), "held-out rows")
   expect_output(print(summary(f)), "standard error")
   # a gain within the test's standard errors keeps no neighbours: the same
-  # trial with the test asking for more standard errors than it has
+  # trial with the test asking for more standard errors than it has (and
+  # than the second try, from a short-range start, has)
   oldz <- sparsevgp:::.vif_auto_z
-  assignInNamespace(".vif_auto_z", r$gain / r$gain_se + 1, "sparsevgp")
+  assignInNamespace(".vif_auto_z", 1e3, "sparsevgp")
   on.exit(assignInNamespace(".vif_auto_z", oldz, "sparsevgp"), add = TRUE)
   set.seed(1)
   fz <- sgpr(height ~ row + col, data = d)
@@ -849,6 +850,12 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_false(fz$auto_neighbours$kept)
   expect_null(fz$neighbours)
   expect_output(print(summary(fz)), "none: fitted on a subsample")
+  # the second try ran, was scored and was not kept either
+  rz <- fz$auto_neighbours$reach
+  expect_false(rz$kept)
+  expect_equal(rz$first_gain, r$gain, tolerance = 1e-12)
+  expect_true(is.finite(rz$gain) && rz$gain_se > 0)
+  expect_output(print(summary(fz)), "fitted again from a kernel with a short-range")
   # the share of the prior variance neither part explains is measured, and
   # on this surface small: the inducing inputs stay where greedy selection
   # put them
@@ -1155,8 +1162,9 @@ test_that("the trial's second start has a short-range part on the neighbours' sc
   line <- ns$.vif_auto_line
   rep0 <- list(reason = "trial", kept = TRUE, gain = 0.3, gain_se = 0.02, rows = 1500L,
                held = 1000L, K = 20L, M = c(30L, 200L))
-  expect_match(line(c(rep0, list(reach = c(rs$report, kept = TRUE)))),
-               sprintf("fitted again from one with a short-range Matern 5/2 part \\(lengthscales %s times the median distance to the 20th nearest row",
+  expect_match(line(c(rep0, list(reach = c(rs$report, kept = TRUE, first_gain = 0.002,
+                                            first_gain_se = 0.001)))),
+               sprintf("gained 0.002 \\(standard error 0.001\\), too little, and it was fitted again from one with a short-range Matern 5/2 part \\(lengthscales %s times the median distance to the 20th nearest row",
                        ns$.vif_reach[fi]))
   rep0$kept <- FALSE
   expect_match(line(c(rep0, list(reach = c(rs$report, kept = FALSE, gain = 0.004,
@@ -1182,6 +1190,9 @@ test_that("neighbours = \"auto\" keeps the neighbours, with a short-range part, 
   expect_identical(fit$neighbours$K, 20L)
   expect_true(r$reach$kept)
   expect_identical(r$gain, r$reach$gain)
+  # (the first try, with one kernel, gained too little)
+  expect_false(r$reach$first_gain > sparsevgp:::.vif_auto_gain &&
+                 r$reach$first_gain > sparsevgp:::.vif_auto_z * r$reach$first_gain_se)
   expect_identical(fit$kernel$op, "sum")
   set.seed(1)
   f1 <- sgpr(x, y, neighbours = 20)
