@@ -759,7 +759,7 @@
   if (is.null(lK)) return(list(K = 0L, report = list(reason = "interrupted")))
   # the gain in nats per held-out observation and its standard error, and
   # whether it clears the rule (by `margin` more)
-  compare <- function(l0) list(gain = mean(lK - l0), se = stats::sd(lK - l0) / sqrt(V))
+  compare <- function(l0, lk = lK) list(gain = mean(lk - l0), se = stats::sd(lk - l0) / sqrt(V))
   clear <- function(g, margin = 0) {
     isTRUE(g$gain - margin > .vif_auto_gain && g$gain - margin > .vif_auto_z * g$se)
   }
@@ -788,7 +788,7 @@
     }
     lK2 <- if (!is.null(trial2)) score(trial2, K)
     if (is.null(lK2)) return(list(K = 0L, report = list(reason = "interrupted")))
-    g2 <- list(gain = mean(lK2 - l0), se = stats::sd(lK2 - l0) / sqrt(V))
+    g2 <- compare(l0, lK2)
     reach <- c(rs$report, list(gain = g2$gain, gain_se = g2$se, kept = clear(g2),
                                first_gain = g$gain, first_gain_se = g$se))
     if (reach$kept) {
@@ -920,15 +920,28 @@
   })
   if (is.null(g)) return(NULL)
   grid <- list(kernel = g$kernel, noise = if (is.null(noise)) g$noise else noise)
-  score <- function(s) {
-    f <- .vif_trial(x, y, kernel = s$kernel, M = M, noise = s$noise, mean = mean,
-                    neighbours = K, optimize = FALSE, control = control)
-    if (is.null(f)) NULL else f$bound
-  }
+  score <- function(s) .vif_start_score(x, y, s, M, K, mean, control)
   a <- score(ends)
   b <- if (!is.null(a)) score(grid)
   if (is.null(b)) return(NULL)
   c(if (isTRUE(b > a)) grid else ends, list(ends = ends))
+}
+
+# The log likelihood of the model with K neighbours on the rows x, y at the
+# start `s` (list(kernel, noise)), with M inducing inputs by greedy
+# selection: how the trial ranks starts. NULL when Ctrl-C stopped it.
+.vif_start_score <- function(x, y, s, M, K, mean, control) {
+  f <- .vif_trial(x, y, kernel = s$kernel, M = M, noise = s$noise, mean = mean,
+                  neighbours = K, optimize = FALSE, control = control)
+  if (is.null(f)) NULL else f$bound
+}
+
+# The start `k` plus a Matern 5/2 part of lengthscales `l` that takes a
+# share h of the noise variance lam (the rest stays noise; the user's
+# `noise`, when given, stays as it is): list(kernel, noise).
+.vif_with_short <- function(k, l, h, lam, noise) {
+  list(kernel = k + kernel_matern52(lengthscale = l, variance = h * lam),
+       noise = if (is.null(noise)) (1 - h) * lam else noise)
 }
 
 # The start of the trial's second try at the model with neighbours, when
@@ -967,16 +980,12 @@
   scores <- numeric(nrow(grid))
   cands <- vector("list", nrow(grid))
   for (j in seq_len(nrow(grid))) {
-    h <- .vif_reach_share[grid$h[j]]
-    cands[[j]] <- list(
-      kernel = ends$kernel + kernel_matern52(lengthscale = reach$lengthscales[[grid$f[j]]],
-                                             variance = h * lam),
-      noise = if (is.null(noise)) (1 - h) * lam else noise)
+    cands[[j]] <- .vif_with_short(ends$kernel, reach$lengthscales[[grid$f[j]]],
+                                  .vif_reach_share[grid$h[j]], lam, noise)
     assign(".Random.seed", seed, envir = globalenv())
-    f <- .vif_trial(x, y, kernel = cands[[j]]$kernel, M = M, noise = cands[[j]]$noise,
-                    mean = mean, neighbours = K, optimize = FALSE, control = control)
-    if (is.null(f)) return(NULL)
-    scores[j] <- f$bound
+    sc <- .vif_start_score(x, y, cands[[j]], M, K, mean, control)
+    if (is.null(sc)) return(NULL)
+    scores[j] <- sc
   }
   b <- which.max(scores)
   c(cands[[b]], list(report = list(scores = scores, rho = reach$rho,
@@ -1034,17 +1043,14 @@
 .vif_short_part <- function(x, y, k1, params, noise, M, K, mean, control) {
   lam <- if (is.null(noise)) params[["noise"]] else mean(noise)
   sums <- lapply(.vif_short_ratios, function(r) {
-    list(kernel = k1 + kernel_matern52(lengthscale = k1$lengthscale * r,
-                                       variance = .vif_short_share * lam),
-         noise = if (is.null(noise)) (1 - .vif_short_share) * lam else noise)
+    .vif_with_short(k1, k1$lengthscale * r, .vif_short_share, lam, noise)
   })
   cands <- c(list(list(kernel = k1, noise = if (is.null(noise)) lam else noise)), sums)
   scores <- numeric(length(cands))
   for (i in seq_along(cands)) {
-    f <- .vif_trial(x, y, kernel = cands[[i]]$kernel, M = M, noise = cands[[i]]$noise,
-                    mean = mean, neighbours = K, optimize = FALSE, control = control)
-    if (is.null(f)) return(NULL)
-    scores[i] <- f$bound
+    sc <- .vif_start_score(x, y, cands[[i]], M, K, mean, control)
+    if (is.null(sc)) return(NULL)
+    scores[i] <- sc
   }
   b <- which.max(scores)
   report <- list(scores = scores, ratio = if (b > 1L) .vif_short_ratios[b - 1L])
