@@ -270,7 +270,12 @@
 #'     \code{optimize_inducing = FALSE} or the inducing inputs are given, or
 #'     the data are dense: there the neighbours are the closest observations
 #'     there are, and what they leave is structure on the data's own
-#'     spacing, which sparser inducing inputs do not reach).
+#'     spacing, which sparser inducing inputs do not reach). The centres are
+#'     kept only when, at the trial's parameters, they predict the held-out
+#'     rows better than the inducing inputs they would replace by the
+#'     rule's margin of 0.01 nats per observation: where what the neighbours
+#'     leave is on a scale shorter than the centres' spacing, they would
+#'     double the cost of each evaluation for nothing.
 #'     With \eqn{N} small enough that
 #'     the budget of the automatic \eqn{M} covers an inducing input for
 #'     every observation (\eqn{N^3 \le 3 \times 10^8}{N^3 <= 3e8}, about

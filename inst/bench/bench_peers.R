@@ -67,7 +67,8 @@
 #     [--sets=kin8nm,power,volcano,argo] [--methods=...] [--out=results.csv]
 # (the further sets: --sets=concrete,energy,yacht,bostonHousing,rainfall,
 # jason3,ato,diamonds,lidar,bcef,hourly,sunspots,treering,dax,quakes,
-# nlschools, and the synthetic twoscale,rough2,bumps3,step2,series1;
+# nlschools, and the synthetic twoscale,rough2,bumps3,step2,series1,
+# field2,towns2,rough3;
 # rainfall needs fields, ato hetGP,
 # jason3 GpGp, diamonds ggplot2, lidar MBA and bcef spNNGP, installed or,
 # for diamonds and bcef, --sources=<directory> holding the package's source
@@ -135,6 +136,25 @@ have_data <- function(name, pkg) {
 #             0.1): not stationary
 #   series1   sin(t/8) + 0.4 sin(1.7 t) on (0, 100) (noise sd 0.3): smooth,
 #             two periods
+#   field2    a draw of a Matern 5/2 field (lengthscale 0.6) plus one of a
+#             Matern 3/2 field (lengthscale 0.03, sd 0.5) on the unit square
+#             (noise sd 0.1): structure shorter than any inducing inputs'
+#             spacing
+#   towns2    two Matern 5/2 fields (lengthscales 0.3 and 0.02, sd 1 and
+#             0.6), two thirds of the inputs in 40 towns (sd 0.02 about
+#             random centres), a third spread over the unit square (noise
+#             sd 0.1): dense and sparse parts
+#   rough3    a Matern 5/2 field (lengthscale 0.5) plus a Matern 1/2 one
+#             (lengthscale 0.1, five times longer along the third input, sd
+#             0.7) in 3 inputs (noise sd 0.05)
+# (The fields are drawn by 3000 random Fourier features: frequencies from
+# the Student t with 2 nu degrees of freedom, the Matern kernel's spectral
+# density.)
+rff_draw <- function(x, ell, nu, sd, J = 3000L) {
+  W <- matrix(stats::rnorm(J * ncol(x)), J) / sqrt(stats::rchisq(J, 2 * nu) / (2 * nu)) / ell
+  b <- stats::runif(J, 0, 2 * pi)
+  drop(cos(x %*% t(W) + rep(b, each = nrow(x))) %*% stats::rnorm(J)) * sd * sqrt(2 / J)
+}
 synthetic_cases <- list(
   twoscale = function(n) {
     x <- matrix(stats::runif(2 * n), n)
@@ -158,6 +178,25 @@ synthetic_cases <- list(
   series1 = function(n) {
     x <- matrix(stats::runif(n) * 100, n)
     list(x = x, f = sin(x[, 1] / 8) + 0.4 * sin(x[, 1] * 1.7), sd = 0.3)
+  },
+  field2 = function(n) {
+    x <- matrix(stats::runif(2 * n), n)
+    list(x = x, f = rff_draw(x, 0.6, 2.5, 1) + rff_draw(x, 0.03, 1.5, 0.5), sd = 0.1)
+  },
+  towns2 = function(n) {
+    nt <- round(2 * n / 3)
+    ctr <- matrix(stats::runif(80), 40)
+    x <- rbind(ctr[sample.int(40L, nt, TRUE), ] + matrix(stats::rnorm(2 * nt, sd = 0.02), nt),
+               matrix(stats::runif(2 * (n - nt)), n - nt))
+    # (the towns' and the spread rows shuffled, so that train and test
+    # splits take both)
+    x <- x[sample.int(n), ]
+    list(x = x, f = rff_draw(x, 0.3, 2.5, 1) + rff_draw(x, 0.02, 2.5, 0.6), sd = 0.1)
+  },
+  rough3 = function(n) {
+    x <- matrix(stats::runif(3 * n), n)
+    list(x = x, f = rff_draw(x, 0.5, 2.5, 1) + rff_draw(sweep(x, 2L, c(1, 1, 0.2), "*"), 0.1, 0.5, 0.7),
+         sd = 0.05)
   }
 )
 

@@ -862,23 +862,42 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_true(r$unexplained > 0 && r$unexplained < sparsevgp:::.vif_auto_left)
   expect_false(r$placed)
   expect_output(print(summary(f)), "unexplained")
-  # with the threshold at 0 the trial puts the inducing inputs at k-means
-  # centres of the inputs, as many as their budget allows (at most N / 4),
-  # and the full fit holds them there
+  # with the threshold at 0 the trial scores k-means centres of the inputs,
+  # as many as their budget allows (at most N / 4), on the held-out rows
+  # against the inducing inputs they would replace, and keeps them by the
+  # rule of the neighbours
   old <- sparsevgp:::.vif_auto_left
   assignInNamespace(".vif_auto_left", 0, "sparsevgp")
   on.exit(assignInNamespace(".vif_auto_left", old, "sparsevgp"), add = TRUE)
   set.seed(1)
+  fc <- sgpr(height ~ row + col, data = d)
+  cn <- fc$auto_neighbours$centres
+  expect_true(is.finite(cn$gain) && cn$gain_se > 0)
+  expect_identical(cn$kept, cn$gain > sparsevgp:::.vif_auto_gain)
+  expect_identical(fc$auto_neighbours$placed, cn$kept)
+  # (the neighbours' own decision and gain are those of before)
+  expect_equal(fc$auto_neighbours$gain, r$gain, tolerance = 1e-12)
+  # kept (here by a margin every gain passes, and the neighbours by a test
+  # every gain passes), the full fit holds the inducing inputs at the
+  # centres
+  oldg <- sparsevgp:::.vif_auto_gain
+  assignInNamespace(".vif_auto_gain", -Inf, "sparsevgp")
+  assignInNamespace(".vif_auto_z", -Inf, "sparsevgp")
+  on.exit(assignInNamespace(".vif_auto_gain", oldg, "sparsevgp"), add = TRUE)
+  set.seed(1)
   fp <- sgpr(height ~ row + col, data = d)
   assignInNamespace(".vif_auto_left", old, "sparsevgp")
+  assignInNamespace(".vif_auto_gain", oldg, "sparsevgp")
+  assignInNamespace(".vif_auto_z", oldz, "sparsevgp")
   expect_true(fp$auto_neighbours$placed)
+  expect_equal(fp$auto_neighbours$centres$gain, cn$gain, tolerance = 1e-12)
   expect_identical(fp$neighbours$K, 20L)
   Zp <- fp$params$Z
   xs <- fp$x
   Mc <- min(sparsevgp:::.vif_max_inducing(nrow(xs), 20L, sparsevgp:::.vif_centres_budget),
             nrow(xs) %/% 4L)
   expect_identical(nrow(Zp), as.integer(Mc))
-  expect_identical(fp$auto_neighbours$centres, nrow(Zp))
+  expect_identical(fp$auto_neighbours$centres$M, nrow(Zp))
   expect_identical(fp$selection$M, nrow(Zp))
   # k-means centres: each is the mean of the inputs nearest to it (the
   # fixed point of Lloyd's and Hartigan-Wong's iterations), and not a row
@@ -893,6 +912,8 @@ test_that("neighbours = \"auto\": the trial keeps them on a rough surface, not o
   expect_false(all(on_rows))
   expect_true(all(fp$fixed[sparsevgp:::.block_mask(fp, "Z")]))
   expect_output(print(summary(fp)), sprintf("at %d k-means centres", nrow(Zp)))
+  expect_output(print(summary(fp)), "which gained")
+  if (!cn$kept) expect_output(print(summary(fc)), "k-means centres of the inputs gained only")
   # a smooth function: the inducing points explain it, no neighbours, and
   # the fit is the one without them (the trial restores the random numbers)
   set.seed(5)
