@@ -832,9 +832,8 @@
       # against the inducing inputs they would replace: kept when they gain
       # the neighbours' margin (see above)
       pt <- trial$params
-      seed_p <- get(".Random.seed", envir = globalenv())
-      lP <- score(list(params = utils::modifyList(pt, list(Z = placed)), kernel = trial$kernel), K)
-      assign(".Random.seed", seed_p, envir = globalenv())
+      lP <- .keep_stream(score(list(params = utils::modifyList(pt, list(Z = placed)),
+                                    kernel = trial$kernel), K))
       if (is.null(lP)) return(list(K = 0L, report = list(reason = "interrupted")))
       gP <- compare(lK, lP)
       centres <- list(M = nrow(placed), gain = gP$gain, gain_se = gP$se,
