@@ -349,7 +349,7 @@
   # sgpr with neighbours conditions on the training data near each point
   if (!is.null(object$neighbours)) {
     a[c("x", "y", "noise_model")] <- unclass(object)[c("x", "y", "noise_model")]
-    a$neighbours <- list(K = object$neighbours$K)
+    a$neighbours <- list(K = object$neighbours$K, predict = .vif_predict_K(object))
   }
   class(a) <- class(object)
   each <- lapply(.cluster_parts(nrow(xnew), length(cl)), function(r) xnew[r, , drop = FALSE])

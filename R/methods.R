@@ -58,6 +58,13 @@
 #' @param cluster a cluster from \code{parallel::makeCluster()}: the rows of
 #'   \code{newdata} are split over its workers (see \code{\link{scaling}});
 #'   by default \code{NULL}, one process. \code{fitted()} takes it too.
+#' @param neighbours for a fit with neighbours (\code{\link{sgpr}}): the
+#'   number of training observations the residual at each new input is
+#'   conditioned on, a whole number from 0 to \eqn{N}; by default
+#'   \code{NULL}, twice the fit's \eqn{K} (at most \eqn{N}). More
+#'   neighbours bring the predictions nearer those of the exact GP at the
+#'   fitted parameters, at a cost of \eqn{O(K^3)} per new input; \eqn{K}
+#'   gives the predictive of the fitted approximation itself.
 #' @param ... not used: any argument here is an error, so that a misspelt
 #'   argument (\code{tpye = "response"}) is not silently ignored.
 #' @return With the defaults, a list with \code{mean} and \code{var} (or
@@ -86,8 +93,9 @@
 predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
                               interval = c("none", "confidence", "prediction"), level = 0.95,
                               se.fit = FALSE, full_cov = FALSE, na.action = stats::na.pass,
-                              weights = NULL, cluster = NULL, ...) {
+                              weights = NULL, cluster = NULL, neighbours = NULL, ...) {
   .check_dots("predict", ...)
+  object <- .predict_neighbours(object, neighbours)
   type <- match.arg(type)
   interval <- match.arg(interval)
   level <- .check_level(level)
@@ -116,6 +124,24 @@ predict.sparsevgp <- function(object, newdata, type = c("latent", "response"),
   fit <- .pad(inp, fit)
   if (!se.fit) return(fit)
   list(fit = fit, se.fit = .pad(inp, sqrt(var)))
+}
+
+# predict(neighbours =): the number of training neighbours of each new
+# input, kept in the fit's neighbour structure (.vif_predict_K(), R/vif.R).
+.predict_neighbours <- function(object, neighbours) {
+  if (is.null(neighbours)) return(object)
+  if (is.null(object$neighbours)) {
+    stop("'neighbours' is for fits with neighbours (sgpr(neighbours = K) with K > 0): this fit has none",
+         call. = FALSE)
+  }
+  N <- .nobs(object)
+  if (!is.numeric(neighbours) || length(neighbours) != 1L || !is.finite(neighbours) ||
+      neighbours < 0 || neighbours != round(neighbours) || neighbours > N) {
+    stop(sprintf("'neighbours' must be one whole number from 0 to N = %d (the training observations)", N),
+         call. = FALSE)
+  }
+  object$neighbours$predict <- as.integer(neighbours)
+  object
 }
 
 # The predictive moments at the inputs of .prediction_inputs(): the latent

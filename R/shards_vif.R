@@ -179,9 +179,12 @@
   fit
 }
 
-# The automatic M within the budget of one evaluation with K neighbours.
-.vif_cap_spec <- function(spec, N, K) {
-  if (isTRUE(spec$auto) && isTRUE(K > 0L)) spec$M <- min(spec$M, .vif_max_inducing(N, K))
+# The automatic M within the budget of one evaluation with K neighbours
+# (`auto`: as neighbours = "auto" chooses it, .vif_auto_max_inducing()).
+.vif_cap_spec <- function(spec, N, K, auto = FALSE) {
+  if (isTRUE(spec$auto) && isTRUE(K > 0L)) {
+    spec$M <- min(spec$M, if (auto) .vif_auto_max_inducing(N) else .vif_max_inducing(N, K))
+  }
   spec
 }
 
@@ -221,7 +224,7 @@
   if (!mn$fixed) out$mn$value <- auto$params$mean
   if (spec$method == "given") return(out)
   if (auto$K > 0L) {
-    out$spec <- .vif_cap_spec(spec, N, auto$K)
+    out$spec <- .vif_cap_spec(spec, N, auto$K, auto = TRUE)
     out$Z <- if (!is.null(auto$Z) && (isTRUE(spec$auto) ||
                                       identical(nrow(auto$Z), as.integer(out$spec$M)))) auto$Z else
       select_at(out$spec, out$kernel, out$nz)
@@ -246,7 +249,7 @@
   loc$x <- x
   loc$y <- y
   if (!is.null(loc$noise_model)) loc$noise_model$lambda <- lambda
-  loc$neighbours <- list(K = min(fit$neighbours$K, nrow(x)))
+  loc$neighbours <- list(K = min(fit$neighbours$K, nrow(x)), predict = fit$neighbours$predict)
   loc
 }
 
@@ -297,7 +300,8 @@
 .shards_vif_args <- function(fit) {
   a <- unclass(fit)[intersect(c("kernel", "params", "posterior", "noise_model", "neighbours",
                                 "call", "model"), names(fit))]
-  a$neighbours <- list(K = fit$neighbours$K)
+  # (a worker predicts from its own rows with .vif_predict_K() of them)
+  a$neighbours <- list(K = fit$neighbours$K, predict = fit$neighbours$predict)
   a$x <- matrix(0, 0L, ncol(fit$x), dimnames = list(NULL, colnames(fit$x)))
   class(a) <- class(fit)
   a

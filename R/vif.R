@@ -273,13 +273,35 @@
 
 # ---- prediction ------------------------------------------------------------------
 
+# The number of training points a new point's residual conditions on:
+# .vif_predict_factor times the fit's K unless predict(neighbours =) set
+# it (fit$neighbours$predict), at most N. A new point comes after all the
+# training points in the ordering, so any set of them defines a valid
+# predictive of the same fitted model, and a larger one is nearer the
+# exact GP at the fitted parameters for a cost of O(K^3) per point; GpGp
+# predicts with 60 neighbours by default where it fits with 30 (Guinness
+# 2018). Twice the fit's K predicted better on 9 of 11 benchmark sets
+# (split 0, default fits; test NLPD kin8nm -1.141 -> -1.176, volcano
+# 0.770 -> 0.765, a 1-D series with gaps to fill -0.153 -> -0.239), worse
+# on MBA's LIDAR (+0.0075) and a synthetic field (+0.0014); three times
+# was no better overall.
+.vif_predict_factor <- 2L
+# (integers of candidate indices searched at once: 16 MB)
+.vif_predict_query <- 4194304L
+.vif_predict_K <- function(fit) {
+  nb <- fit$neighbours
+  Kp <- if (is.null(nb$predict)) .vif_predict_factor * nb$K else nb$predict
+  as.integer(min(nrow(fit$x), Kp))
+}
+
 # The latent predictive distribution at the rows of xnew: the global part
-# and the residual conditioned on the K training points most correlated
-# with each new point under the residual process (chosen among its 2K
-# nearest, as in training), src/vecchia.c. Cost O(M^2 + M K^2 + K^3) per
-# point, in spatially ordered blocks of 1000 rows (a block's candidates
-# overlap). With full_cov, the covariance C' Bm^-1 C + diag(d): the local
-# residuals of distinct new points are independent given the data.
+# and the residual conditioned on the Kp = .vif_predict_K() training points
+# most correlated with each new point under the residual process (chosen
+# among its 2 Kp nearest, as in training), src/vecchia.c. Cost
+# O(M^2 + M Kp^2 + Kp^3) per point, in spatially ordered blocks of 1000
+# rows (a block's candidates overlap). With full_cov, the covariance
+# C' Bm^-1 C + diag(d): the local residuals of distinct new points are
+# independent given the data.
 .vif_predict <- function(fit, xnew, full_cov) {
   # rows on the workers of shards() (R/shards_vif.R)
   if (!is.null(fit$shards)) .shards_vif_refuse_predict()
@@ -293,7 +315,7 @@
   Binv <- chol2inv(t(post$LB))
   x <- fit$x
   N <- nrow(x)
-  K <- fit$neighbours$K
+  K <- .vif_predict_K(fit)
   lambda <- .noise_lambda(fit, params)
   ytil <- fit$y - params$mean
   n <- nrow(xnew)
@@ -304,14 +326,24 @@
   xs <- .nb_scaled(x, ls)
   xsn <- .nb_scaled(xnew, ls)
   Kc <- min(N, max(K, .nb_candidate_factor * K))
-  cand_all <- if (K > 0L) .ffi_nb_query(xs, xsn, Kc)
   ord <- if (n > 1L) .ffi_nb_spatial_order(xsn) else 1L
+  # the candidates are searched for runs of whole blocks holding at most
+  # .vif_predict_query integers (a search builds the tree over the
+  # training inputs again; Kc integers per new point for all of them at
+  # once would grow with the number of new points)
+  run <- 1000L * max(1L, .vif_predict_query %/% (1000L * max(1L, Kc)))
+  cand_run <- NULL
   for (r in .row_blocks(n)) {
     rr <- ord[r]
     nbn <- length(rr)
     xb <- xnew[rr, , drop = FALSE]
     if (K > 0L) {
-      cand <- cand_all[, rr, drop = FALSE]
+      if ((r[1L] - 1L) %% run == 0L) {
+        q <- ord[r[1L]:min(n, r[1L] + run - 1L)]
+        cand_run <- .ffi_nb_query(xs, xsn[q, , drop = FALSE], Kc)
+      }
+      off <- (r[1L] - 1L) %/% run * run
+      cand <- cand_run[, r - off, drop = FALSE]
       tr <- unique(as.vector(cand))
       xU <- rbind(xb, x[tr, , drop = FALSE])
       candl <- matrix(nbn + match(cand, tr), nrow(cand))
@@ -448,8 +480,10 @@
   nb <- fit$neighbours
   fit$summary_extra <- list(
     "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
-    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points%s (random order)",
-                           nb$K, nb$candidates, if (isTRUE(nb$shards)) " of its shard" else ""))
+    "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points%s (random order); predict() conditions each new input on %d%s",
+                           nb$K, nb$candidates, if (isTRUE(nb$shards)) " of its shard" else "",
+                           if (isTRUE(nb$shards)) .vif_predict_factor * nb$K else .vif_predict_K(fit),
+                           if (isTRUE(nb$shards)) " of a shard's rows" else ""))
   if (!is.null(fit$auto_neighbours)) {
     fit$summary_extra[["Neighbours"]] <- paste(fit$summary_extra[["Neighbours"]], "-",
                                                .vif_auto_line(fit$auto_neighbours))
@@ -535,9 +569,9 @@
 }
 
 # neighbours = "auto": K = 0 (the collapsed bound of today's sgpr) or
-# .vif_auto_K, decided by how well each model predicts held-out rows, each
-# with the inducing inputs it can afford on all the data (a cost-aware
-# comparison of like with like):
+# .vif_auto_K (.vif_auto_K_1d with one input), decided by how well each
+# model predicts held-out rows, each with the inducing inputs it can afford
+# on all the data (a cost-aware comparison of like with like):
 #   1. V = min(.vif_auto_held, N / 5) random rows are held out; of the
 #      others a random subsample of .vif_auto_rows rows is drawn;
 #   2. on the subsample, the model without neighbours is fitted from its
@@ -629,6 +663,21 @@
 # Returns list(K, params and kernel (of the winner, the starting values of
 # the full fit), report).
 .vif_auto_K <- 20L
+# With one input, .vif_auto_K_1d neighbours: a Matern process on a line is
+# nearly screened from the rest by the few observations on either side of
+# a point (Stein 2002, "The screening effect in kriging"), and ten did as
+# well as twenty on the benchmark's series (sunspots, treering, the DAX
+# and hourly series, splits 0-2, test NLPD within 0.002 nats, predictions
+# on 2K neighbours) in 30-55% less CPU (inst/bench/results/
+# bench_peers_predict.txt). The inducing inputs stay at the number the
+# budget allows with .vif_auto_K neighbours: the neighbours' savings went
+# into two or three times as many inducing inputs for no better fit.
+.vif_auto_K_1d <- 10L
+.vif_auto_neighbours <- function(D) if (D == 1L) .vif_auto_K_1d else .vif_auto_K
+# The automatic M of neighbours = "auto" (the trial's, and the full fit's
+# when it keeps the neighbours): the budget of one evaluation with
+# .vif_auto_K neighbours, whatever number it keeps (see above).
+.vif_auto_max_inducing <- function(N, budget = .vif_budget) .vif_max_inducing(N, .vif_auto_K, budget)
 .vif_auto_rows <- 1500L
 .vif_auto_held <- 1000L
 .vif_auto_gain <- 0.01
@@ -683,7 +732,7 @@
   # small data: the budget of the model without neighbours covers an
   # inducing input for every observation (the exact GP is within reach)
   if (.auto_max_inducing(N) >= N) return(list(K = 0L, report = list(reason = "small")))
-  K <- min(.vif_auto_K, N - 1L)
+  K <- min(.vif_auto_neighbours(ncol(x)), N - 1L)
   # the held-out rows, and the subsample among the others
   V <- min(.vif_auto_held, N %/% 5L)
   n <- min(N - V, .vif_auto_rows)
@@ -710,7 +759,7 @@
   known <- is.numeric(noise) && length(noise) == N
   nzt <- if (known) noise[rows] else if (is.numeric(noise) && length(noise) == 1L) noise
   nzk <- if (known) noise[krows] else nzt
-  Mt <- max(1L, min(n %/% 4L, .vif_max_inducing(N, K), nrow(Z)))
+  Mt <- max(1L, min(n %/% 4L, .vif_auto_max_inducing(N), nrow(Z)))
   ctl <- list(maxit = 200L, jitter = control$jitter, jitter_cap = control$jitter_cap, trace = 0L,
               memory = control$memory, neighbour_rounds = .vif_auto_rounds)
   # the model without neighbours from its own starting values (start0:
@@ -766,6 +815,9 @@
                     mean = p$mean, neighbours = nb, optimize = FALSE, control = ctl)
     if (is.null(g)) return(NULL)
     if (nb > 0L) scored <<- g
+    # (the held-out rows condition on the fit's K neighbours, as when its
+    # rules were measured)
+    if (nb > 0L) g$neighbours$predict <- nb
     q <- .predict_latent(g, x[held, , drop = FALSE], FALSE)
     lam <- if (known) noise[held] else p[["noise"]]
     stats::dnorm(y[held], q$mean, sqrt(pmax(q$var, 0) + lam), log = TRUE)
@@ -826,7 +878,7 @@
     # and what they leave is structure on the data's own spacing, which
     # inducing inputs, sparser still, do not reach)
     if (isTRUE(left > .vif_auto_left) && isTRUE(start0$place) && !windowed) {
-      Mc <- if (is.null(start0$M)) .vif_max_inducing(N, K, .vif_centres_budget) else start0$M
+      Mc <- if (is.null(start0$M)) .vif_auto_max_inducing(N, .vif_centres_budget) else start0$M
       placed <- select_inducing(x, M = min(Mc, N %/% 4L), method = "kmeans", trace = FALSE)$Z
       # the centres at the trial's parameters, scored on the held-out rows
       # against the inducing inputs they would replace: kept when they gain

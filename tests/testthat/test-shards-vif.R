@@ -104,6 +104,13 @@ test_that("sgpr with neighbours on 2 and 3 shards (uneven, one empty) is one pro
     expect_equal(unname(p1$mean), p0$mean, tolerance = 1e-9)
     expect_equal(unname(p1$var), p0$var, tolerance = 1e-9)
     expect_error(predict(f1, xn, full_cov = TRUE, cluster = sh), "full_cov = TRUE is not available")
+    # predict(neighbours =) reaches the workers
+    f0k <- f0
+    f0k$neighbours$predict <- 3L
+    p0k <- sparsevgp:::.vif_predict_groups(f0k, as.matrix(xn), groups)
+    p1k <- predict(f1, xn, cluster = sh, neighbours = 3)
+    expect_equal(unname(p1k$mean), p0k$mean, tolerance = 1e-9)
+    expect_gt(max(abs(p1k$mean - p1$mean)), 1e-6)
     # a warm start keeps the workers' orders and sets: the same fit
     f2 <- update(f1, optimize = FALSE)
     expect_equal(f2$neighbours$seeds, f1$neighbours$seeds)

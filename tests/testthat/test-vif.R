@@ -11,18 +11,18 @@ vif_data <- function(N = 45, seed = 1) {
   list(x = x, y = y, Z = x[round(seq(3, N - 2, length.out = 6)), ] + 0.011)
 }
 
-# The dense predictive of a new point s conditioning on its K training
+# The dense predictive of a new point s conditioning on K training
 # neighbours (chosen as the package does: the K most correlated under the
 # residual process among the 2K nearest in the scaled inputs):
-# f_s = a_s'u + b_s' rho_N + eta_s.
-vif_dense_predict <- function(fit, xnew) {
+# f_s = a_s'u + b_s' rho_N + eta_s. By default K is twice the fit's, at
+# most N (predict()'s default).
+vif_dense_predict <- function(fit, xnew, K = min(nrow(fit$x), 2L * fit$neighbours$K)) {
   ns <- asNamespace("sparsevgp")
   dv <- vif_dense(fit)
   k <- dv$k
   x <- fit$x
   Z <- fit$params$Z
   N <- nrow(x)
-  K <- fit$neighbours$K
   Kus <- kernel_matrix(k, Z, xnew)
   Kuf <- kernel_matrix(k, Z, x)
   Qsf <- crossprod(Kus, solve(dv$Kuu, Kuf))
@@ -34,6 +34,10 @@ vif_dense_predict <- function(fit, xnew) {
   Bs <- matrix(0, nrow(xnew), N)
   ds <- numeric(nrow(xnew))
   for (s in seq_len(nrow(xnew))) {
+    if (K == 0L) {
+      ds[s] <- rss[s]
+      next
+    }
     d2 <- 0
     for (j in seq_len(ncol(x))) d2 <- d2 + (xs[, j] - xsn[s, j])^2
     cand <- order(d2, seq_len(N))[seq_len(min(N, 2 * K))]
@@ -109,6 +113,16 @@ test_that("VIF predictions equal the dense posterior of the extended model", {
     p <- predict(fit, xnew, full_cov = TRUE)
     expect_lt(rel_err(p$mean, ref$mean), 1e-10)
     expect_lt(max(abs(p$cov - ref$cov)) / max(abs(ref$cov)), 1e-10)
+    # other numbers of neighbours for the new inputs: the fit's K (its own
+    # approximation), none (the global part and the prior residual), all N
+    for (Kp in c(6L, 0L, 45L)) {
+      rk <- vif_dense_predict(fit, xnew, Kp)
+      pk <- predict(fit, xnew, full_cov = TRUE, neighbours = Kp)
+      expect_lt(rel_err(pk$mean, rk$mean), 1e-10)
+      expect_lt(max(abs(pk$cov - rk$cov)) / max(abs(rk$cov)), 1e-10)
+    }
+    # (the default differs from the fit's own K)
+    expect_gt(max(abs(p$mean - predict(fit, xnew, neighbours = 6)$mean)), 1e-6)
     pv <- predict(fit, xnew)
     expect_lt(max(abs(pv$var - diag(ref$cov))) / max(diag(ref$cov)), 1e-10)
     # the response adds the noise; intervals are mean -/+ z sd
@@ -118,6 +132,26 @@ test_that("VIF predictions equal the dense posterior of the extended model", {
     expect_equal(unname(iv[, "upr"] - iv[, "fit"]), unname(qnorm(0.95) * sqrt(pr$var)),
                  tolerance = 1e-10)
   }
+})
+
+test_that("VIF predictions in blocks and runs of blocks equal those of the new inputs one by one", {
+  d <- vif_data(N = 300)
+  set.seed(2)
+  fit <- sgpr(d$x, d$y, kernel = kernel_matern52(c(0.3, 0.4), 1), inducing = d$Z, noise = 0.05,
+              neighbours = 5, optimize = FALSE)
+  xnew <- cbind(x1 = runif(2600), x2 = runif(2600))
+  p <- predict(fit, xnew)
+  # a candidate search for each run of one block of 1000 new inputs (three
+  # runs) instead of one for all
+  old <- sparsevgp:::.vif_predict_query
+  assignInNamespace(".vif_predict_query", 1L, "sparsevgp")
+  on.exit(assignInNamespace(".vif_predict_query", old, "sparsevgp"))
+  expect_identical(predict(fit, xnew), p)
+  # each new input alone
+  i <- c(1, 999, 1000, 1001, 2600)
+  one <- sapply(i, function(j) unlist(predict(fit, xnew[j, , drop = FALSE])))
+  expect_equal(unname(one[1, ]), unname(p$mean[i]), tolerance = 1e-12)
+  expect_equal(unname(one[2, ]), unname(p$var[i]), tolerance = 1e-12)
 })
 
 test_that("K = N - 1 gives the exact GP likelihood and predictions, any order", {
@@ -474,7 +508,15 @@ test_that("bad neighbour counts give clear errors; duplicated inputs work", {
   fit <- sgpr(x, y, kernel = kernel_rbf(0.3, 1), inducing = d$Z[1:4, ], noise = 0.05,
               neighbours = 3, optimize = FALSE)
   expect_true(is.finite(fit$bound))
-  expect_lt(abs(fit$bound - vif_dense(fit)$ll) / abs(fit$bound), 1e-10)
+  expect_lt(abs(fit$bound - vif_dense(fit)$ll) / abs(fit$bound), 1e-10)  # predict(neighbours =): a whole number from 0 to N, for fits with neighbours
+  for (bad in list(26, -1, 2.5, NA, "many", c(2, 3), Inf)) {
+    expect_error(predict(fit, d$x[1:2, ], neighbours = bad), "'neighbours' must be one whole number")
+  }
+  f0 <- sgpr(d$x, d$y, kernel = kernel_rbf(0.3, 1), inducing = d$Z[1:4, ], noise = 0.05,
+             optimize = FALSE)
+  expect_error(predict(f0, d$x[1:2, ], neighbours = 3), "'neighbours' is for fits with neighbours")
+  expect_match(paste(capture.output(summary(fit)), collapse = " "),
+               "predict() conditions each new input on 6", fixed = TRUE)
 })
 
 test_that("control$neighbour_rounds caps the rounds of neighbour sets chosen anew", {
@@ -717,7 +759,10 @@ test_that("on dense data the grid and the trial see structure on a few observati
   # data's spacing)
   set.seed(1)
   fit <- sgpr(x, y[i])
-  expect_identical(fit$neighbours$K, 20L)
+  # (with one input, 10 neighbours and the inducing inputs that 20 allow)
+  expect_identical(fit$neighbours$K, 10L)
+  expect_identical(fit$auto_neighbours$K, 10L)
+  expect_lte(nrow(fit$params$Z), sparsevgp:::.vif_max_inducing(n, 20L))
   expect_gt(fit$auto_neighbours$gain, 0.5)
   expect_identical(fit$auto_neighbours$windows, 1500L)
   expect_false(fit$auto_neighbours$placed)
@@ -791,6 +836,8 @@ test_that("on a cluster the likelihood, gradient and predictions equal one proce
   expect_null(f2$cluster)
   xnew <- d$x[1:9, ] + 0.01
   expect_equal(predict(f1, xnew, cluster = cl), predict(f1, xnew), tolerance = 1e-12)
+  expect_equal(predict(f1, xnew, cluster = cl, neighbours = 4),
+               predict(f1, xnew, neighbours = 4), tolerance = 1e-12)
   left <- unlist(parallel::clusterCall(cl, function() ls(asNamespace("sparsevgp")$.shards)))
   expect_length(left, 0L)
 })
