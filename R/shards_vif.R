@@ -179,12 +179,9 @@
   fit
 }
 
-# The automatic M within the budget of one evaluation with K neighbours
-# (`auto`: as neighbours = "auto" chooses it, .vif_auto_max_inducing()).
-.vif_cap_spec <- function(spec, N, K, auto = FALSE) {
-  if (isTRUE(spec$auto) && isTRUE(K > 0L)) {
-    spec$M <- min(spec$M, if (auto) .vif_auto_max_inducing(N) else .vif_max_inducing(N, K))
-  }
+# The automatic M within the budget of one evaluation with K neighbours.
+.vif_cap_spec <- function(spec, N, K) {
+  if (isTRUE(spec$auto) && isTRUE(K > 0L)) spec$M <- min(spec$M, .vif_max_inducing(N, K))
   spec
 }
 
@@ -224,7 +221,9 @@
   if (!mn$fixed) out$mn$value <- auto$params$mean
   if (spec$method == "given") return(out)
   if (auto$K > 0L) {
-    out$spec <- .vif_cap_spec(spec, N, auto$K, auto = TRUE)
+    # (the budget of .vif_auto_K neighbours, whatever K the trial kept:
+    # .vif_auto_max_inducing(), R/vif.R)
+    out$spec <- .vif_cap_spec(spec, N, .vif_auto_K)
     out$Z <- if (!is.null(auto$Z) && (isTRUE(spec$auto) ||
                                       identical(nrow(auto$Z), as.integer(out$spec$M)))) auto$Z else
       select_at(out$spec, out$kernel, out$nz)

@@ -275,7 +275,8 @@
 
 # The number of training points a new point's residual conditions on:
 # .vif_predict_factor times the fit's K unless predict(neighbours =) set
-# it (fit$neighbours$predict), at most N. A new point comes after all the
+# it (fit$neighbours$predict), at most the fit's N (a worker's own rows
+# for its share of a fit on shards). A new point comes after all the
 # training points in the ordering, so any set of them defines a valid
 # predictive of the same fitted model, and a larger one is nearer the
 # exact GP at the fitted parameters for a cost of O(K^3) per point; GpGp
@@ -291,7 +292,7 @@
 .vif_predict_K <- function(fit) {
   nb <- fit$neighbours
   Kp <- if (is.null(nb$predict)) .vif_predict_factor * nb$K else nb$predict
-  as.integer(min(nrow(fit$x), Kp))
+  as.integer(min(.nobs(fit), Kp))
 }
 
 # The latent predictive distribution at the rows of xnew: the global part
@@ -482,8 +483,7 @@
     "Objective" = "the exact log likelihood of the VIF approximation (Gyger, Furrer and Sigrist 2025), not a bound",
     "Neighbours" = sprintf("K = %d per point, chosen by residual correlation among the %d nearest earlier points%s (random order); predict() conditions each new input on %d%s",
                            nb$K, nb$candidates, if (isTRUE(nb$shards)) " of its shard" else "",
-                           if (isTRUE(nb$shards)) .vif_predict_factor * nb$K else .vif_predict_K(fit),
-                           if (isTRUE(nb$shards)) " of a shard's rows" else ""))
+                           .vif_predict_K(fit), if (isTRUE(nb$shards)) " of a shard's rows" else ""))
   if (!is.null(fit$auto_neighbours)) {
     fit$summary_extra[["Neighbours"]] <- paste(fit$summary_extra[["Neighbours"]], "-",
                                                .vif_auto_line(fit$auto_neighbours))
